@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""Generate large LangGraph SQLite stores for dfck performance work (not committed).
+
+    python scripts/gen_perf_stores.py --out /tmp/dfck-perf [--only delta_1k delta_10k full_400mb]
+
+Writes, with the real LangGraph (StateGraph + SqliteSaver, durability="sync"):
+* delta_1k.db   thread "t-delta-1k":  1,000 messages, DeltaChannel(_messages_delta_reducer,
+                snapshot_frequency=10), one invoke per human+ai pair (500 invokes);
+* delta_10k.db  thread "t-delta-10k": 10,000 messages, same (5,000 invokes). With K=10
+                a snapshot every 10 invokes makes this store ~1 GB (quadratic); --delta-k
+                changes K for both delta stores;
+* full_400mb.db threads "t-full-00", "t-full-01", ...: add_messages (full mode), each
+                thread grows to --full-messages messages (default 1,000) two at a time,
+                new threads until the file reaches --full-target-mb (default 450 MB).
+
+Message content is deterministic (~200 bytes, ids "h-<i>"/"ai-<i>"), so the message
+list at the head of every thread is known: see expected_messages() (used by
+py_cold_get_state.py --check).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from langchain_core.messages import AIMessage, HumanMessage  # noqa: E402
+from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: E402
+
+from graphs import build_append_graph, messages_annotation  # noqa: E402
+
+FILLER = (
+    "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor "
+    "incididunt ut labore et dolore magna aliqua. Ut enim ad minim veniam, quis nostrud "
+    "exercitation ullamco laboris nisi ut aliquip ex ea commodo consequat."
+)
+
+
+def pair(i: int) -> list:
+    """The i-th (0-based) human+ai pair; content is ~200 bytes each."""
+    return [
+        HumanMessage(content=f"[user {i:06d}] {FILLER}"[:200], id=f"h-{i}"),
+        AIMessage(content=f"[assistant {i:06d}] {FILLER[::-1]}"[:200], id=f"ai-{i}"),
+    ]
+
+
+def expected_messages(n_messages: int) -> list[tuple[str, str]]:
+    out = []
+    for i in range(n_messages // 2):
+        out.extend((m.id, m.content) for m in pair(i))
+    return out
+
+
+def open_saver(path: Path) -> tuple[sqlite3.Connection, SqliteSaver]:
+    for suffix in ("", "-wal", "-shm"):
+        p = Path(str(path) + suffix)
+        if p.exists():
+            p.unlink()
+    conn = sqlite3.connect(str(path), check_same_thread=False)
+    saver = SqliteSaver(conn)
+    saver.setup()
+    return conn, saver
+
+
+def close(conn: sqlite3.Connection) -> None:
+    conn.commit()
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+
+
+def db_bytes(conn: sqlite3.Connection) -> int:
+    pc = conn.execute("PRAGMA page_count").fetchone()[0]
+    ps = conn.execute("PRAGMA page_size").fetchone()[0]
+    return pc * ps
+
+
+def gen_delta(out: Path, name: str, thread_id: str, n_messages: int, k: int) -> dict:
+    path = out / f"{name}.db"
+    conn, saver = open_saver(path)
+    g = build_append_graph(messages_annotation("delta", k), saver)
+    cfg = {"configurable": {"thread_id": thread_id}}
+    t0 = time.perf_counter()
+    for i in range(n_messages // 2):
+        g.invoke({"messages": pair(i)}, cfg, durability="sync")
+    secs = time.perf_counter() - t0
+    n = len(g.get_state(cfg).values["messages"])
+    assert n == n_messages, (n, n_messages)
+    close(conn)
+    return {"db": str(path), "thread_id": thread_id, "messages": n, "seconds": round(secs, 1), "bytes": path.stat().st_size}
+
+
+def gen_full(out: Path, per_thread: int, target_mb: float, max_threads: int) -> dict:
+    path = out / "full_400mb.db"
+    conn, saver = open_saver(path)
+    g = build_append_graph(messages_annotation("full"), saver)
+    target = int(target_mb * 1024 * 1024)
+    t0 = time.perf_counter()
+    threads = []
+    for t in range(max_threads):
+        tid = f"t-full-{t:02d}"
+        cfg = {"configurable": {"thread_id": tid}}
+        for i in range(per_thread // 2):
+            g.invoke({"messages": pair(i)}, cfg, durability="sync")
+        threads.append(tid)
+        conn.commit()
+        if db_bytes(conn) >= target:
+            break
+    secs = time.perf_counter() - t0
+    close(conn)
+    return {
+        "db": str(path),
+        "threads": threads,
+        "messages_per_thread": per_thread,
+        "seconds": round(secs, 1),
+        "bytes": path.stat().st_size,
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--only", nargs="*", choices=["delta_1k", "delta_10k", "full_400mb"])
+    ap.add_argument("--delta-k", type=int, default=10, help="snapshot_frequency of the delta stores (default 10)")
+    ap.add_argument("--full-messages", type=int, default=1000, help="messages per full-mode thread")
+    ap.add_argument("--full-target-mb", type=float, default=450.0)
+    ap.add_argument("--full-max-threads", type=int, default=12)
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    todo = args.only or ["delta_1k", "delta_10k", "full_400mb"]
+    for what in todo:
+        if what == "delta_1k":
+            r = gen_delta(out, "delta_1k", "t-delta-1k", 1000, args.delta_k)
+        elif what == "delta_10k":
+            r = gen_delta(out, "delta_10k", "t-delta-10k", 10000, args.delta_k)
+        else:
+            r = gen_full(out, args.full_messages, args.full_target_mb, args.full_max_threads)
+        print(json.dumps(r), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,75 @@
+//! `dfck inspect [THREAD] [--state …]`.
+
+use super::{GlobalArgs, ReducerArg, emit};
+use crate::error::{EXIT_OK, Error};
+use crate::inspect::{ReducerChoice, state_report, summarize, thread_report};
+use crate::materialize::{Reducer, View};
+use crate::render::{self, Format, TerminalProgress};
+use clap::Args;
+
+/// Arguments of `dfck inspect`.
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    /// A thread id: list its checkpoints (or, with --state, show its state).
+    pub thread: Option<String>,
+    /// Show the materialized state at a checkpoint (default: the head).
+    #[arg(long, requires = "thread")]
+    pub state: bool,
+    /// The checkpoint to materialize (with --state).
+    #[arg(long, value_name = "ID", requires = "state")]
+    pub checkpoint: Option<String>,
+    /// Namespace (default: the root graph, "").
+    #[arg(long, value_name = "NS", default_value = "", requires = "thread")]
+    pub ns: String,
+    /// Show the value stored at the checkpoint, without its own pending writes.
+    #[arg(long, requires = "state")]
+    pub stored: bool,
+    /// Messages reducer for delta replay.
+    #[arg(long, value_enum, default_value_t = ReducerArg::Auto)]
+    pub reducer: ReducerArg,
+}
+
+/// Runs `dfck inspect`.
+pub fn run(global: &GlobalArgs, args: &InspectArgs) -> Result<i32, Error> {
+    let store = global.target()?.open_read_only()?;
+    let progress = TerminalProgress::stderr();
+    let format = global.format();
+    let out = match (&args.thread, args.state) {
+        (None, _) => {
+            let s = summarize(store.as_ref(), &progress)?;
+            match format {
+                Format::Json => render::json(&s),
+                Format::Table => render::summary_table(&s),
+            }
+        }
+        (Some(thread), false) => {
+            let r = thread_report(store.as_ref(), thread, &args.ns, &progress)?;
+            match format {
+                Format::Json => render::json(&r),
+                Format::Table => render::thread_table(&r),
+            }
+        }
+        (Some(thread), true) => {
+            let reducer = match args.reducer {
+                ReducerArg::Auto => ReducerChoice::Auto,
+                ReducerArg::Deerflow => ReducerChoice::Fixed(Reducer::Deerflow),
+                ReducerArg::Langgraph => ReducerChoice::Fixed(Reducer::Langgraph),
+            };
+            let view = if args.stored { View::Stored } else { View::State };
+            let r = state_report(
+                store.as_ref(),
+                thread,
+                &args.ns,
+                args.checkpoint.as_deref(),
+                view,
+                reducer,
+            )?;
+            match format {
+                Format::Json => render::json(&r),
+                Format::Table => render::state_table(&r),
+            }
+        }
+    };
+    emit(&out)?;
+    Ok(EXIT_OK)
+}

@@ -1,0 +1,144 @@
+//! Codec: LangGraph's serializer tags, msgpack with ext codes 0–7 (byte-exact round trip),
+//! and the JSON rendering of decoded values fixed by the CLI contract.
+
+mod decode;
+mod encode;
+mod json;
+mod value;
+
+pub use decode::{MAX_DEPTH, decode};
+pub use encode::{encode, write_value};
+pub use json::{from_json, to_json};
+pub use value::*;
+
+use crate::error::CodecError;
+
+/// Decodes a `(type, bytes)` pair the way `JsonPlusSerializer.loads_typed` does.
+///
+/// `msgpack`, `null`, `bytes`, `bytearray` and legacy `json` are read; `pickle` and any
+/// `<tag>+<cipher>` (an `EncryptedSerializer`) are refused with
+/// [`CodecError::UnsupportedSerializer`].
+pub fn decode_typed(tag: Option<&str>, bytes: &[u8]) -> Result<Value, CodecError> {
+    match tag {
+        Some("msgpack") => decode(bytes),
+        Some("null") => Ok(Value::Nil),
+        Some("bytes") | Some("bytearray") => Ok(Value::Bin(bytes.to_vec())),
+        Some("json") => {
+            let j: serde_json::Value =
+                serde_json::from_slice(bytes).map_err(|e| CodecError::InvalidJson(e.to_string()))?;
+            Ok(from_json(&j))
+        }
+        Some(other) => Err(CodecError::UnsupportedSerializer(other.to_owned())),
+        None => Err(CodecError::UnsupportedSerializer("NULL".to_owned())),
+    }
+}
+
+/// True when a serializer tag can be decoded without Python or a key.
+pub fn tag_supported(tag: Option<&str>) -> bool {
+    matches!(
+        tag,
+        Some("msgpack") | Some("null") | Some("bytes") | Some("bytearray") | Some("json")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hex(s: &str) -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    const HUMAN: &str = "91c78e0594bd6c616e67636861696e5f636f72652e6d657373616765732e68756d616eac48756d616e4d65737361676586a7636f6e74656e74a6706c65617365b16164646974696f6e616c5f6b776172677380b1726573706f6e73655f6d6574616461746180a474797065a568756d616ea46e616d65c0a26964a3682d70b36d6f64656c5f76616c69646174655f6a736f6e";
+
+    #[test]
+    fn human_message_round_trips_and_renders() {
+        let b = hex(HUMAN);
+        let v = decode(&b).unwrap();
+        assert_eq!(encode(&v), b);
+        let j = to_json(&v);
+        assert_eq!(
+            j.to_string(),
+            r#"[{"$class":"langchain_core.messages.human.HumanMessage","content":"please","additional_kwargs":{},"response_metadata":{},"type":"human","name":null,"id":"h-p"}]"#
+        );
+    }
+
+    #[test]
+    fn minimal_widths() {
+        for (v, h) in [
+            (Value::Int(2025), "cd07e9"),
+            (Value::Int(-33), "d0df"),
+            (Value::Int(-1), "ff"),
+            (Value::Int(127), "7f"),
+            (Value::Int(128), "cc80"),
+            (Value::Array(vec![]), "90"),
+        ] {
+            assert_eq!(encode(&v), hex(h));
+            assert_eq!(decode(&hex(h)).unwrap(), v);
+        }
+        let snap = hex("d40790");
+        let v = decode(&snap).unwrap();
+        assert!(v.is_delta_snapshot());
+        assert_eq!(encode(&v), snap);
+        let m = hex("8101a161");
+        let v = decode(&m).unwrap();
+        assert_eq!(to_json(&v).to_string(), r#"{"$map":[[1,"a"]]}"#);
+        assert_eq!(encode(&v), m);
+    }
+
+    #[test]
+    fn bad_bytes_are_errors_not_panics() {
+        let b = hex(HUMAN);
+        for cut in [1, 3, 10, b.len() - 1] {
+            assert!(decode(&b[..cut]).is_err());
+        }
+        assert!(decode(&hex("c1")).is_err());
+        assert!(decode(&hex("9090")).is_err());
+        assert!(decode(&hex("a2ff00")).is_err());
+        // A hostile length must not allocate.
+        assert!(decode(&hex("dd7fffffff")).is_err());
+        let deep = vec![0x91u8; 10_000];
+        assert!(decode(&deep).is_err());
+    }
+
+    #[test]
+    fn tags() {
+        assert_eq!(decode_typed(Some("null"), b"").unwrap(), Value::Nil);
+        assert!(matches!(
+            decode_typed(Some("pickle"), b"x"),
+            Err(CodecError::UnsupportedSerializer(t)) if t == "pickle"
+        ));
+        assert!(matches!(
+            decode_typed(Some("msgpack+aes"), b"x"),
+            Err(CodecError::UnsupportedSerializer(t)) if t == "msgpack+aes"
+        ));
+        assert_eq!(
+            decode_typed(Some("bytes"), b"ab").unwrap(),
+            Value::Bin(b"ab".to_vec())
+        );
+    }
+
+    #[test]
+    fn overwrite_forms() {
+        let ow = Value::new_ext(
+            EXT_CONSTRUCTOR_KW_ARGS,
+            Value::Array(vec![
+                Value::Str("langgraph.types".into()),
+                Value::Str("Overwrite".into()),
+                Value::Map(vec![
+                    (Value::Str("value".into()), Value::Array(vec![])),
+                    (
+                        Value::Str("type".into()),
+                        Value::Str("__overwrite__".into()),
+                    ),
+                ]),
+            ]),
+        );
+        assert_eq!(ow.overwrite_value(), Some(&Value::Array(vec![])));
+        let d = Value::Map(vec![(Value::Str("__overwrite__".into()), Value::Nil)]);
+        assert_eq!(d.overwrite_value(), Some(&Value::Nil));
+    }
+}

@@ -1,0 +1,456 @@
+//! `inspect`: the store summary, one thread's checkpoints, and the materialized state at a
+//! checkpoint. Returns plain report values; rendering lives in `render`.
+
+use crate::codec::{self, to_json};
+use crate::error::{Error, MaterializeError, StoreError};
+use crate::materialize::{self, Reducer, Source, StoreSource, View};
+use crate::model::{
+    Checkpoint, MessagesEncoding, Mode, has_marker, is_internal_channel, metadata_is_delta,
+    parse_metadata, thread_mode,
+};
+use crate::progress::Progress;
+use crate::store::{CheckpointBody, CheckpointMetaRow, Store};
+use serde::Serialize;
+use serde_json::{Map, Value as Json};
+use std::collections::HashMap;
+
+/// Which messages reducer to use for delta replay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReducerChoice {
+    /// DeerFlow's when a checkpoint carries the marker, else LangGraph's.
+    Auto,
+    /// Always a specific one.
+    Fixed(Reducer),
+}
+
+/// The head of a thread in the summary.
+#[derive(Debug, Clone, Serialize)]
+pub struct HeadInfo {
+    /// Head checkpoint id.
+    pub checkpoint_id: String,
+    /// Namespace of the head.
+    pub checkpoint_ns: String,
+    /// `metadata.step`.
+    pub step: Option<i64>,
+    /// `metadata.source`.
+    pub source: Option<String>,
+    /// The checkpoint's `ts` (absent when its blob cannot be decoded).
+    pub ts: Option<String>,
+}
+
+/// One thread in the store summary.
+#[derive(Debug, Clone, Serialize)]
+pub struct ThreadSummary {
+    /// Thread id.
+    pub thread_id: String,
+    /// Namespaces holding checkpoints, sorted.
+    pub namespaces: Vec<String>,
+    /// Checkpoints over all namespaces.
+    pub checkpoints: u64,
+    /// Pending-write rows.
+    pub writes: u64,
+    /// Bytes: checkpoints, metadata and write values.
+    pub bytes: u64,
+    /// `full`, `delta` or `mixed`.
+    pub mode: Mode,
+    /// The head (greatest id in the root namespace, else in any namespace).
+    pub head: HeadInfo,
+}
+
+/// Row counts of the store.
+#[derive(Debug, Clone, Serialize)]
+pub struct Counts {
+    /// Distinct threads.
+    pub threads: u64,
+    /// Checkpoint rows.
+    pub checkpoints: u64,
+    /// Write rows.
+    pub writes: u64,
+    /// Blob rows (Postgres only).
+    pub blobs: Option<u64>,
+}
+
+/// `dfck inspect`.
+#[derive(Debug, Clone, Serialize)]
+pub struct StoreSummary {
+    /// `sqlite` or `postgres`.
+    pub backend: String,
+    /// Path or redacted URL.
+    pub location: String,
+    /// Schema shape.
+    pub schema: String,
+    /// Row counts.
+    pub counts: Counts,
+    /// Total bytes.
+    pub bytes: u64,
+    /// Threads, by thread id.
+    pub threads: Vec<ThreadSummary>,
+}
+
+type HeadEntry = (String, String, Option<i64>, Option<String>);
+
+struct ThreadAcc {
+    thread_id: String,
+    namespaces: Vec<String>,
+    checkpoints: u64,
+    bytes: u64,
+    any_delta: bool,
+    /// Full-by-metadata checkpoints (ns, id): candidates for `mixed`.
+    full_ids: Vec<(String, String)>,
+    /// (ns, id, step, source) of the greatest id in the root namespace.
+    root_head: Option<HeadEntry>,
+    /// The same over the other namespaces.
+    any_head: Option<HeadEntry>,
+}
+
+impl ThreadAcc {
+    fn new(thread_id: String) -> Self {
+        ThreadAcc {
+            thread_id,
+            namespaces: Vec::new(),
+            checkpoints: 0,
+            bytes: 0,
+            any_delta: false,
+            full_ids: Vec::new(),
+            root_head: None,
+            any_head: None,
+        }
+    }
+
+    fn add(&mut self, row: CheckpointMetaRow) -> Result<(), StoreError> {
+        let what = format!(
+            "thread '{}' checkpoint {}",
+            row.thread_id, row.checkpoint_id
+        );
+        let meta = parse_metadata(&row.metadata, &what).unwrap_or_default();
+        if self.namespaces.last() != Some(&row.checkpoint_ns) {
+            self.namespaces.push(row.checkpoint_ns.clone());
+        }
+        self.checkpoints += 1;
+        self.bytes += row.bytes;
+        if metadata_is_delta(&meta) {
+            self.any_delta = true;
+        } else {
+            self.full_ids
+                .push((row.checkpoint_ns.clone(), row.checkpoint_id.clone()));
+        }
+        // Rows come ordered by (ns, id): the last row of "" is the root head.
+        let entry = (
+            row.checkpoint_ns,
+            row.checkpoint_id,
+            meta.get("step").and_then(Json::as_i64),
+            meta.get("source").and_then(Json::as_str).map(str::to_owned),
+        );
+        if entry.0.is_empty() {
+            self.root_head = Some(entry);
+        } else if self.any_head.as_ref().is_none_or(|h| h.1 < entry.1) {
+            self.any_head = Some(entry);
+        }
+        Ok(())
+    }
+}
+
+fn finish_thread(
+    store: &dyn Store,
+    acc: ThreadAcc,
+    writes: &HashMap<String, (u64, u64)>,
+) -> Result<ThreadSummary, Error> {
+    let mut any_full_plain = false;
+    if acc.any_delta {
+        for (ns, id) in &acc.full_ids {
+            if let Some(row) = store.checkpoint(&acc.thread_id, ns, id)? {
+                // Undecodable checkpoints are verify's business; they do not make a thread mixed.
+                if let Ok(ck) = Checkpoint::from_row(row) {
+                    if ck.messages_encoding() == MessagesEncoding::Plain {
+                        any_full_plain = true;
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    let (hns, hid, step, source) = acc.root_head.or(acc.any_head).unwrap_or_default();
+    let ts = store
+        .checkpoint(&acc.thread_id, &hns, &hid)?
+        .and_then(|row| match &row.body {
+            CheckpointBody::Serialized { type_tag, bytes } => {
+                codec::decode_typed(type_tag.as_deref(), bytes).ok()
+            }
+        })
+        .and_then(|v| v.get("ts").and_then(codec::Value::as_str).map(str::to_owned));
+    let (wn, wb) = writes.get(&acc.thread_id).copied().unwrap_or((0, 0));
+    Ok(ThreadSummary {
+        thread_id: acc.thread_id,
+        namespaces: acc.namespaces,
+        checkpoints: acc.checkpoints,
+        writes: wn,
+        bytes: acc.bytes + wb,
+        mode: thread_mode(acc.any_delta, any_full_plain),
+        head: HeadInfo {
+            checkpoint_id: hid,
+            checkpoint_ns: hns,
+            step,
+            source,
+            ts,
+        },
+    })
+}
+
+/// Summarizes the whole store, streaming thread by thread.
+pub fn summarize(store: &dyn Store, progress: &dyn Progress) -> Result<StoreSummary, Error> {
+    let mut writes: HashMap<String, (u64, u64)> = HashMap::new();
+    let mut total_writes = 0;
+    store.scan_write_totals(&mut |t| {
+        total_writes += t.writes;
+        writes.insert(t.thread_id, (t.writes, t.bytes));
+        Ok(())
+    })?;
+    let mut threads = Vec::new();
+    let mut acc: Option<ThreadAcc> = None;
+    let mut failure: Option<Error> = None;
+    progress.start("scanning checkpoints", None);
+    store.scan_checkpoint_meta(&mut |row| {
+        progress.inc(1);
+        if acc.as_ref().is_some_and(|a| a.thread_id != row.thread_id) {
+            if let Some(done) = acc.take() {
+                match finish_thread(store, done, &writes) {
+                    Ok(t) => threads.push(t),
+                    Err(e) => {
+                        failure = Some(e);
+                        return Err(StoreError::Query {
+                            what: "summarizing".into(),
+                            reason: "aborted".into(),
+                        });
+                    }
+                }
+            }
+        }
+        acc.get_or_insert_with(|| ThreadAcc::new(row.thread_id.clone()))
+            .add(row)
+    })
+    .map_err(|e| failure.take().unwrap_or(Error::Store(e)))?;
+    if let Some(done) = acc.take() {
+        threads.push(finish_thread(store, done, &writes)?);
+    }
+    progress.finish();
+    let info = store.info();
+    let checkpoints = threads.iter().map(|t| t.checkpoints).sum();
+    let bytes = threads.iter().map(|t| t.bytes).sum::<u64>()
+        + writes
+            .iter()
+            .filter(|(t, _)| !threads.iter().any(|x| &x.thread_id == *t))
+            .map(|(_, (_, b))| b)
+            .sum::<u64>();
+    Ok(StoreSummary {
+        backend: info.backend.to_owned(),
+        location: info.location.clone(),
+        schema: info.schema.clone(),
+        counts: Counts {
+            threads: threads.len() as u64,
+            checkpoints,
+            writes: total_writes,
+            blobs: None,
+        },
+        bytes,
+        threads,
+    })
+}
+
+/// One checkpoint in `inspect THREAD`.
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckpointSummary {
+    /// Checkpoint id.
+    pub checkpoint_id: String,
+    /// Parent id.
+    pub parent_checkpoint_id: Option<String>,
+    /// `metadata.source`.
+    pub source: Option<String>,
+    /// `metadata.step`.
+    pub step: Option<i64>,
+    /// `full` or `delta` (DeerFlow's metadata rule).
+    pub mode: Mode,
+    /// How `messages` is stored.
+    pub messages_encoding: Option<MessagesEncoding>,
+    /// Pending-write rows stored on this checkpoint.
+    pub writes: u64,
+    /// Bytes: checkpoint, metadata and its write values.
+    pub bytes: u64,
+    /// Why the checkpoint could not be decoded, if it could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// `dfck inspect THREAD`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ThreadReport {
+    /// Thread id.
+    pub thread_id: String,
+    /// Namespace shown.
+    pub checkpoint_ns: String,
+    /// Checkpoints, newest first.
+    pub checkpoints: Vec<CheckpointSummary>,
+}
+
+/// Lists one (thread, ns), newest first.
+pub fn thread_report(
+    store: &dyn Store,
+    thread_id: &str,
+    ns: &str,
+    progress: &dyn Progress,
+) -> Result<ThreadReport, Error> {
+    let totals: HashMap<String, (u64, u64)> = store
+        .write_totals_by_checkpoint(thread_id, ns)?
+        .into_iter()
+        .map(|t| (t.checkpoint_id, (t.writes, t.bytes)))
+        .collect();
+    let mut out = Vec::new();
+    progress.start("reading checkpoints", None);
+    store.scan_thread(thread_id, ns, &mut |row| {
+        progress.inc(1);
+        let (wn, wb) = totals.get(&row.checkpoint_id).copied().unwrap_or((0, 0));
+        let what = format!("thread '{}' checkpoint {}", row.thread_id, row.checkpoint_id);
+        let meta = parse_metadata(&row.metadata, &what).unwrap_or_default();
+        let id = row.checkpoint_id.clone();
+        let parent = row.parent_checkpoint_id.clone();
+        let bytes = row.bytes + wb;
+        let (encoding, error) = match Checkpoint::from_row(row) {
+            Ok(ck) => (Some(ck.messages_encoding()), None),
+            Err(e) => (None, Some(e.to_string())),
+        };
+        out.push(CheckpointSummary {
+            checkpoint_id: id,
+            parent_checkpoint_id: parent,
+            source: meta.get("source").and_then(Json::as_str).map(str::to_owned),
+            step: meta.get("step").and_then(Json::as_i64),
+            mode: if metadata_is_delta(&meta) {
+                Mode::Delta
+            } else {
+                Mode::Full
+            },
+            messages_encoding: encoding,
+            writes: wn,
+            bytes,
+            error,
+        });
+        Ok(())
+    })?;
+    progress.finish();
+    if out.is_empty() {
+        return Err(StoreError::ThreadNotFound {
+            thread_id: thread_id.to_owned(),
+            checkpoint_ns: ns.to_owned(),
+        }
+        .into());
+    }
+    out.reverse();
+    Ok(ThreadReport {
+        thread_id: thread_id.to_owned(),
+        checkpoint_ns: ns.to_owned(),
+        checkpoints: out,
+    })
+}
+
+/// `dfck inspect THREAD --state`.
+#[derive(Debug, Clone, Serialize)]
+pub struct StateReport {
+    /// Thread id.
+    pub thread_id: String,
+    /// Namespace.
+    pub checkpoint_ns: String,
+    /// Checkpoint id.
+    pub checkpoint_id: String,
+    /// Parent id.
+    pub parent_checkpoint_id: Option<String>,
+    /// `full` or `delta`.
+    pub mode: Mode,
+    /// Metadata as stored.
+    pub metadata: Map<String, Json>,
+    /// Channel values (internal channels left out), rendered.
+    pub values: Map<String, Json>,
+    /// `state` or `stored`.
+    pub view: &'static str,
+    /// `langgraph` or `deerflow`.
+    pub reducer: &'static str,
+    /// Ancestors walked to rebuild `messages` (0 when stored).
+    pub replay_depth: usize,
+}
+
+/// Materializes one checkpoint (default: the head of the namespace).
+pub fn state_report(
+    store: &dyn Store,
+    thread_id: &str,
+    ns: &str,
+    checkpoint_id: Option<&str>,
+    view: View,
+    reducer: ReducerChoice,
+) -> Result<StateReport, Error> {
+    let head = store.head_id(thread_id, ns)?;
+    let Some(head) = head else {
+        return Err(StoreError::ThreadNotFound {
+            thread_id: thread_id.to_owned(),
+            checkpoint_ns: ns.to_owned(),
+        }
+        .into());
+    };
+    let id = checkpoint_id.unwrap_or(&head).to_owned();
+    let mut src = StoreSource::new(store, thread_id, ns);
+    let not_found = || StoreError::CheckpointNotFound {
+        thread_id: thread_id.to_owned(),
+        checkpoint_ns: ns.to_owned(),
+        checkpoint_id: id.clone(),
+    };
+    let target = src.checkpoint(&id)?.ok_or_else(not_found)?;
+    let reducer = match reducer {
+        ReducerChoice::Fixed(r) => r,
+        ReducerChoice::Auto => {
+            // The marker on the target, the head or any checkpoint the replay walks.
+            let mut marked = has_marker(&target.metadata);
+            if !marked {
+                marked = src
+                    .checkpoint(&head)?
+                    .is_some_and(|h| has_marker(&h.metadata));
+            }
+            if !marked && target.value(crate::model::MESSAGES).is_none() {
+                if let Ok(hist) =
+                    materialize::delta_history(&mut src, &target, crate::model::MESSAGES)
+                {
+                    marked = hist.chain.iter().any(|c| has_marker(&c.metadata));
+                }
+            }
+            if marked {
+                Reducer::Deerflow
+            } else {
+                Reducer::Langgraph
+            }
+        }
+    };
+    let m = materialize::materialize(&mut src, &id, view, reducer).map_err(|e| match e {
+        MaterializeError::Store(StoreError::CheckpointNotFound { .. }) => Error::from(not_found()),
+        other => Error::from(other),
+    })?;
+    let mut values = Map::new();
+    for (k, v) in &m.values {
+        if !is_internal_channel(k) {
+            values.insert(k.clone(), to_json(v));
+        }
+    }
+    let ck = &m.checkpoint;
+    Ok(StateReport {
+        thread_id: thread_id.to_owned(),
+        checkpoint_ns: ns.to_owned(),
+        checkpoint_id: ck.checkpoint_id.clone(),
+        parent_checkpoint_id: ck.parent_checkpoint_id.clone(),
+        mode: ck.mode(),
+        metadata: ck.metadata.clone(),
+        values,
+        view: match view {
+            View::State => "state",
+            View::Stored => "stored",
+        },
+        reducer: match reducer {
+            Reducer::Langgraph => "langgraph",
+            Reducer::Deerflow => "deerflow",
+        },
+        replay_depth: m.replay_depth,
+    })
+}

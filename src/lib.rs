@@ -1,0 +1,18 @@
+//! dfck: inspect, verify and migrate LangGraph 1.2 / DeerFlow checkpoint stores without Python.
+//!
+//! The library reads stores ([`store`]), decodes LangGraph's serializer ([`codec`]) into the
+//! checkpoint model ([`model`]), rebuilds state ([`materialize`]) and produces report values
+//! ([`inspect`]). It never prints: the binary renders reports ([`render`]) at the edge.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod cli;
+pub mod codec;
+pub mod error;
+pub mod inspect;
+pub mod materialize;
+pub mod model;
+pub mod progress;
+pub mod render;
+pub mod store;
+pub mod target;

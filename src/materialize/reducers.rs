@@ -1,0 +1,339 @@
+//! The two messages reducers a delta thread may have been written with:
+//! LangGraph's `_messages_delta_reducer` and DeerFlow's `merge_message_writes`.
+
+use crate::codec::{EXT_PYDANTIC_V2, Value};
+use std::collections::{HashMap, HashSet};
+
+/// DeerFlow/LangChain's "remove every message" id.
+pub const REMOVE_ALL_MESSAGES: &str = "__remove_all__";
+
+/// Which messages reducer replays delta writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reducer {
+    /// `langgraph.graph.message._messages_delta_reducer`.
+    Langgraph,
+    /// DeerFlow's `merge_message_writes` (add_messages semantics).
+    Deerflow,
+}
+
+impl Reducer {
+    /// Folds `writes` into `state` in one batch call.
+    pub fn apply(self, state: Vec<Value>, writes: &[&Value]) -> Result<Vec<Value>, String> {
+        match self {
+            Reducer::Langgraph => Ok(langgraph_delta(state, writes)),
+            Reducer::Deerflow => deerflow_merge(state, writes),
+        }
+    }
+}
+
+/// The message id, if the value is a message (or message dict) with a string id.
+pub fn message_id(m: &Value) -> Option<&str> {
+    if let Some(f) = m.model_fields() {
+        return f.get("id").and_then(Value::as_str);
+    }
+    if m.as_map().is_some() {
+        return m.get("id").and_then(Value::as_str);
+    }
+    None
+}
+
+/// Is the value a `RemoveMessage`?
+pub fn is_remove(m: &Value) -> bool {
+    if let Some((_, class)) = m.ext_class() {
+        return class == "RemoveMessage";
+    }
+    m.as_map().is_some() && m.get("type").and_then(Value::as_str) == Some("remove")
+}
+
+fn s(x: &str) -> Value {
+    Value::Str(x.to_owned())
+}
+
+/// Builds a LangChain message (ext 5, langchain-core 1.8 field order) from a role and content,
+/// as `convert_to_messages` does for strings, `(role, content)` tuples and role dicts.
+fn make_message(role: &str, content: Value, extra: &Value) -> Option<Value> {
+    let (module, class, ty) = match role {
+        "human" | "user" => ("langchain_core.messages.human", "HumanMessage", "human"),
+        "ai" | "assistant" => ("langchain_core.messages.ai", "AIMessage", "ai"),
+        "system" | "developer" => ("langchain_core.messages.system", "SystemMessage", "system"),
+        "tool" => ("langchain_core.messages.tool", "ToolMessage", "tool"),
+        "remove" => ("langchain_core.messages.modifier", "RemoveMessage", "remove"),
+        _ => return None,
+    };
+    let get = |k: &str| extra.get(k).cloned().unwrap_or(Value::Nil);
+    let empty_map = || Value::Map(vec![]);
+    let mut fields = vec![
+        (s("content"), content),
+        (
+            s("additional_kwargs"),
+            extra.get("additional_kwargs").cloned().unwrap_or_else(empty_map),
+        ),
+        (
+            s("response_metadata"),
+            extra.get("response_metadata").cloned().unwrap_or_else(empty_map),
+        ),
+        (s("type"), s(ty)),
+        (s("name"), get("name")),
+        (s("id"), get("id")),
+    ];
+    match ty {
+        "ai" => {
+            fields.push((
+                s("tool_calls"),
+                extra.get("tool_calls").cloned().unwrap_or(Value::Array(vec![])),
+            ));
+            fields.push((
+                s("invalid_tool_calls"),
+                extra
+                    .get("invalid_tool_calls")
+                    .cloned()
+                    .unwrap_or(Value::Array(vec![])),
+            ));
+            fields.push((s("usage_metadata"), get("usage_metadata")));
+        }
+        "tool" => {
+            fields.push((s("tool_call_id"), get("tool_call_id")));
+            fields.push((s("artifact"), get("artifact")));
+            fields.push((
+                s("status"),
+                extra.get("status").cloned().unwrap_or_else(|| s("success")),
+            ));
+        }
+        _ => {}
+    }
+    Some(Value::new_ext(
+        EXT_PYDANTIC_V2,
+        Value::Array(vec![
+            s(module),
+            s(class),
+            Value::Map(fields),
+            s("model_validate_json"),
+        ]),
+    ))
+}
+
+/// `convert_to_messages` for one item: messages pass through; strings, `(role, content)`
+/// pairs and role dicts become messages; anything else passes through unchanged.
+pub fn coerce_message(v: &Value) -> Value {
+    if v.model_fields().is_some() {
+        return chunk_to_message(v);
+    }
+    let none = Value::Map(vec![]);
+    let made = match v {
+        Value::Str(text) => make_message("human", s(text), &none),
+        Value::Array(pair) if pair.len() == 2 => match &pair[0] {
+            Value::Str(role) => make_message(role, pair[1].clone(), &none),
+            _ => None,
+        },
+        Value::Map(_) => {
+            let role = v
+                .get("role")
+                .or_else(|| v.get("type"))
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let content = v.get("content").cloned().unwrap_or_else(|| s(""));
+            make_message(role, content, v)
+        }
+        _ => None,
+    };
+    made.unwrap_or_else(|| v.clone())
+}
+
+/// `message_chunk_to_message`: a `*MessageChunk` becomes its message class (dropping the
+/// chunk-only fields).
+fn chunk_to_message(v: &Value) -> Value {
+    let Some((module, class)) = v.ext_class() else {
+        return v.clone();
+    };
+    let Some(base) = class.strip_suffix("Chunk") else {
+        return v.clone();
+    };
+    let Some(fields) = v.model_fields().and_then(Value::as_map) else {
+        return v.clone();
+    };
+    let kept: Vec<(Value, Value)> = fields
+        .iter()
+        .filter(|(k, _)| !matches!(k.as_str(), Some("tool_call_chunks") | Some("chunk_position")))
+        .map(|(k, val)| {
+            if k.as_str() == Some("type") {
+                if let Some(t) = val.as_str() {
+                    return (k.clone(), s(t.strip_suffix("Chunk").unwrap_or(t)));
+                }
+            }
+            (k.clone(), val.clone())
+        })
+        .collect();
+    let code = v.as_ext().map(|e| e.code).unwrap_or(EXT_PYDANTIC_V2);
+    Value::new_ext(
+        code,
+        Value::Array(vec![
+            s(module),
+            s(base),
+            Value::Map(kept),
+            s("model_validate_json"),
+        ]),
+    )
+}
+
+fn flatten<'a>(writes: &[&'a Value]) -> Vec<&'a Value> {
+    let mut out = Vec::new();
+    for w in writes {
+        match w {
+            Value::Array(items) => out.extend(items.iter()),
+            other => out.push(*other),
+        }
+    }
+    out
+}
+
+/// LangGraph 1.2's `_messages_delta_reducer`: id-indexed in-place replace, silent removal
+/// of unknown ids, no `REMOVE_ALL`, no id assignment.
+pub fn langgraph_delta(state: Vec<Value>, writes: &[&Value]) -> Vec<Value> {
+    let mut slots: Vec<Option<Value>> = state.iter().map(coerce_message).map(Some).collect();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    for (i, m) in slots.iter().enumerate() {
+        if let Some(id) = m.as_ref().and_then(message_id) {
+            index.insert(id.to_owned(), i);
+        }
+    }
+    for w in flatten(writes) {
+        let m = coerce_message(w);
+        let Some(id) = message_id(&m).map(str::to_owned) else {
+            slots.push(Some(m));
+            continue;
+        };
+        if is_remove(&m) {
+            if let Some(i) = index.remove(&id) {
+                slots[i] = None;
+            }
+        } else if let Some(&i) = index.get(&id) {
+            slots[i] = Some(m);
+        } else {
+            index.insert(id, slots.len());
+            slots.push(Some(m));
+        }
+    }
+    slots.into_iter().flatten().collect()
+}
+
+/// DeerFlow's `merge_message_writes`: per write, `REMOVE_ALL` resets to the items after
+/// the last marker; known ids are replaced in place or marked for removal; removing an
+/// unknown id is an error; marked ids are dropped at the end of each write.
+pub fn deerflow_merge(state: Vec<Value>, writes: &[&Value]) -> Result<Vec<Value>, String> {
+    const NULL_ARG: &str =
+        "Must specify non-null arguments for both 'left' and 'right'. Only received: 'left'.";
+    let mut state: Vec<Value> = state.iter().map(coerce_message).collect();
+    for w in writes {
+        if matches!(w, Value::Nil) {
+            return Err(NULL_ARG.into());
+        }
+        let items: Vec<Value> = match w {
+            Value::Array(items) => items.iter().map(coerce_message).collect(),
+            other => vec![coerce_message(other)],
+        };
+        if let Some(last) = items
+            .iter()
+            .rposition(|m| is_remove(m) && message_id(m) == Some(REMOVE_ALL_MESSAGES))
+        {
+            state = items[last + 1..].to_vec();
+            continue;
+        }
+        let mut index: HashMap<String, usize> = HashMap::new();
+        for (i, m) in state.iter().enumerate() {
+            if let Some(id) = message_id(m) {
+                index.insert(id.to_owned(), i);
+            }
+        }
+        let mut removed: HashSet<String> = HashSet::new();
+        for m in items {
+            let Some(id) = message_id(&m).map(str::to_owned) else {
+                state.push(m);
+                continue;
+            };
+            match index.get(&id) {
+                Some(&i) => {
+                    if is_remove(&m) {
+                        removed.insert(id);
+                    } else {
+                        removed.remove(&id);
+                        state[i] = m;
+                    }
+                }
+                None => {
+                    if is_remove(&m) {
+                        return Err(format!(
+                            "Attempting to delete a message with an ID that doesn't exist ('{id}')"
+                        ));
+                    }
+                    index.insert(id, state.len());
+                    state.push(m);
+                }
+            }
+        }
+        if !removed.is_empty() {
+            state.retain(|m| message_id(m).is_none_or(|id| !removed.contains(id)));
+        }
+    }
+    Ok(state)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(id: &str, content: &str) -> Value {
+        make_message("human", s(content), &Value::Map(vec![(s("id"), s(id))])).unwrap()
+    }
+    fn rm(id: &str) -> Value {
+        make_message("remove", s(""), &Value::Map(vec![(s("id"), s(id))])).unwrap()
+    }
+    fn ids(v: &[Value]) -> Vec<String> {
+        v.iter().map(|m| message_id(m).unwrap().to_owned()).collect()
+    }
+    fn content(m: &Value) -> &str {
+        m.model_fields().unwrap().get("content").unwrap().as_str().unwrap()
+    }
+
+    #[test]
+    fn langgraph_replace_remove_append() {
+        let state = vec![msg("a", "1"), msg("b", "2")];
+        let w1 = Value::Array(vec![msg("c", "3"), rm("a"), rm("zzz")]);
+        let w2 = msg("b", "2'");
+        let out = langgraph_delta(state, &[&w1, &w2]);
+        assert_eq!(ids(&out), ["b", "c"]);
+        assert_eq!(content(&out[0]), "2'");
+    }
+
+    #[test]
+    fn deerflow_remove_all_and_errors() {
+        let state = vec![msg("a", "1"), msg("b", "2")];
+        let w = Value::Array(vec![msg("x", "dropped"), rm(REMOVE_ALL_MESSAGES), msg("s", "sum")]);
+        let out = deerflow_merge(state.clone(), &[&w]).unwrap();
+        assert_eq!(ids(&out), ["s"]);
+        let bad = Value::Array(vec![rm("nope")]);
+        assert!(deerflow_merge(state.clone(), &[&bad]).unwrap_err().contains("('nope')"));
+        // [M(x), Remove(x)] in one write removes x; [Remove(a), M'(a)] replaces a.
+        let w = Value::Array(vec![msg("x", "1"), rm("x")]);
+        assert_eq!(ids(&deerflow_merge(state.clone(), &[&w]).unwrap()), ["a", "b"]);
+        let w = Value::Array(vec![rm("a"), msg("a", "new")]);
+        let out = deerflow_merge(state.clone(), &[&w]).unwrap();
+        assert_eq!(ids(&out), ["a", "b"]);
+        assert_eq!(content(&out[0]), "new");
+        // Duplicate id inside one write keeps the last content at the first position.
+        let w = Value::Array(vec![msg("d", "1"), msg("e", "x"), msg("d", "2")]);
+        let out = deerflow_merge(vec![], &[&w]).unwrap();
+        assert_eq!(ids(&out), ["d", "e"]);
+        assert_eq!(content(&out[0]), "2");
+        assert!(deerflow_merge(vec![], &[&Value::Nil]).is_err());
+    }
+
+    #[test]
+    fn coercion() {
+        let m = coerce_message(&s("hello"));
+        assert_eq!(m.ext_class(), Some(("langchain_core.messages.human", "HumanMessage")));
+        let d = Value::Map(vec![(s("role"), s("assistant")), (s("content"), s("x")), (s("id"), s("q"))]);
+        let m = coerce_message(&d);
+        assert_eq!(message_id(&m), Some("q"));
+        assert_eq!(m.ext_class().unwrap().1, "AIMessage");
+    }
+}

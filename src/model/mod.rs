@@ -1,0 +1,318 @@
+//! The checkpoint model: decoded checkpoints and writes, metadata, channel versions, and
+//! mode detection (DeerFlow's metadata rule and the structural encoding of `messages`).
+
+use crate::codec::{self, Value};
+use crate::error::ModelError;
+use crate::store::{CheckpointBody, CheckpointRow, WriteRow};
+use serde::Serialize;
+use serde_json::{Map, Value as Json};
+
+/// The messages channel, the only one DeerFlow stores as a `DeltaChannel`.
+pub const MESSAGES: &str = "messages";
+/// The task id of writes that belong to the checkpoint itself.
+pub const NULL_TASK_ID: &str = "00000000-0000-0000-0000-000000000000";
+/// DeerFlow's mode marker key in checkpoint metadata.
+pub const MODE_MARKER: &str = "deerflow_checkpoint_channel_mode";
+/// LangGraph's delta counters key in checkpoint metadata.
+pub const DELTA_COUNTERS: &str = "counters_since_delta_snapshot";
+
+/// Is a channel internal (left out of state views)?
+pub fn is_internal_channel(name: &str) -> bool {
+    name.starts_with("__") || name.starts_with("branch:") || name.starts_with("start:")
+}
+
+/// A decoded checkpoint row.
+#[derive(Debug, Clone)]
+pub struct Checkpoint {
+    /// Thread id.
+    pub thread_id: String,
+    /// Namespace.
+    pub checkpoint_ns: String,
+    /// Checkpoint id.
+    pub checkpoint_id: String,
+    /// Parent id.
+    pub parent_checkpoint_id: Option<String>,
+    /// Format version `v`.
+    pub v: Option<i64>,
+    /// Creation timestamp `ts`.
+    pub ts: Option<String>,
+    /// Stored channel values, in stored order.
+    pub channel_values: Vec<(String, Value)>,
+    /// Channel versions (as text; int/float versions are rendered as numbers' text).
+    pub channel_versions: Vec<(String, String)>,
+    /// Metadata JSON object.
+    pub metadata: Map<String, Json>,
+    /// Stored bytes (checkpoint + metadata).
+    pub bytes: u64,
+}
+
+/// How `messages` is stored at one checkpoint (deerflow-semantics §3.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MessagesEncoding {
+    /// A list is stored.
+    Plain,
+    /// A `_DeltaSnapshot` is stored.
+    Snapshot,
+    /// Versioned but not stored (a delta non-snapshot checkpoint).
+    Absent,
+    /// Never written on this branch.
+    Unversioned,
+}
+
+impl MessagesEncoding {
+    /// The contract's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MessagesEncoding::Plain => "plain",
+            MessagesEncoding::Snapshot => "snapshot",
+            MessagesEncoding::Absent => "absent",
+            MessagesEncoding::Unversioned => "unversioned",
+        }
+    }
+}
+
+/// Mode of one checkpoint or of a thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Full-value storage.
+    Full,
+    /// Delta storage.
+    Delta,
+    /// A thread with full-value checkpoints followed by delta ones.
+    Mixed,
+}
+
+impl Mode {
+    /// The contract's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Full => "full",
+            Mode::Delta => "delta",
+            Mode::Mixed => "mixed",
+        }
+    }
+}
+
+/// Parses checkpoint metadata (JSON bytes) into an object.
+pub fn parse_metadata(bytes: &[u8], what: &str) -> Result<Map<String, Json>, ModelError> {
+    if bytes.is_empty() {
+        return Ok(Map::new());
+    }
+    match serde_json::from_slice::<Json>(bytes) {
+        Ok(Json::Object(m)) => Ok(m),
+        Ok(Json::Null) => Ok(Map::new()),
+        Ok(_) => Err(ModelError::Malformed {
+            what: what.to_owned(),
+            reason: "metadata is not a JSON object".into(),
+        }),
+        Err(e) => Err(ModelError::Malformed {
+            what: what.to_owned(),
+            reason: format!("metadata is not valid JSON ({e})"),
+        }),
+    }
+}
+
+/// DeerFlow's detection rule (`checkpoint_metadata_uses_delta`): delta iff the marker is
+/// exactly `"delta"` or the counters object has a `messages` key.
+pub fn metadata_is_delta(meta: &Map<String, Json>) -> bool {
+    if meta.get(MODE_MARKER).and_then(Json::as_str) == Some("delta") {
+        return true;
+    }
+    matches!(meta.get(DELTA_COUNTERS), Some(Json::Object(c)) if c.contains_key(MESSAGES))
+}
+
+/// Does the metadata carry DeerFlow's marker key (any value)?
+pub fn has_marker(meta: &Map<String, Json>) -> bool {
+    meta.contains_key(MODE_MARKER)
+}
+
+fn version_text(v: &Value) -> String {
+    match v {
+        Value::Str(s) => s.clone(),
+        Value::Int(i) => i.to_string(),
+        Value::UInt(u) => u.to_string(),
+        Value::F64(f) => f.to_string(),
+        Value::F32(f) => f.to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+impl Checkpoint {
+    /// A label naming this checkpoint in messages.
+    pub fn label(&self) -> String {
+        format!(
+            "thread '{}' checkpoint {}",
+            self.thread_id, self.checkpoint_id
+        )
+    }
+
+    /// Decodes a stored row.
+    pub fn from_row(row: CheckpointRow) -> Result<Self, ModelError> {
+        let what = format!(
+            "thread '{}' checkpoint {}",
+            row.thread_id, row.checkpoint_id
+        );
+        let metadata = parse_metadata(&row.metadata, &what)?;
+        let CheckpointBody::Serialized { type_tag, bytes } = &row.body;
+        let body = codec::decode_typed(type_tag.as_deref(), bytes).map_err(|source| {
+            ModelError::Decode {
+                what: format!(
+                    "{what}: checkpoint blob (type {})",
+                    type_tag.as_deref().unwrap_or("NULL")
+                ),
+                source,
+            }
+        })?;
+        let malformed = |reason: &str| ModelError::Malformed {
+            what: what.clone(),
+            reason: reason.to_owned(),
+        };
+        if body.as_map().is_none() {
+            return Err(malformed("the checkpoint blob is not a map"));
+        }
+        let mut channel_values = Vec::new();
+        let mut channel_versions = Vec::new();
+        let mut v = None;
+        let mut ts = None;
+        if let Value::Map(entries) = body {
+            for (k, val) in entries {
+                match (k.as_str(), val) {
+                    (Some("v"), Value::Int(i)) => v = Some(i),
+                    (Some("ts"), Value::Str(s)) => ts = Some(s),
+                    (Some("channel_values"), Value::Map(m)) => {
+                        for (ck, cv) in m {
+                            match ck {
+                                Value::Str(name) => channel_values.push((name, cv)),
+                                _ => return Err(malformed("a channel name is not a string")),
+                            }
+                        }
+                    }
+                    (Some("channel_values"), Value::Nil) => {}
+                    (Some("channel_values"), _) => {
+                        return Err(malformed("channel_values is not a map"));
+                    }
+                    (Some("channel_versions"), Value::Map(m)) => {
+                        for (ck, cv) in m {
+                            match ck {
+                                Value::Str(name) => channel_versions.push((name, version_text(&cv))),
+                                _ => return Err(malformed("a channel name is not a string")),
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok(Checkpoint {
+            thread_id: row.thread_id,
+            checkpoint_ns: row.checkpoint_ns,
+            checkpoint_id: row.checkpoint_id,
+            parent_checkpoint_id: row.parent_checkpoint_id,
+            v,
+            ts,
+            channel_values,
+            channel_versions,
+            metadata,
+            bytes: row.bytes,
+        })
+    }
+
+    /// The stored value of a channel.
+    pub fn value(&self, channel: &str) -> Option<&Value> {
+        self.channel_values
+            .iter()
+            .find(|(k, _)| k == channel)
+            .map(|(_, v)| v)
+    }
+
+    /// The version of a channel.
+    pub fn version(&self, channel: &str) -> Option<&str> {
+        self.channel_versions
+            .iter()
+            .find(|(k, _)| k == channel)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// How `messages` is stored here.
+    pub fn messages_encoding(&self) -> MessagesEncoding {
+        match self.value(MESSAGES) {
+            Some(v) if v.is_delta_snapshot() => MessagesEncoding::Snapshot,
+            Some(_) => MessagesEncoding::Plain,
+            None if self.version(MESSAGES).is_some() => MessagesEncoding::Absent,
+            None => MessagesEncoding::Unversioned,
+        }
+    }
+
+    /// Checkpoint mode by DeerFlow's metadata rule.
+    pub fn mode(&self) -> Mode {
+        if metadata_is_delta(&self.metadata) {
+            Mode::Delta
+        } else {
+            Mode::Full
+        }
+    }
+
+    /// `metadata.source`.
+    pub fn source(&self) -> Option<&str> {
+        self.metadata.get("source").and_then(Json::as_str)
+    }
+
+    /// `metadata.step`.
+    pub fn step(&self) -> Option<i64> {
+        self.metadata.get("step").and_then(Json::as_i64)
+    }
+}
+
+/// A decoded pending write.
+#[derive(Debug, Clone)]
+pub struct Write {
+    /// Task id.
+    pub task_id: String,
+    /// Task path.
+    pub task_path: String,
+    /// Index.
+    pub idx: i64,
+    /// Channel.
+    pub channel: String,
+    /// Decoded value.
+    pub value: Value,
+}
+
+impl Write {
+    /// Decodes a stored write row.
+    pub fn from_row(row: WriteRow, thread_id: &str) -> Result<Self, ModelError> {
+        let value = codec::decode_typed(row.type_tag.as_deref(), &row.value).map_err(|source| {
+            ModelError::Decode {
+                what: format!(
+                    "thread '{thread_id}' checkpoint {} write (task {}, idx {}, channel '{}', type {})",
+                    row.checkpoint_id,
+                    row.task_id,
+                    row.idx,
+                    row.channel,
+                    row.type_tag.as_deref().unwrap_or("NULL")
+                ),
+                source,
+            }
+        })?;
+        Ok(Write {
+            task_id: row.task_id,
+            task_path: row.task_path,
+            idx: row.idx,
+            channel: row.channel,
+            value,
+        })
+    }
+}
+
+/// Classifies a thread from per-checkpoint facts: `full` when no checkpoint is delta,
+/// `mixed` when a delta thread also holds full checkpoints that store `messages` as a
+/// plain list (a full→delta migration), `delta` otherwise.
+pub fn thread_mode(any_delta: bool, any_full_plain: bool) -> Mode {
+    match (any_delta, any_full_plain) {
+        (false, _) => Mode::Full,
+        (true, true) => Mode::Mixed,
+        (true, false) => Mode::Delta,
+    }
+}

@@ -1,0 +1,208 @@
+//! Rendering of report values: tables (comfy-table) and JSON for stdout, and the progress
+//! bar for stderr. Nothing in the runtime library depends on this module.
+
+mod progress;
+
+pub use progress::TerminalProgress;
+
+use crate::inspect::{StateReport, StoreSummary, ThreadReport};
+use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
+use serde::Serialize;
+use serde_json::Value as Json;
+use std::fmt::Write as _;
+
+/// Output format of a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Human tables.
+    Table,
+    /// One JSON document.
+    Json,
+}
+
+/// A report as one JSON document (UTF-8, stable key order) with a trailing newline.
+pub fn json<T: Serialize>(report: &T) -> String {
+    let mut s = serde_json::to_string_pretty(report).unwrap_or_else(|e| {
+        // Serializing plain report structs cannot fail; keep the output valid JSON anyway.
+        format!("{{\"error\": {}}}", Json::String(e.to_string()))
+    });
+    s.push('\n');
+    s
+}
+
+/// Bytes in binary units (`1.5 MiB`).
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+fn table(header: &[&str]) -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Disabled)
+        .set_header(header.to_vec());
+    t
+}
+
+fn opt<T: ToString>(v: &Option<T>) -> String {
+    v.as_ref().map(T::to_string).unwrap_or_else(|| "-".into())
+}
+
+fn ns_label(ns: &str) -> String {
+    if ns.is_empty() {
+        "(root)".into()
+    } else {
+        ns.to_owned()
+    }
+}
+
+/// `dfck inspect` as text.
+pub fn summary_table(s: &StoreSummary) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "store:   {} ({})", s.location, s.backend);
+    let _ = writeln!(out, "schema:  {}", s.schema);
+    let _ = writeln!(
+        out,
+        "threads: {}  checkpoints: {}  writes: {}  bytes: {}",
+        s.counts.threads,
+        s.counts.checkpoints,
+        s.counts.writes,
+        human_bytes(s.bytes)
+    );
+    if s.threads.is_empty() {
+        let _ = writeln!(out, "(no threads)");
+        return out;
+    }
+    let mut t = table(&[
+        "thread", "ns", "checkpoints", "writes", "bytes", "mode", "head", "step", "ts",
+    ]);
+    for th in &s.threads {
+        t.add_row(vec![
+            th.thread_id.clone(),
+            th.namespaces.len().to_string(),
+            th.checkpoints.to_string(),
+            th.writes.to_string(),
+            human_bytes(th.bytes),
+            th.mode.as_str().to_owned(),
+            th.head.checkpoint_id.clone(),
+            opt(&th.head.step),
+            opt(&th.head.ts),
+        ]);
+    }
+    let _ = writeln!(out, "{t}");
+    out
+}
+
+/// `dfck inspect THREAD` as text.
+pub fn thread_table(r: &ThreadReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "thread: {}  namespace: {}  checkpoints: {}",
+        r.thread_id,
+        ns_label(&r.checkpoint_ns),
+        r.checkpoints.len()
+    );
+    let mut t = table(&[
+        "checkpoint", "parent", "source", "step", "mode", "messages", "writes", "bytes",
+    ]);
+    for c in &r.checkpoints {
+        t.add_row(vec![
+            c.checkpoint_id.clone(),
+            opt(&c.parent_checkpoint_id),
+            opt(&c.source),
+            opt(&c.step),
+            c.mode.as_str().to_owned(),
+            match (&c.messages_encoding, &c.error) {
+                (Some(e), _) => e.as_str().to_owned(),
+                (None, Some(_)) => "unreadable".to_owned(),
+                (None, None) => "-".to_owned(),
+            },
+            c.writes.to_string(),
+            human_bytes(c.bytes),
+        ]);
+    }
+    let _ = writeln!(out, "{t}");
+    for c in r.checkpoints.iter().filter(|c| c.error.is_some()) {
+        let _ = writeln!(out, "unreadable: {}: {}", c.checkpoint_id, opt(&c.error));
+    }
+    out
+}
+
+fn preview(j: &Json, max: usize) -> String {
+    let s = match j {
+        Json::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let s = s.replace(['\n', '\r', '\t'], " ");
+    if s.chars().count() > max {
+        let cut: String = s.chars().take(max.saturating_sub(1)).collect();
+        format!("{cut}…")
+    } else {
+        s
+    }
+}
+
+/// `dfck inspect THREAD --state` as text: one row per channel, and one per message.
+pub fn state_table(r: &StateReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "thread: {}  namespace: {}  checkpoint: {}",
+        r.thread_id,
+        ns_label(&r.checkpoint_ns),
+        r.checkpoint_id
+    );
+    let _ = writeln!(
+        out,
+        "parent: {}  mode: {}  view: {}  reducer: {}  replay depth: {}",
+        opt(&r.parent_checkpoint_id),
+        r.mode.as_str(),
+        r.view,
+        r.reducer,
+        r.replay_depth
+    );
+    let mut t = table(&["channel", "value"]);
+    for (k, v) in &r.values {
+        let shown = match v {
+            Json::Array(items) if k == "messages" => format!("{} messages (below)", items.len()),
+            other => preview(other, 100),
+        };
+        t.add_row(vec![k.clone(), shown]);
+    }
+    let _ = writeln!(out, "{t}");
+    if let Some(Json::Array(msgs)) = r.values.get("messages") {
+        let mut t = table(&["#", "type", "id", "content"]);
+        for (i, m) in msgs.iter().enumerate() {
+            let field = |k: &str| m.get(k).cloned().unwrap_or(Json::Null);
+            let mut content = preview(&field("content"), 80);
+            if let Some(Json::Array(calls)) = m.get("tool_calls") {
+                if !calls.is_empty() {
+                    let names: Vec<String> = calls
+                        .iter()
+                        .map(|c| preview(&c.get("name").cloned().unwrap_or(Json::Null), 30))
+                        .collect();
+                    content = format!("{content} [tool calls: {}]", names.join(", "));
+                }
+            }
+            t.add_row(vec![
+                i.to_string(),
+                preview(&field("type"), 12),
+                preview(&field("id"), 40),
+                content,
+            ]);
+        }
+        let _ = writeln!(out, "{t}");
+    }
+    out
+}

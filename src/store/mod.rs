@@ -1,0 +1,176 @@
+//! Store access: the backend-neutral row types and the [`Store`] trait. This is the only
+//! layer that speaks SQL; everything above it works on rows.
+
+pub mod sqlite;
+
+use crate::error::StoreError;
+
+/// How a checkpoint's body is stored.
+#[derive(Debug, Clone)]
+pub enum CheckpointBody {
+    /// SQLite: the whole `Checkpoint` dict, serialized with the row's type tag.
+    Serialized {
+        /// The `type` column.
+        type_tag: Option<String>,
+        /// The `checkpoint` column.
+        bytes: Vec<u8>,
+    },
+}
+
+/// One `checkpoints` row.
+#[derive(Debug, Clone)]
+pub struct CheckpointRow {
+    /// Thread id.
+    pub thread_id: String,
+    /// Namespace (`""` for the root graph).
+    pub checkpoint_ns: String,
+    /// Checkpoint id (UUIDv6 text).
+    pub checkpoint_id: String,
+    /// Parent checkpoint id, `None` for a root.
+    pub parent_checkpoint_id: Option<String>,
+    /// The stored checkpoint.
+    pub body: CheckpointBody,
+    /// Metadata as JSON bytes.
+    pub metadata: Vec<u8>,
+    /// Bytes the checkpoint occupies (checkpoint + metadata).
+    pub bytes: u64,
+}
+
+/// One pending-write row (`writes` / `checkpoint_writes`).
+#[derive(Debug, Clone)]
+pub struct WriteRow {
+    /// The checkpoint the write is stored on.
+    pub checkpoint_id: String,
+    /// Task id (opaque; `NULL_TASK_ID` for the checkpoint's own writes).
+    pub task_id: String,
+    /// Task path (`""` when the schema predates it).
+    pub task_path: String,
+    /// Index inside the task's write batch (negative for special channels).
+    pub idx: i64,
+    /// Target channel.
+    pub channel: String,
+    /// Serializer tag.
+    pub type_tag: Option<String>,
+    /// Serialized value.
+    pub value: Vec<u8>,
+}
+
+impl WriteRow {
+    /// LangGraph's canonical order inside one checkpoint: `(task_path, task_id, idx)`.
+    pub fn sort_key(&self) -> (&str, &str, i64) {
+        (&self.task_path, &self.task_id, self.idx)
+    }
+}
+
+/// Sorts writes in LangGraph's canonical order.
+pub fn sort_writes(writes: &mut [WriteRow]) {
+    writes.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+}
+
+/// Metadata-level facts about one checkpoint, as the store summary streams them.
+#[derive(Debug, Clone)]
+pub struct CheckpointMetaRow {
+    /// Thread id.
+    pub thread_id: String,
+    /// Namespace.
+    pub checkpoint_ns: String,
+    /// Checkpoint id.
+    pub checkpoint_id: String,
+    /// Bytes (checkpoint + metadata).
+    pub bytes: u64,
+    /// Metadata JSON bytes.
+    pub metadata: Vec<u8>,
+}
+
+/// Per-thread write totals.
+#[derive(Debug, Clone, Default)]
+pub struct WriteTotals {
+    /// Thread id.
+    pub thread_id: String,
+    /// Number of write rows.
+    pub writes: u64,
+    /// Bytes of write values.
+    pub bytes: u64,
+}
+
+/// Per-checkpoint write totals inside one (thread, ns).
+#[derive(Debug, Clone, Default)]
+pub struct CheckpointWriteTotals {
+    /// Checkpoint id.
+    pub checkpoint_id: String,
+    /// Number of write rows.
+    pub writes: u64,
+    /// Bytes of write values.
+    pub bytes: u64,
+}
+
+/// Facts about the store itself.
+#[derive(Debug, Clone)]
+pub struct StoreInfo {
+    /// `"sqlite"` or `"postgres"`.
+    pub backend: &'static str,
+    /// Path or URL (passwords redacted).
+    pub location: String,
+    /// Schema shape, e.g. `"sqlite"` with `task_path` or without.
+    pub schema: String,
+    /// Whether the writes table has `task_path`.
+    pub has_task_path: bool,
+}
+
+/// Read access to a LangGraph checkpoint store. Every scan streams: a callback sees rows
+/// one at a time, so memory follows the largest thread, not the store.
+pub trait Store {
+    /// What this store is.
+    fn info(&self) -> &StoreInfo;
+
+    /// Streams metadata facts of every checkpoint, ordered by `(thread_id, checkpoint_ns, checkpoint_id)`.
+    fn scan_checkpoint_meta(
+        &self,
+        f: &mut dyn FnMut(CheckpointMetaRow) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError>;
+
+    /// Streams write totals per thread, ordered by thread id.
+    fn scan_write_totals(
+        &self,
+        f: &mut dyn FnMut(WriteTotals) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError>;
+
+    /// The namespaces of a thread, sorted.
+    fn namespaces(&self, thread_id: &str) -> Result<Vec<String>, StoreError>;
+
+    /// The greatest checkpoint id in (thread, ns): LangGraph's "latest".
+    fn head_id(&self, thread_id: &str, ns: &str) -> Result<Option<String>, StoreError>;
+
+    /// One checkpoint row.
+    fn checkpoint(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        checkpoint_id: &str,
+    ) -> Result<Option<CheckpointRow>, StoreError>;
+
+    /// Streams every checkpoint row of (thread, ns), ascending by id.
+    fn scan_thread(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        f: &mut dyn FnMut(CheckpointRow) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError>;
+
+    /// The pending writes stored on one checkpoint, in canonical order; `channel`
+    /// restricts them to one channel.
+    fn writes(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        checkpoint_id: &str,
+        channel: Option<&str>,
+    ) -> Result<Vec<WriteRow>, StoreError>;
+
+    /// Write counts and bytes per checkpoint of (thread, ns).
+    fn write_totals_by_checkpoint(
+        &self,
+        thread_id: &str,
+        ns: &str,
+    ) -> Result<Vec<CheckpointWriteTotals>, StoreError>;
+}

@@ -1,0 +1,383 @@
+//! The SQLite backend (`SqliteSaver` layout): read-only open, schema detection, streamed scans.
+
+use super::{
+    CheckpointBody, CheckpointMetaRow, CheckpointRow, CheckpointWriteTotals, Store, StoreInfo,
+    WriteRow, WriteTotals, sort_writes,
+};
+use crate::error::StoreError;
+use rusqlite::{Connection, OpenFlags, Row, params};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// A LangGraph SQLite checkpoint store opened read-only.
+pub struct SqliteStore {
+    conn: Connection,
+    info: StoreInfo,
+}
+
+fn q(what: &str) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
+    move |e| StoreError::Query {
+        what: what.to_owned(),
+        reason: e.to_string(),
+    }
+}
+
+/// Reads a column that LangGraph stores as BLOB or TEXT (metadata is JSON text in a BLOB column).
+fn bytes_col(row: &Row<'_>, i: usize) -> rusqlite::Result<Vec<u8>> {
+    Ok(row
+        .get_ref(i)?
+        .as_bytes_or_null()
+        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Blob, Box::new(e)))?
+        .map(<[u8]>::to_vec)
+        .unwrap_or_default())
+}
+
+fn len_col(row: &Row<'_>, i: usize) -> rusqlite::Result<u64> {
+    Ok(row.get::<_, Option<i64>>(i)?.unwrap_or(0).max(0) as u64)
+}
+
+impl SqliteStore {
+    /// Opens `path` read-only and checks that it is a LangGraph checkpoint store.
+    pub fn open_read_only(path: &Path) -> Result<Self, StoreError> {
+        let shown = path.display().to_string();
+        let open_err = |reason: String| StoreError::Open {
+            path: shown.clone(),
+            reason,
+        };
+        let meta = std::fs::metadata(path).map_err(|e| open_err(e.to_string()))?;
+        if meta.is_dir() {
+            return Err(open_err("is a directory".into()));
+        }
+        let mut header = [0u8; 100];
+        let n = std::fs::File::open(path)
+            .and_then(|mut f| f.read(&mut header))
+            .map_err(|e| open_err(e.to_string()))?;
+        if n == 0 {
+            return Err(StoreError::NotLangGraph {
+                path: shown,
+                reason: "the file is empty".into(),
+            });
+        }
+        if n < 100 || &header[..16] != b"SQLite format 3\0" {
+            return Err(StoreError::NotLangGraph {
+                path: shown,
+                reason: "not a SQLite database".into(),
+            });
+        }
+        // A WAL-mode file (header bytes 18/19 = 2) with no -wal sidecar has no unmerged
+        // content and no live writer: open it immutable so that reading creates no -shm.
+        let wal_mode = header[18] == 2 && header[19] == 2;
+        let wal_exists = sidecar(path, "-wal").exists();
+        let uri = file_uri(path, wal_mode && !wal_exists);
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(&uri, flags).map_err(|e| open_err(e.to_string()))?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(|e| open_err(e.to_string()))?;
+        let has_task_path = detect_schema(&conn, &shown)?;
+        Ok(SqliteStore {
+            conn,
+            info: StoreInfo {
+                backend: "sqlite",
+                location: shown,
+                schema: if has_task_path {
+                    "sqlite (writes.task_path)".into()
+                } else {
+                    "sqlite (writes without task_path)".into()
+                },
+                has_task_path,
+            },
+        })
+    }
+
+    fn task_path_expr(&self) -> &'static str {
+        if self.info.has_task_path {
+            "task_path"
+        } else {
+            "''"
+        }
+    }
+}
+
+fn sidecar(path: &Path, suffix: &str) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(suffix);
+    PathBuf::from(s)
+}
+
+fn file_uri(path: &Path, immutable: bool) -> String {
+    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut uri = String::from("file:");
+    for b in abs.to_string_lossy().bytes() {
+        match b {
+            b'?' | b'#' | b'%' => uri.push_str(&format!("%{b:02X}")),
+            _ => uri.push(b as char),
+        }
+    }
+    uri.push_str("?mode=ro");
+    if immutable {
+        uri.push_str("&immutable=1");
+    }
+    uri
+}
+
+/// Checks tables and columns; returns whether `writes.task_path` exists.
+fn detect_schema(conn: &Connection, shown: &str) -> Result<bool, StoreError> {
+    let not_lg = |reason: String| StoreError::NotLangGraph {
+        path: shown.to_owned(),
+        reason,
+    };
+    let columns = |table: &str| -> Result<Vec<String>, StoreError> {
+        let mut st = conn
+            .prepare("SELECT name FROM pragma_table_info(?1)")
+            .map_err(|e| not_lg(format!("cannot read the schema ({e})")))?;
+        let cols = st
+            .query_map([table], |r| r.get::<_, String>(0))
+            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+            .map_err(|e| not_lg(format!("cannot read the schema ({e})")))?;
+        Ok(cols)
+    };
+    let ck = columns("checkpoints")?;
+    if ck.is_empty() {
+        return Err(not_lg("no 'checkpoints' table".into()));
+    }
+    for c in [
+        "thread_id",
+        "checkpoint_ns",
+        "checkpoint_id",
+        "parent_checkpoint_id",
+        "type",
+        "checkpoint",
+        "metadata",
+    ] {
+        if !ck.iter().any(|x| x == c) {
+            return Err(not_lg(format!("table 'checkpoints' has no column '{c}'")));
+        }
+    }
+    let wr = columns("writes")?;
+    if wr.is_empty() {
+        return Err(not_lg("no 'writes' table".into()));
+    }
+    for c in [
+        "thread_id",
+        "checkpoint_ns",
+        "checkpoint_id",
+        "task_id",
+        "idx",
+        "channel",
+        "type",
+        "value",
+    ] {
+        if !wr.iter().any(|x| x == c) {
+            return Err(not_lg(format!("table 'writes' has no column '{c}'")));
+        }
+    }
+    Ok(wr.iter().any(|x| x == "task_path"))
+}
+
+fn checkpoint_row(r: &Row<'_>) -> rusqlite::Result<CheckpointRow> {
+    let bytes = bytes_col(r, 5)?;
+    let metadata = bytes_col(r, 6)?;
+    Ok(CheckpointRow {
+        thread_id: r.get(0)?,
+        checkpoint_ns: r.get(1)?,
+        checkpoint_id: r.get(2)?,
+        parent_checkpoint_id: r.get(3)?,
+        bytes: (bytes.len() + metadata.len()) as u64,
+        body: CheckpointBody::Serialized {
+            type_tag: r.get(4)?,
+            bytes,
+        },
+        metadata,
+    })
+}
+
+const CHECKPOINT_COLS: &str =
+    "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata";
+
+impl Store for SqliteStore {
+    fn info(&self) -> &StoreInfo {
+        &self.info
+    }
+
+    fn scan_checkpoint_meta(
+        &self,
+        f: &mut dyn FnMut(CheckpointMetaRow) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let what = "scanning checkpoints";
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT thread_id, checkpoint_ns, checkpoint_id, \
+                 coalesce(length(checkpoint), 0) + coalesce(length(metadata), 0), metadata \
+                 FROM checkpoints ORDER BY thread_id, checkpoint_ns, checkpoint_id",
+            )
+            .map_err(q(what))?;
+        let mut rows = st.query([]).map_err(q(what))?;
+        while let Some(r) = rows.next().map_err(q(what))? {
+            let row = CheckpointMetaRow {
+                thread_id: r.get(0).map_err(q(what))?,
+                checkpoint_ns: r.get(1).map_err(q(what))?,
+                checkpoint_id: r.get(2).map_err(q(what))?,
+                bytes: len_col(r, 3).map_err(q(what))?,
+                metadata: bytes_col(r, 4).map_err(q(what))?,
+            };
+            f(row)?;
+        }
+        Ok(())
+    }
+
+    fn scan_write_totals(
+        &self,
+        f: &mut dyn FnMut(WriteTotals) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let what = "scanning writes";
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT thread_id, count(*), coalesce(sum(length(value)), 0) FROM writes \
+                 GROUP BY thread_id ORDER BY thread_id",
+            )
+            .map_err(q(what))?;
+        let mut rows = st.query([]).map_err(q(what))?;
+        while let Some(r) = rows.next().map_err(q(what))? {
+            f(WriteTotals {
+                thread_id: r.get(0).map_err(q(what))?,
+                writes: len_col(r, 1).map_err(q(what))?,
+                bytes: len_col(r, 2).map_err(q(what))?,
+            })?;
+        }
+        Ok(())
+    }
+
+    fn namespaces(&self, thread_id: &str) -> Result<Vec<String>, StoreError> {
+        let what = "listing namespaces";
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT DISTINCT checkpoint_ns FROM checkpoints WHERE thread_id = ?1 ORDER BY checkpoint_ns",
+            )
+            .map_err(q(what))?;
+        st.query_map([thread_id], |r| r.get::<_, String>(0))
+            .and_then(|rows| rows.collect())
+            .map_err(q(what))
+    }
+
+    fn head_id(&self, thread_id: &str, ns: &str) -> Result<Option<String>, StoreError> {
+        let what = "finding the head checkpoint";
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2 \
+                 ORDER BY checkpoint_id DESC LIMIT 1",
+            )
+            .map_err(q(what))?;
+        let mut rows = st.query(params![thread_id, ns]).map_err(q(what))?;
+        match rows.next().map_err(q(what))? {
+            Some(r) => Ok(Some(r.get(0).map_err(q(what))?)),
+            None => Ok(None),
+        }
+    }
+
+    fn checkpoint(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        checkpoint_id: &str,
+    ) -> Result<Option<CheckpointRow>, StoreError> {
+        let what = "reading a checkpoint";
+        let mut st = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {CHECKPOINT_COLS} FROM checkpoints \
+                 WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3"
+            ))
+            .map_err(q(what))?;
+        let mut rows = st
+            .query(params![thread_id, ns, checkpoint_id])
+            .map_err(q(what))?;
+        match rows.next().map_err(q(what))? {
+            Some(r) => Ok(Some(checkpoint_row(r).map_err(q(what))?)),
+            None => Ok(None),
+        }
+    }
+
+    fn scan_thread(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        f: &mut dyn FnMut(CheckpointRow) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let what = "reading a thread's checkpoints";
+        let mut st = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {CHECKPOINT_COLS} FROM checkpoints \
+                 WHERE thread_id = ?1 AND checkpoint_ns = ?2 ORDER BY checkpoint_id"
+            ))
+            .map_err(q(what))?;
+        let mut rows = st.query(params![thread_id, ns]).map_err(q(what))?;
+        while let Some(r) = rows.next().map_err(q(what))? {
+            f(checkpoint_row(r).map_err(q(what))?)?;
+        }
+        Ok(())
+    }
+
+    fn writes(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        checkpoint_id: &str,
+        channel: Option<&str>,
+    ) -> Result<Vec<WriteRow>, StoreError> {
+        let what = "reading pending writes";
+        let sql = format!(
+            "SELECT checkpoint_id, task_id, {tp}, idx, channel, type, value FROM writes \
+             WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3 \
+             AND (?4 IS NULL OR channel = ?4)",
+            tp = self.task_path_expr()
+        );
+        let mut st = self.conn.prepare_cached(&sql).map_err(q(what))?;
+        let mut out = st
+            .query_map(params![thread_id, ns, checkpoint_id, channel], |r| {
+                Ok(WriteRow {
+                    checkpoint_id: r.get(0)?,
+                    task_id: r.get(1)?,
+                    task_path: r.get::<_, Option<String>>(2)?.unwrap_or_default(),
+                    idx: r.get(3)?,
+                    channel: r.get(4)?,
+                    type_tag: r.get(5)?,
+                    value: bytes_col(r, 6)?,
+                })
+            })
+            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+            .map_err(q(what))?;
+        sort_writes(&mut out);
+        Ok(out)
+    }
+
+    fn write_totals_by_checkpoint(
+        &self,
+        thread_id: &str,
+        ns: &str,
+    ) -> Result<Vec<CheckpointWriteTotals>, StoreError> {
+        let what = "counting pending writes";
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT checkpoint_id, count(*), coalesce(sum(length(value)), 0) FROM writes \
+                 WHERE thread_id = ?1 AND checkpoint_ns = ?2 GROUP BY checkpoint_id",
+            )
+            .map_err(q(what))?;
+        st.query_map(params![thread_id, ns], |r| {
+            Ok(CheckpointWriteTotals {
+                checkpoint_id: r.get(0)?,
+                writes: len_col(r, 1)?,
+                bytes: len_col(r, 2)?,
+            })
+        })
+        .and_then(|rows| rows.collect())
+        .map_err(q(what))
+    }
+}

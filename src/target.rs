@@ -1,0 +1,117 @@
+//! Store targets: `--db` / `DFCK_DB` text → a store to open. Passwords never leave this
+//! module unredacted.
+
+use crate::error::StoreError;
+use crate::store::Store;
+use crate::store::sqlite::SqliteStore;
+use std::path::PathBuf;
+
+/// Where a store lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// A SQLite file.
+    Sqlite(PathBuf),
+    /// A PostgreSQL URL (kept whole; show it only through [`redact_url`]).
+    Postgres(String),
+}
+
+/// Replaces the password of a URL (`scheme://user:pass@host`) and any `password=` query
+/// option with `***`.
+pub fn redact_url(url: &str) -> String {
+    let mut out = url.to_owned();
+    if let Some(scheme_end) = out.find("://") {
+        let rest_start = scheme_end + 3;
+        let authority_end = out[rest_start..]
+            .find(['/', '?', '#'])
+            .map(|i| rest_start + i)
+            .unwrap_or(out.len());
+        if let Some(at) = out[rest_start..authority_end].rfind('@') {
+            let userinfo = &out[rest_start..rest_start + at];
+            if let Some(colon) = userinfo.find(':') {
+                let start = rest_start + colon + 1;
+                let end = rest_start + at;
+                out.replace_range(start..end, "***");
+            }
+        }
+    }
+    let lower = out.to_ascii_lowercase();
+    if let Some(i) = lower.find("password=") {
+        let start = i + "password=".len();
+        let end = out[start..]
+            .find(['&', ' '])
+            .map(|j| start + j)
+            .unwrap_or(out.len());
+        out.replace_range(start..end, "***");
+    }
+    out
+}
+
+impl Target {
+    /// Parses a `--db` value.
+    pub fn parse(s: &str) -> Result<Target, StoreError> {
+        let s = s.trim();
+        if s.is_empty() {
+            return Err(StoreError::Target("empty --db value".into()));
+        }
+        if s.starts_with("postgresql://") || s.starts_with("postgres://") {
+            return Ok(Target::Postgres(s.to_owned()));
+        }
+        if let Some(rest) = s.strip_prefix("sqlite://") {
+            // sqlite:///abs/path.db → /abs/path.db; sqlite://rel/path.db → rel/path.db
+            if rest.is_empty() {
+                return Err(StoreError::Target(format!("no path in '{s}'")));
+            }
+            return Ok(Target::Sqlite(PathBuf::from(rest)));
+        }
+        if let Some((scheme, _)) = s.split_once("://") {
+            return Err(StoreError::Target(format!(
+                "unsupported store URL scheme '{scheme}://' in '{}' (use a file path, sqlite://, postgresql:// or postgres://)",
+                redact_url(s)
+            )));
+        }
+        Ok(Target::Sqlite(PathBuf::from(s)))
+    }
+
+    /// How the target is shown to a person.
+    pub fn display(&self) -> String {
+        match self {
+            Target::Sqlite(p) => p.display().to_string(),
+            Target::Postgres(u) => redact_url(u),
+        }
+    }
+
+    /// Opens the store read-only.
+    pub fn open_read_only(&self) -> Result<Box<dyn Store>, StoreError> {
+        match self {
+            Target::Sqlite(p) => Ok(Box::new(SqliteStore::open_read_only(p)?)),
+            Target::Postgres(u) => Err(StoreError::Target(format!(
+                "{}: PostgreSQL stores are not supported by this build yet",
+                redact_url(u)
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_redacts() {
+        assert_eq!(
+            Target::parse("sqlite:///a/b.db").unwrap(),
+            Target::Sqlite("/a/b.db".into())
+        );
+        assert_eq!(
+            Target::parse("sqlite://rel/b.db").unwrap(),
+            Target::Sqlite("rel/b.db".into())
+        );
+        assert_eq!(Target::parse("x.db").unwrap(), Target::Sqlite("x.db".into()));
+        assert!(Target::parse("mysql://u:p@h/db").unwrap_err().to_string().contains("u:***@h"));
+        assert_eq!(
+            redact_url("postgresql://me:s3cr@t@host:5432/db?password=x&sslmode=require"),
+            "postgresql://me:***@host:5432/db?password=***&sslmode=require"
+        );
+        assert_eq!(redact_url("postgres://host/db"), "postgres://host/db");
+    }
+}
