@@ -8,7 +8,7 @@ pub mod reducers;
 use crate::codec::Value;
 use crate::error::{MaterializeError, StoreError};
 use crate::model::{Checkpoint, MESSAGES, NULL_TASK_ID, Write, has_marker};
-use crate::store::Store;
+use crate::store::{Store, WriteRow};
 pub use reducers::Reducer;
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
@@ -19,8 +19,9 @@ pub trait Source {
     fn thread_id(&self) -> &str;
     /// A checkpoint by id, `None` when it does not exist.
     fn checkpoint(&mut self, id: &str) -> Result<Option<Rc<Checkpoint>>, MaterializeError>;
-    /// The decoded writes stored on a checkpoint, canonical order; `channel` filters.
-    fn writes(&mut self, id: &str, channel: Option<&str>) -> Result<Vec<Write>, MaterializeError>;
+    /// The write rows stored on a checkpoint, canonical order; `channel` filters.
+    fn write_rows(&mut self, id: &str, channel: Option<&str>)
+    -> Result<Vec<WriteRow>, MaterializeError>;
 }
 
 /// A [`Source`] that reads lazily from a store, one checkpoint at a time.
@@ -60,11 +61,12 @@ impl Source for StoreSource<'_> {
         Ok(Some(ck))
     }
 
-    fn writes(&mut self, id: &str, channel: Option<&str>) -> Result<Vec<Write>, MaterializeError> {
-        let rows = self.store.writes(&self.thread_id, &self.ns, id, channel)?;
-        rows.into_iter()
-            .map(|r| Write::from_row(r, &self.thread_id).map_err(MaterializeError::from))
-            .collect()
+    fn write_rows(
+        &mut self,
+        id: &str,
+        channel: Option<&str>,
+    ) -> Result<Vec<WriteRow>, MaterializeError> {
+        Ok(self.store.writes(&self.thread_id, &self.ns, id, channel)?)
     }
 }
 
@@ -232,7 +234,9 @@ pub fn materialize(
         replay_depth = hist.chain.len();
         let mut writes = Vec::new();
         for a in hist.chain.iter().rev() {
-            writes.extend(src.writes(&a.checkpoint_id, Some(MESSAGES))?);
+            for row in src.write_rows(&a.checkpoint_id, Some(MESSAGES))? {
+                writes.push(Write::from_row(row, &ck.thread_id)?);
+            }
         }
         let refs: Vec<&Value> = writes.iter().map(|w| &w.value).collect();
         let base = hist.seed.as_ref().map(unwrap_seed).unwrap_or_default();
@@ -249,10 +253,11 @@ pub fn materialize(
     }
     if view == View::State {
         let own: Vec<Write> = src
-            .writes(&ck.checkpoint_id, None)?
+            .write_rows(&ck.checkpoint_id, None)?
             .into_iter()
             .filter(|w| w.task_id == NULL_TASK_ID)
-            .collect();
+            .map(|r| Write::from_row(r, &ck.thread_id))
+            .collect::<Result<_, _>>()?;
         apply_null_writes(&mut values, &own, reducer).map_err(reducer_err)?;
     }
     Ok(Materialized {

@@ -1,0 +1,83 @@
+//! Shared helpers for the integration tests: running the real `dfck` binary on the
+//! committed fixtures and reading the expected JSON written by the real LangGraph.
+#![allow(dead_code)]
+
+use serde_json::Value as Json;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The repository root.
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `fixtures/sqlite/<stem>.db`.
+pub fn sqlite_fixture(stem: &str) -> PathBuf {
+    root().join("fixtures/sqlite").join(format!("{stem}.db"))
+}
+
+/// Every fixture stem that has an expected JSON file, sorted.
+pub fn fixture_stems() -> Vec<String> {
+    let mut stems: Vec<String> = std::fs::read_dir(root().join("fixtures/expected"))
+        .expect("fixtures/expected exists")
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let p = e.path();
+            if p.extension()? != "json" { return None; }
+            Some(p.file_stem()?.to_string_lossy().into_owned())
+        })
+        .collect();
+    stems.sort();
+    stems
+}
+
+/// The expected JSON of one fixture.
+pub fn expected(stem: &str) -> Json {
+    let p = root().join("fixtures/expected").join(format!("{stem}.json"));
+    serde_json::from_slice(&std::fs::read(&p).expect("expected file")).expect("expected JSON")
+}
+
+/// Runs `dfck ARGS` with `--db TARGET`.
+pub fn dfck(target: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_dfck"))
+        .arg("--db")
+        .arg(target)
+        .args(args)
+        .env_remove("DFCK_DB")
+        .output()
+        .expect("run dfck")
+}
+
+/// Runs dfck, asserts exit 0, parses stdout as JSON.
+pub fn dfck_json(target: &str, args: &[&str]) -> Json {
+    let out = dfck(target, args);
+    assert!(
+        out.status.success(),
+        "dfck {args:?} on {target} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("stdout is JSON")
+}
+
+/// Asserts a failure the way every bad input must fail: exit 2, one line on stderr that
+/// names the problem, no panic.
+pub fn assert_clean_failure(out: &Output, needle: &str) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "exit code, stderr: {stderr}");
+    assert!(!stderr.contains("panicked"), "panic: {stderr}");
+    assert!(!stderr.contains("RUST_BACKTRACE"), "backtrace: {stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr:?}");
+    assert!(
+        stderr.to_lowercase().contains(&needle.to_lowercase()),
+        "stderr should name '{needle}': {stderr}"
+    );
+    stderr
+}
+
+/// A copy of a file in a fresh temporary directory (for tests that modify a store).
+pub fn temp_copy(src: &Path) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dst = dir.path().join(src.file_name().expect("file name"));
+    std::fs::copy(src, &dst).expect("copy fixture");
+    (dir, dst)
+}
