@@ -36,7 +36,10 @@ pub enum CodecError {
         len: usize,
     },
     /// Nesting deeper than [`crate::codec::MAX_DEPTH`].
-    #[error("msgpack nesting deeper than {} at byte {offset}", crate::codec::MAX_DEPTH)]
+    #[error(
+        "msgpack nesting deeper than {} at byte {offset}",
+        crate::codec::MAX_DEPTH
+    )]
     TooDeep {
         /// Byte offset.
         offset: usize,
@@ -125,7 +128,9 @@ pub enum StoreError {
         checkpoint_ns: String,
     },
     /// The checkpoint id names no checkpoint of the thread.
-    #[error("checkpoint '{checkpoint_id}' not found in thread '{thread_id}' namespace '{checkpoint_ns}'")]
+    #[error(
+        "checkpoint '{checkpoint_id}' not found in thread '{thread_id}' namespace '{checkpoint_ns}'"
+    )]
     CheckpointNotFound {
         /// Thread id.
         thread_id: String,
@@ -177,7 +182,9 @@ pub enum MaterializeError {
         at: String,
     },
     /// A parent id names no checkpoint.
-    #[error("dangling parent in thread '{thread_id}': checkpoint {child} names parent {parent}, which does not exist")]
+    #[error(
+        "dangling parent in thread '{thread_id}': checkpoint {child} names parent {parent}, which does not exist"
+    )]
     DanglingParent {
         /// Thread id.
         thread_id: String,

@@ -177,7 +177,11 @@ fn finish_thread(
                 codec::decode_typed(type_tag.as_deref(), bytes).ok()
             }
         })
-        .and_then(|v| v.get("ts").and_then(codec::Value::as_str).map(str::to_owned));
+        .and_then(|v| {
+            v.get("ts")
+                .and_then(codec::Value::as_str)
+                .map(str::to_owned)
+        });
     let (wn, wb) = writes.get(&acc.thread_id).copied().unwrap_or((0, 0));
     Ok(ThreadSummary {
         thread_id: acc.thread_id,
@@ -209,26 +213,27 @@ pub fn summarize(store: &dyn Store, progress: &dyn Progress) -> Result<StoreSumm
     let mut acc: Option<ThreadAcc> = None;
     let mut failure: Option<Error> = None;
     progress.start("scanning checkpoints", None);
-    store.scan_checkpoint_meta(&mut |row| {
-        progress.inc(1);
-        if acc.as_ref().is_some_and(|a| a.thread_id != row.thread_id) {
-            if let Some(done) = acc.take() {
-                match finish_thread(store, done, &writes) {
-                    Ok(t) => threads.push(t),
-                    Err(e) => {
-                        failure = Some(e);
-                        return Err(StoreError::Query {
-                            what: "summarizing".into(),
-                            reason: "aborted".into(),
-                        });
+    store
+        .scan_checkpoint_meta(&mut |row| {
+            progress.inc(1);
+            if acc.as_ref().is_some_and(|a| a.thread_id != row.thread_id) {
+                if let Some(done) = acc.take() {
+                    match finish_thread(store, done, &writes) {
+                        Ok(t) => threads.push(t),
+                        Err(e) => {
+                            failure = Some(e);
+                            return Err(StoreError::Query {
+                                what: "summarizing".into(),
+                                reason: "aborted".into(),
+                            });
+                        }
                     }
                 }
             }
-        }
-        acc.get_or_insert_with(|| ThreadAcc::new(row.thread_id.clone()))
-            .add(row)
-    })
-    .map_err(|e| failure.take().unwrap_or(Error::Store(e)))?;
+            acc.get_or_insert_with(|| ThreadAcc::new(row.thread_id.clone()))
+                .add(row)
+        })
+        .map_err(|e| failure.take().unwrap_or(Error::Store(e)))?;
     if let Some(done) = acc.take() {
         threads.push(finish_thread(store, done, &writes)?);
     }
@@ -308,7 +313,10 @@ pub fn thread_report(
     store.scan_thread(thread_id, ns, &mut |row| {
         progress.inc(1);
         let (wn, wb) = totals.get(&row.checkpoint_id).copied().unwrap_or((0, 0));
-        let what = format!("thread '{}' checkpoint {}", row.thread_id, row.checkpoint_id);
+        let what = format!(
+            "thread '{}' checkpoint {}",
+            row.thread_id, row.checkpoint_id
+        );
         let meta = parse_metadata(&row.metadata, &what).unwrap_or_default();
         let id = row.checkpoint_id.clone();
         let parent = row.parent_checkpoint_id.clone();

@@ -106,8 +106,16 @@ mod tests {
             Target::parse("sqlite://rel/b.db").unwrap(),
             Target::Sqlite("rel/b.db".into())
         );
-        assert_eq!(Target::parse("x.db").unwrap(), Target::Sqlite("x.db".into()));
-        assert!(Target::parse("mysql://u:p@h/db").unwrap_err().to_string().contains("u:***@h"));
+        assert_eq!(
+            Target::parse("x.db").unwrap(),
+            Target::Sqlite("x.db".into())
+        );
+        assert!(
+            Target::parse("mysql://u:p@h/db")
+                .unwrap_err()
+                .to_string()
+                .contains("u:***@h")
+        );
         assert_eq!(
             redact_url("postgresql://me:s3cr@t@host:5432/db?password=x&sslmode=require"),
             "postgresql://me:***@host:5432/db?password=***&sslmode=require"

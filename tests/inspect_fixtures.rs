@@ -30,7 +30,11 @@ impl Tally {
 
 fn short(j: &Json) -> String {
     let s = j.to_string();
-    if s.len() > 600 { format!("{}…", &s[..600]) } else { s }
+    if s.len() > 600 {
+        format!("{}…", &s[..600])
+    } else {
+        s
+    }
 }
 
 /// Python sets have no stable order (LangGraph re-encodes them in hash order), so set and
@@ -39,7 +43,10 @@ fn normalize(j: &Json) -> Json {
     match j {
         Json::Array(a) => Json::Array(a.iter().map(normalize).collect()),
         Json::Object(o) => {
-            let is_set = matches!(o.get("$class").and_then(Json::as_str), Some("builtins.set" | "builtins.frozenset"));
+            let is_set = matches!(
+                o.get("$class").and_then(Json::as_str),
+                Some("builtins.set" | "builtins.frozenset")
+            );
             let mut m = Map::new();
             for (k, v) in o {
                 let mut v = normalize(v);
@@ -67,7 +74,13 @@ fn compare_values(
     for (k, ev) in exp {
         match got.get(k) {
             Some(gv) if normalize(gv) == normalize(ev) => {}
-            Some(gv) => return Err(format!("channel '{k}': got {} expected {}", short(gv), short(ev))),
+            Some(gv) => {
+                return Err(format!(
+                    "channel '{k}': got {} expected {}",
+                    short(gv),
+                    short(ev)
+                ));
+            }
             None if defaults.contains(k) => tally.defaults_skipped += 1,
             None => return Err(format!("channel '{k}' missing (expected {})", short(ev))),
         }
@@ -97,23 +110,46 @@ fn check_fixture(stem: &str) -> (Tally, Vec<String>) {
         let tid = t["thread_id"].as_str().expect("thread_id");
         match summary_threads.iter().find(|s| s["thread_id"] == tid) {
             Some(s) if s["mode"] == t["mode"] => {}
-            Some(s) => bad.push(format!("{stem} {tid}: mode {} expected {}", s["mode"], t["mode"])),
+            Some(s) => bad.push(format!(
+                "{stem} {tid}: mode {} expected {}",
+                s["mode"], t["mode"]
+            )),
             None => bad.push(format!("{stem} {tid}: missing from the summary")),
         }
         for ns in t["namespaces"].as_array().expect("namespaces") {
             let nsid = ns["checkpoint_ns"].as_str().expect("ns");
             let listing = dfck_json(&target, &["inspect", tid, "--ns", nsid, "--format", "json"]);
-            let got_cks = listing["checkpoints"].as_array().cloned().unwrap_or_default();
+            let got_cks = listing["checkpoints"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
             let exp_cks = ns["checkpoints"].as_array().expect("checkpoints");
             if got_cks.len() != exp_cks.len() {
-                bad.push(format!("{stem} {tid} ns '{nsid}': {} checkpoints, expected {}", got_cks.len(), exp_cks.len()));
+                bad.push(format!(
+                    "{stem} {tid} ns '{nsid}': {} checkpoints, expected {}",
+                    got_cks.len(),
+                    exp_cks.len()
+                ));
             }
             for (g, e) in got_cks.iter().zip(exp_cks) {
                 tally.listed += 1;
-                for key in ["checkpoint_id", "parent_checkpoint_id", "source", "step", "mode", "messages_encoding", "writes"] {
-                    let unreadable = key == "messages_encoding" && g[key].is_null() && error_threads.contains(tid);
+                for key in [
+                    "checkpoint_id",
+                    "parent_checkpoint_id",
+                    "source",
+                    "step",
+                    "mode",
+                    "messages_encoding",
+                    "writes",
+                ] {
+                    let unreadable = key == "messages_encoding"
+                        && g[key].is_null()
+                        && error_threads.contains(tid);
                     if g[key] != e[key] && !unreadable {
-                        bad.push(format!("{stem} {tid} {}: {key} {} expected {}", e["checkpoint_id"], g[key], e[key]));
+                        bad.push(format!(
+                            "{stem} {tid} {}: {key} {} expected {}",
+                            e["checkpoint_id"], g[key], e[key]
+                        ));
                     }
                 }
             }
@@ -121,14 +157,28 @@ fn check_fixture(stem: &str) -> (Tally, Vec<String>) {
                 let cid = c["checkpoint_id"].as_str().expect("id");
                 let defaults: HashSet<String> = c["graph_defaults"]
                     .as_array()
-                    .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_owned)).collect())
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|x| x.as_str().map(str::to_owned))
+                            .collect()
+                    })
                     .unwrap_or_default();
                 let mut views = vec![("state", &c["values"])];
                 if c.get("stored").is_some() {
                     views.push(("stored", &c["stored"]));
                 }
                 for (view, want) in views {
-                    let mut args = vec!["inspect", tid, "--ns", nsid, "--state", "--checkpoint", cid, "--format", "json"];
+                    let mut args = vec![
+                        "inspect",
+                        tid,
+                        "--ns",
+                        nsid,
+                        "--state",
+                        "--checkpoint",
+                        cid,
+                        "--format",
+                        "json",
+                    ];
                     if view == "stored" {
                         args.push("--stored");
                     }
@@ -138,7 +188,10 @@ fn check_fixture(stem: &str) -> (Tally, Vec<String>) {
                             assert_clean_failure(&out, "unsupported serializer type");
                             tally.expected_failures += 1;
                         } else {
-                            bad.push(format!("{stem} {tid} {cid} ({view}): dfck failed: {}", String::from_utf8_lossy(&out.stderr).trim()));
+                            bad.push(format!(
+                                "{stem} {tid} {cid} ({view}): dfck failed: {}",
+                                String::from_utf8_lossy(&out.stderr).trim()
+                            ));
                         }
                         continue;
                     }
@@ -149,13 +202,23 @@ fn check_fixture(stem: &str) -> (Tally, Vec<String>) {
                     };
                     match compare_values(gv, ev, &defaults, &mut tally) {
                         Ok(()) => {
-                            if view == "state" { tally.states += 1 } else { tally.stored += 1 }
+                            if view == "state" {
+                                tally.states += 1
+                            } else {
+                                tally.stored += 1
+                            }
                         }
-                        Err(e) => bad.push(format!("{stem} {tid} ns '{nsid}' {cid} ({view}, {}): {e}", c["messages_encoding"])),
+                        Err(e) => bad.push(format!(
+                            "{stem} {tid} ns '{nsid}' {cid} ({view}, {}): {e}",
+                            c["messages_encoding"]
+                        )),
                     }
                     for key in ["checkpoint_id", "parent_checkpoint_id", "mode"] {
                         if got[key] != c[key] {
-                            bad.push(format!("{stem} {tid} {cid}: {key} {} expected {}", got[key], c[key]));
+                            bad.push(format!(
+                                "{stem} {tid} {cid}: {key} {} expected {}",
+                                got[key], c[key]
+                            ));
                         }
                     }
                 }
@@ -172,15 +235,25 @@ fn every_fixture_checkpoint_matches_langgraph() {
     let results: Vec<(String, Tally, Vec<String>)> = std::thread::scope(|s| {
         let handles: Vec<_> = stems
             .iter()
-            .map(|stem| s.spawn(move || { let (t, b) = check_fixture(stem); (stem.clone(), t, b) }))
+            .map(|stem| {
+                s.spawn(move || {
+                    let (t, b) = check_fixture(stem);
+                    (stem.clone(), t, b)
+                })
+            })
             .collect();
-        handles.into_iter().map(|h| h.join().expect("worker")).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("worker"))
+            .collect()
     });
     let mut total = Tally::default();
     let mut bad = Vec::new();
     for (stem, t, b) in &results {
-        println!("{stem}: {} threads, {} checkpoints listed, {} states + {} stored views equal, {} unreadable as expected, {} graph defaults skipped",
-            t.threads, t.listed, t.states, t.stored, t.expected_failures, t.defaults_skipped);
+        println!(
+            "{stem}: {} threads, {} checkpoints listed, {} states + {} stored views equal, {} unreadable as expected, {} graph defaults skipped",
+            t.threads, t.listed, t.states, t.stored, t.expected_failures, t.defaults_skipped
+        );
         total.add(t);
         bad.extend(b.iter().cloned());
     }
@@ -194,5 +267,9 @@ fn every_fixture_checkpoint_matches_langgraph() {
         }
         panic!("{} mismatches", bad.len());
     }
-    assert!(total.states > 500, "too few checkpoints compared: {}", total.states);
+    assert!(
+        total.states > 500,
+        "too few checkpoints compared: {}",
+        total.states
+    );
 }

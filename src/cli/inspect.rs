@@ -55,7 +55,11 @@ pub fn run(global: &GlobalArgs, args: &InspectArgs) -> Result<i32, Error> {
                 ReducerArg::Deerflow => ReducerChoice::Fixed(Reducer::Deerflow),
                 ReducerArg::Langgraph => ReducerChoice::Fixed(Reducer::Langgraph),
             };
-            let view = if args.stored { View::Stored } else { View::State };
+            let view = if args.stored {
+                View::Stored
+            } else {
+                View::State
+            };
             let r = state_report(
                 store.as_ref(),
                 thread,

@@ -198,7 +198,12 @@ impl<'a> Reader<'a> {
                 self.map(n, depth)?
             }
             0xe0..=0xff => Value::Int(m as i8 as i64),
-            0xc1 => return Err(CodecError::InvalidMarker { offset: at, byte: m }),
+            0xc1 => {
+                return Err(CodecError::InvalidMarker {
+                    offset: at,
+                    byte: m,
+                });
+            }
         })
     }
 }

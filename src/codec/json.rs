@@ -64,7 +64,12 @@ pub fn to_json(v: &Value) -> Json {
             }
         }
         Value::Ext(e) => {
-            let raw_ext = || obj(vec![("$ext", Json::Number(e.code.into())), ("$bytes", b64(&e.raw))]);
+            let raw_ext = || {
+                obj(vec![
+                    ("$ext", Json::Number(e.code.into())),
+                    ("$bytes", b64(&e.raw)),
+                ])
+            };
             let Some(inner) = &e.inner else {
                 return raw_ext();
             };
@@ -87,9 +92,18 @@ pub fn to_json(v: &Value) -> Json {
                     }
                     Json::Object(m)
                 }
-                0 => obj(vec![("$class", Json::String(class_name(items))), ("$arg", nth(2))]),
-                1 => obj(vec![("$class", Json::String(class_name(items))), ("$args", nth(2))]),
-                2 => obj(vec![("$class", Json::String(class_name(items))), ("$kwargs", nth(2))]),
+                0 => obj(vec![
+                    ("$class", Json::String(class_name(items))),
+                    ("$arg", nth(2)),
+                ]),
+                1 => obj(vec![
+                    ("$class", Json::String(class_name(items))),
+                    ("$args", nth(2)),
+                ]),
+                2 => obj(vec![
+                    ("$class", Json::String(class_name(items))),
+                    ("$kwargs", nth(2)),
+                ]),
                 3 => obj(vec![
                     ("$class", Json::String(class_name(items))),
                     ("$method", nth(3)),

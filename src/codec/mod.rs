@@ -24,8 +24,8 @@ pub fn decode_typed(tag: Option<&str>, bytes: &[u8]) -> Result<Value, CodecError
         Some("null") => Ok(Value::Nil),
         Some("bytes") | Some("bytearray") => Ok(Value::Bin(bytes.to_vec())),
         Some("json") => {
-            let j: serde_json::Value =
-                serde_json::from_slice(bytes).map_err(|e| CodecError::InvalidJson(e.to_string()))?;
+            let j: serde_json::Value = serde_json::from_slice(bytes)
+                .map_err(|e| CodecError::InvalidJson(e.to_string()))?;
             Ok(from_json(&j))
         }
         Some(other) => Err(CodecError::UnsupportedSerializer(other.to_owned())),

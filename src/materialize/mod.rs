@@ -20,8 +20,11 @@ pub trait Source {
     /// A checkpoint by id, `None` when it does not exist.
     fn checkpoint(&mut self, id: &str) -> Result<Option<Rc<Checkpoint>>, MaterializeError>;
     /// The write rows stored on a checkpoint, canonical order; `channel` filters.
-    fn write_rows(&mut self, id: &str, channel: Option<&str>)
-    -> Result<Vec<WriteRow>, MaterializeError>;
+    fn write_rows(
+        &mut self,
+        id: &str,
+        channel: Option<&str>,
+    ) -> Result<Vec<WriteRow>, MaterializeError>;
 }
 
 /// A [`Source`] that reads lazily from a store, one checkpoint at a time.
@@ -139,10 +142,7 @@ pub fn update_messages(
     writes: &[&Value],
     reducer: Reducer,
 ) -> Result<Vec<Value>, String> {
-    let overwrites: Vec<&Value> = writes
-        .iter()
-        .filter_map(|w| w.overwrite_value())
-        .collect();
+    let overwrites: Vec<&Value> = writes.iter().filter_map(|w| w.overwrite_value()).collect();
     match overwrites.len() {
         0 if writes.is_empty() => Ok(value),
         0 => reducer.apply(value, writes),

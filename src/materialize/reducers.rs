@@ -57,7 +57,11 @@ fn make_message(role: &str, content: Value, extra: &Value) -> Option<Value> {
         "ai" | "assistant" => ("langchain_core.messages.ai", "AIMessage", "ai"),
         "system" | "developer" => ("langchain_core.messages.system", "SystemMessage", "system"),
         "tool" => ("langchain_core.messages.tool", "ToolMessage", "tool"),
-        "remove" => ("langchain_core.messages.modifier", "RemoveMessage", "remove"),
+        "remove" => (
+            "langchain_core.messages.modifier",
+            "RemoveMessage",
+            "remove",
+        ),
         _ => return None,
     };
     let get = |k: &str| extra.get(k).cloned().unwrap_or(Value::Nil);
@@ -66,11 +70,17 @@ fn make_message(role: &str, content: Value, extra: &Value) -> Option<Value> {
         (s("content"), content),
         (
             s("additional_kwargs"),
-            extra.get("additional_kwargs").cloned().unwrap_or_else(empty_map),
+            extra
+                .get("additional_kwargs")
+                .cloned()
+                .unwrap_or_else(empty_map),
         ),
         (
             s("response_metadata"),
-            extra.get("response_metadata").cloned().unwrap_or_else(empty_map),
+            extra
+                .get("response_metadata")
+                .cloned()
+                .unwrap_or_else(empty_map),
         ),
         (s("type"), s(ty)),
         (s("name"), get("name")),
@@ -80,7 +90,10 @@ fn make_message(role: &str, content: Value, extra: &Value) -> Option<Value> {
         "ai" => {
             fields.push((
                 s("tool_calls"),
-                extra.get("tool_calls").cloned().unwrap_or(Value::Array(vec![])),
+                extra
+                    .get("tool_calls")
+                    .cloned()
+                    .unwrap_or(Value::Array(vec![])),
             ));
             fields.push((
                 s("invalid_tool_calls"),
@@ -153,7 +166,12 @@ fn chunk_to_message(v: &Value) -> Value {
     };
     let kept: Vec<(Value, Value)> = fields
         .iter()
-        .filter(|(k, _)| !matches!(k.as_str(), Some("tool_call_chunks") | Some("chunk_position")))
+        .filter(|(k, _)| {
+            !matches!(
+                k.as_str(),
+                Some("tool_call_chunks") | Some("chunk_position")
+            )
+        })
         .map(|(k, val)| {
             if k.as_str() == Some("type") {
                 if let Some(t) = val.as_str() {
@@ -288,10 +306,17 @@ mod tests {
         make_message("remove", s(""), &Value::Map(vec![(s("id"), s(id))])).unwrap()
     }
     fn ids(v: &[Value]) -> Vec<String> {
-        v.iter().map(|m| message_id(m).unwrap().to_owned()).collect()
+        v.iter()
+            .map(|m| message_id(m).unwrap().to_owned())
+            .collect()
     }
     fn content(m: &Value) -> &str {
-        m.model_fields().unwrap().get("content").unwrap().as_str().unwrap()
+        m.model_fields()
+            .unwrap()
+            .get("content")
+            .unwrap()
+            .as_str()
+            .unwrap()
     }
 
     #[test]
@@ -307,14 +332,25 @@ mod tests {
     #[test]
     fn deerflow_remove_all_and_errors() {
         let state = vec![msg("a", "1"), msg("b", "2")];
-        let w = Value::Array(vec![msg("x", "dropped"), rm(REMOVE_ALL_MESSAGES), msg("s", "sum")]);
+        let w = Value::Array(vec![
+            msg("x", "dropped"),
+            rm(REMOVE_ALL_MESSAGES),
+            msg("s", "sum"),
+        ]);
         let out = deerflow_merge(state.clone(), &[&w]).unwrap();
         assert_eq!(ids(&out), ["s"]);
         let bad = Value::Array(vec![rm("nope")]);
-        assert!(deerflow_merge(state.clone(), &[&bad]).unwrap_err().contains("('nope')"));
+        assert!(
+            deerflow_merge(state.clone(), &[&bad])
+                .unwrap_err()
+                .contains("('nope')")
+        );
         // [M(x), Remove(x)] in one write removes x; [Remove(a), M'(a)] replaces a.
         let w = Value::Array(vec![msg("x", "1"), rm("x")]);
-        assert_eq!(ids(&deerflow_merge(state.clone(), &[&w]).unwrap()), ["a", "b"]);
+        assert_eq!(
+            ids(&deerflow_merge(state.clone(), &[&w]).unwrap()),
+            ["a", "b"]
+        );
         let w = Value::Array(vec![rm("a"), msg("a", "new")]);
         let out = deerflow_merge(state.clone(), &[&w]).unwrap();
         assert_eq!(ids(&out), ["a", "b"]);
@@ -330,8 +366,15 @@ mod tests {
     #[test]
     fn coercion() {
         let m = coerce_message(&s("hello"));
-        assert_eq!(m.ext_class(), Some(("langchain_core.messages.human", "HumanMessage")));
-        let d = Value::Map(vec![(s("role"), s("assistant")), (s("content"), s("x")), (s("id"), s("q"))]);
+        assert_eq!(
+            m.ext_class(),
+            Some(("langchain_core.messages.human", "HumanMessage"))
+        );
+        let d = Value::Map(vec![
+            (s("role"), s("assistant")),
+            (s("content"), s("x")),
+            (s("id"), s("q")),
+        ]);
         let m = coerce_message(&d);
         assert_eq!(message_id(&m), Some("q"));
         assert_eq!(m.ext_class().unwrap().1, "AIMessage");

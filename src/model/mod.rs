@@ -196,7 +196,9 @@ impl Checkpoint {
                     (Some("channel_versions"), Value::Map(m)) => {
                         for (ck, cv) in m {
                             match ck {
-                                Value::Str(name) => channel_versions.push((name, version_text(&cv))),
+                                Value::Str(name) => {
+                                    channel_versions.push((name, version_text(&cv)))
+                                }
                                 _ => return Err(malformed("a channel name is not a string")),
                             }
                         }

@@ -84,7 +84,15 @@ pub fn summary_table(s: &StoreSummary) -> String {
         return out;
     }
     let mut t = table(&[
-        "thread", "ns", "checkpoints", "writes", "bytes", "mode", "head", "step", "ts",
+        "thread",
+        "ns",
+        "checkpoints",
+        "writes",
+        "bytes",
+        "mode",
+        "head",
+        "step",
+        "ts",
     ]);
     for th in &s.threads {
         t.add_row(vec![
@@ -114,7 +122,14 @@ pub fn thread_table(r: &ThreadReport) -> String {
         r.checkpoints.len()
     );
     let mut t = table(&[
-        "checkpoint", "parent", "source", "step", "mode", "messages", "writes", "bytes",
+        "checkpoint",
+        "parent",
+        "source",
+        "step",
+        "mode",
+        "messages",
+        "writes",
+        "bytes",
     ]);
     for c in &r.checkpoints {
         t.add_row(vec![

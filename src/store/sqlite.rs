@@ -27,7 +27,9 @@ fn bytes_col(row: &Row<'_>, i: usize) -> rusqlite::Result<Vec<u8>> {
     Ok(row
         .get_ref(i)?
         .as_bytes_or_null()
-        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Blob, Box::new(e)))?
+        .map_err(|e| {
+            rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Blob, Box::new(e))
+        })?
         .map(<[u8]>::to_vec)
         .unwrap_or_default())
 }

@@ -23,7 +23,9 @@ pub fn fixture_stems() -> Vec<String> {
         .filter_map(|e| e.ok())
         .filter_map(|e| {
             let p = e.path();
-            if p.extension()? != "json" { return None; }
+            if p.extension()? != "json" {
+                return None;
+            }
             Some(p.file_stem()?.to_string_lossy().into_owned())
         })
         .collect();
@@ -33,7 +35,9 @@ pub fn fixture_stems() -> Vec<String> {
 
 /// The expected JSON of one fixture.
 pub fn expected(stem: &str) -> Json {
-    let p = root().join("fixtures/expected").join(format!("{stem}.json"));
+    let p = root()
+        .join("fixtures/expected")
+        .join(format!("{stem}.json"));
     serde_json::from_slice(&std::fs::read(&p).expect("expected file")).expect("expected JSON")
 }
 
