@@ -11,8 +11,14 @@ use std::path::PathBuf;
 pub enum Target {
     /// A SQLite file.
     Sqlite(PathBuf),
-    /// A PostgreSQL URL (kept whole; show it only through [`redact_url`]).
-    Postgres(String),
+    /// A PostgreSQL URL (kept whole; show it only through [`redact_url`]) and the schema
+    /// (`search_path`) to use, if any.
+    Postgres {
+        /// libpq URL, password included.
+        url: String,
+        /// `--pg-schema` / DeerFlow's `postgres_schema`.
+        schema: Option<String>,
+    },
 }
 
 /// Replaces the password of a URL (`scheme://user:pass@host`) and any `password=` query
@@ -54,7 +60,10 @@ impl Target {
             return Err(StoreError::Target("empty --db value".into()));
         }
         if s.starts_with("postgresql://") || s.starts_with("postgres://") {
-            return Ok(Target::Postgres(s.to_owned()));
+            return Ok(Target::Postgres {
+                url: s.to_owned(),
+                schema: None,
+            });
         }
         if let Some(rest) = s.strip_prefix("sqlite://") {
             // sqlite:///abs/path.db → /abs/path.db; sqlite://rel/path.db → rel/path.db
@@ -76,7 +85,11 @@ impl Target {
     pub fn display(&self) -> String {
         match self {
             Target::Sqlite(p) => p.display().to_string(),
-            Target::Postgres(u) => redact_url(u),
+            Target::Postgres { url, schema: None } => redact_url(url),
+            Target::Postgres {
+                url,
+                schema: Some(s),
+            } => format!("{} (schema {s})", redact_url(url)),
         }
     }
 
@@ -84,9 +97,9 @@ impl Target {
     pub fn open_read_only(&self) -> Result<Box<dyn Store>, StoreError> {
         match self {
             Target::Sqlite(p) => Ok(Box::new(SqliteStore::open_read_only(p)?)),
-            Target::Postgres(u) => Err(StoreError::Target(format!(
+            Target::Postgres { .. } => Err(StoreError::Target(format!(
                 "{}: PostgreSQL stores are not supported by this build yet",
-                redact_url(u)
+                self.display()
             ))),
         }
     }
