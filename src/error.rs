@@ -217,6 +217,9 @@ pub enum Error {
     /// See [`MaterializeError`].
     #[error(transparent)]
     Materialize(#[from] MaterializeError),
+    /// See [`crate::config::ConfigError`].
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
     /// Bad command-line input that clap cannot catch.
     #[error("{0}")]
     Usage(String),

@@ -9,10 +9,10 @@ use crate::model::{
     parse_metadata, thread_mode,
 };
 use crate::progress::Progress;
-use crate::store::{CheckpointBody, CheckpointMetaRow, Store};
+use crate::store::{CheckpointBody, CheckpointMetaRow, CheckpointRow, Store};
 use serde::Serialize;
 use serde_json::{Map, Value as Json};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// Which messages reducer to use for delta replay.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,7 +123,7 @@ impl ThreadAcc {
             row.thread_id, row.checkpoint_id
         );
         let meta = parse_metadata(&row.metadata, &what).unwrap_or_default();
-        if self.namespaces.last() != Some(&row.checkpoint_ns) {
+        if !self.namespaces.contains(&row.checkpoint_ns) {
             self.namespaces.push(row.checkpoint_ns.clone());
         }
         self.checkpoints += 1;
@@ -134,26 +134,46 @@ impl ThreadAcc {
             self.full_ids
                 .push((row.checkpoint_ns.clone(), row.checkpoint_id.clone()));
         }
-        // Rows come ordered by (ns, id): the last row of "" is the root head.
+        // The head is the greatest id (byte order) of the root namespace, else of any.
         let entry = (
             row.checkpoint_ns,
             row.checkpoint_id,
             meta.get("step").and_then(Json::as_i64),
             meta.get("source").and_then(Json::as_str).map(str::to_owned),
         );
-        if entry.0.is_empty() {
-            self.root_head = Some(entry);
-        } else if self.any_head.as_ref().is_none_or(|h| h.1 < entry.1) {
-            self.any_head = Some(entry);
+        let slot = if entry.0.is_empty() {
+            &mut self.root_head
+        } else {
+            &mut self.any_head
+        };
+        if slot.as_ref().is_none_or(|h| h.1 < entry.1) {
+            *slot = Some(entry);
         }
         Ok(())
     }
 }
 
+/// The `ts` of a stored checkpoint, without decoding its channel values where avoidable.
+fn checkpoint_ts(row: &CheckpointRow) -> Option<String> {
+    match &row.body {
+        CheckpointBody::Serialized { type_tag, bytes } => codec::decode_typed(type_tag.as_deref(), bytes)
+            .ok()?
+            .get("ts")
+            .and_then(codec::Value::as_str)
+            .map(str::to_owned),
+        CheckpointBody::Postgres { checkpoint, .. } => {
+            checkpoint.get("ts").and_then(Json::as_str).map(str::to_owned)
+        }
+    }
+}
+
+type Totals = HashMap<String, (u64, u64)>;
+
 fn finish_thread(
     store: &dyn Store,
     acc: ThreadAcc,
-    writes: &HashMap<String, (u64, u64)>,
+    writes: &Totals,
+    blobs: &Totals,
 ) -> Result<ThreadSummary, Error> {
     let mut any_full_plain = false;
     if acc.any_delta {
@@ -172,23 +192,17 @@ fn finish_thread(
     let (hns, hid, step, source) = acc.root_head.or(acc.any_head).unwrap_or_default();
     let ts = store
         .checkpoint(&acc.thread_id, &hns, &hid)?
-        .and_then(|row| match &row.body {
-            CheckpointBody::Serialized { type_tag, bytes } => {
-                codec::decode_typed(type_tag.as_deref(), bytes).ok()
-            }
-        })
-        .and_then(|v| {
-            v.get("ts")
-                .and_then(codec::Value::as_str)
-                .map(str::to_owned)
-        });
+        .and_then(|row| checkpoint_ts(&row));
     let (wn, wb) = writes.get(&acc.thread_id).copied().unwrap_or((0, 0));
+    let (_, bb) = blobs.get(&acc.thread_id).copied().unwrap_or((0, 0));
+    let mut namespaces = acc.namespaces;
+    namespaces.sort();
     Ok(ThreadSummary {
         thread_id: acc.thread_id,
-        namespaces: acc.namespaces,
+        namespaces,
         checkpoints: acc.checkpoints,
         writes: wn,
-        bytes: acc.bytes + wb,
+        bytes: acc.bytes + wb + bb,
         mode: thread_mode(acc.any_delta, any_full_plain),
         head: HeadInfo {
             checkpoint_id: hid,
@@ -202,11 +216,18 @@ fn finish_thread(
 
 /// Summarizes the whole store, streaming thread by thread.
 pub fn summarize(store: &dyn Store, progress: &dyn Progress) -> Result<StoreSummary, Error> {
-    let mut writes: HashMap<String, (u64, u64)> = HashMap::new();
+    let mut writes: Totals = HashMap::new();
     let mut total_writes = 0;
     store.scan_write_totals(&mut |t| {
         total_writes += t.writes;
         writes.insert(t.thread_id, (t.writes, t.bytes));
+        Ok(())
+    })?;
+    let mut blobs: Totals = HashMap::new();
+    let mut total_blobs = 0;
+    store.scan_blob_totals(&mut |t| {
+        total_blobs += t.writes;
+        blobs.insert(t.thread_id, (t.writes, t.bytes));
         Ok(())
     })?;
     let mut threads = Vec::new();
@@ -218,7 +239,7 @@ pub fn summarize(store: &dyn Store, progress: &dyn Progress) -> Result<StoreSumm
             progress.inc(1);
             if acc.as_ref().is_some_and(|a| a.thread_id != row.thread_id) {
                 if let Some(done) = acc.take() {
-                    match finish_thread(store, done, &writes) {
+                    match finish_thread(store, done, &writes, &blobs) {
                         Ok(t) => threads.push(t),
                         Err(e) => {
                             failure = Some(e);
@@ -235,15 +256,19 @@ pub fn summarize(store: &dyn Store, progress: &dyn Progress) -> Result<StoreSumm
         })
         .map_err(|e| failure.take().unwrap_or(Error::Store(e)))?;
     if let Some(done) = acc.take() {
-        threads.push(finish_thread(store, done, &writes)?);
+        threads.push(finish_thread(store, done, &writes, &blobs)?);
     }
     progress.finish();
     let info = store.info();
+    threads.sort_by(|a, b| a.thread_id.cmp(&b.thread_id));
     let checkpoints = threads.iter().map(|t| t.checkpoints).sum();
+    // Writes and blobs of threads without checkpoints still occupy the store.
+    let known: HashSet<&str> = threads.iter().map(|t| t.thread_id.as_str()).collect();
     let bytes = threads.iter().map(|t| t.bytes).sum::<u64>()
         + writes
             .iter()
-            .filter(|(t, _)| !threads.iter().any(|x| &x.thread_id == *t))
+            .chain(blobs.iter())
+            .filter(|(t, _)| !known.contains(t.as_str()))
             .map(|(_, (_, b))| b)
             .sum::<u64>();
     Ok(StoreSummary {
@@ -254,7 +279,7 @@ pub fn summarize(store: &dyn Store, progress: &dyn Progress) -> Result<StoreSumm
             threads: threads.len() as u64,
             checkpoints,
             writes: total_writes,
-            blobs: None,
+            blobs: (info.backend == "postgres").then_some(total_blobs),
         },
         bytes,
         threads,
@@ -350,7 +375,7 @@ pub fn thread_report(
         }
         .into());
     }
-    out.reverse();
+    out.sort_by(|a, b| b.checkpoint_id.cmp(&a.checkpoint_id));
     Ok(ThreadReport {
         thread_id: thread_id.to_owned(),
         checkpoint_ns: ns.to_owned(),

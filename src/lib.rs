@@ -8,6 +8,7 @@
 
 pub mod cli;
 pub mod codec;
+pub mod config;
 pub mod error;
 pub mod inspect;
 pub mod materialize;

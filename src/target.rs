@@ -3,6 +3,7 @@
 
 use crate::error::StoreError;
 use crate::store::Store;
+use crate::store::postgres::PostgresStore;
 use crate::store::sqlite::SqliteStore;
 use std::path::PathBuf;
 
@@ -97,10 +98,10 @@ impl Target {
     pub fn open_read_only(&self) -> Result<Box<dyn Store>, StoreError> {
         match self {
             Target::Sqlite(p) => Ok(Box::new(SqliteStore::open_read_only(p)?)),
-            Target::Postgres { .. } => Err(StoreError::Target(format!(
-                "{}: PostgreSQL stores are not supported by this build yet",
-                self.display()
-            ))),
+            Target::Postgres { url, schema } => Ok(Box::new(PostgresStore::open_read_only(
+                url,
+                schema.as_deref(),
+            )?)),
         }
     }
 }

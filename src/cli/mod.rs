@@ -30,6 +30,21 @@ pub struct GlobalArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = FormatArg::Table, global = true)]
     pub format: FormatArg,
+    /// DeerFlow config.yaml to find the store from (without --db; default:
+    /// DEER_FLOW_CONFIG_PATH, else config.yaml in DEER_FLOW_PROJECT_ROOT or the current directory).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<std::path::PathBuf>,
+    /// The directory DeerFlow runs in, against which database.sqlite_dir resolves (default:
+    /// <config dir>/backend when it exists, else the config's directory).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub deerflow_cwd: Option<std::path::PathBuf>,
+    /// A .env file for $VAR values in the config (default: .env beside the config or at the
+    /// project root); never overrides variables already set.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub env_file: Option<std::path::PathBuf>,
+    /// PostgreSQL schema (search_path) of the store.
+    #[arg(long, global = true, value_name = "NAME")]
+    pub pg_schema: Option<String>,
 }
 
 /// `--format`.
@@ -68,12 +83,59 @@ impl GlobalArgs {
     }
 
     fn target(&self) -> Result<Target, Error> {
-        match &self.db {
-            Some(db) => Ok(Target::parse(db)?),
-            None => Err(Error::Usage(
-                "no store given: pass --db TARGET or set DFCK_DB".into(),
-            )),
+        self.resolve().map(|(target, _)| target)
+    }
+
+    /// The store: `--db` / `DFCK_DB`, else found from a DeerFlow config (which file and which
+    /// store are printed on stderr); the discovery result says the configured channel mode.
+    pub fn resolve(&self) -> Result<(Target, Option<crate::config::Discovered>), Error> {
+        let with_schema = |target: Target| match (target, &self.pg_schema) {
+            (Target::Postgres { url, .. }, Some(s)) => Target::Postgres {
+                url,
+                schema: Some(s.clone()),
+            },
+            (t, _) => t,
+        };
+        if let Some(db) = &self.db {
+            return Ok((with_schema(Target::parse(db)?), None));
         }
+        let cwd = std::env::current_dir()?;
+        let env = |k: &str| std::env::var(k).ok();
+        let found = crate::config::discover(&crate::config::DiscoverOptions {
+            config: self.config.as_deref(),
+            deerflow_cwd: self.deerflow_cwd.as_deref(),
+            env_file: self.env_file.as_deref(),
+            cwd: &cwd,
+            env: &env,
+        })?;
+        let Some(target) = found.target.clone().map(with_schema) else {
+            return Err(Error::Usage(format!(
+                "config {} selects the in-memory checkpointer ({}): the store lives in DeerFlow's process memory and there is nothing on disk to inspect",
+                found.config_path.display(),
+                if found.source == crate::config::SOURCE_LEGACY {
+                    "legacy checkpointer: section"
+                } else {
+                    "database.backend: memory"
+                },
+            )));
+        };
+        let env_note = match &found.env_file {
+            Some(f) => format!(", env {}", f.display()),
+            None => String::new(),
+        };
+        let legacy_note = if found.source == crate::config::SOURCE_LEGACY {
+            " [legacy checkpointer: section]"
+        } else {
+            ""
+        };
+        eprintln!(
+            "dfck: config {} ({}){env_note} \u{2192} {} {}{legacy_note}",
+            found.config_path.display(),
+            found.config_rule,
+            found.backend,
+            target.display(),
+        );
+        Ok((target, Some(found)))
     }
 }
 

@@ -3,7 +3,7 @@
 
 use crate::codec::{self, Value};
 use crate::error::ModelError;
-use crate::store::{CheckpointBody, CheckpointRow, WriteRow};
+use crate::store::{BlobRow, CheckpointBody, CheckpointRow, WriteRow};
 use serde::Serialize;
 use serde_json::{Map, Value as Json};
 
@@ -155,22 +155,28 @@ impl Checkpoint {
             row.thread_id, row.checkpoint_id
         );
         let metadata = parse_metadata(&row.metadata, &what)?;
-        let CheckpointBody::Serialized { type_tag, bytes } = &row.body;
-        let body = codec::decode_typed(type_tag.as_deref(), bytes).map_err(|source| {
-            ModelError::Decode {
-                what: format!(
-                    "{what}: checkpoint blob (type {})",
-                    type_tag.as_deref().unwrap_or("NULL")
-                ),
-                source,
-            }
-        })?;
         let malformed = |reason: &str| ModelError::Malformed {
             what: what.clone(),
             reason: reason.to_owned(),
         };
+        let body = match &row.body {
+            CheckpointBody::Serialized { type_tag, bytes } => {
+                codec::decode_typed(type_tag.as_deref(), bytes).map_err(|source| {
+                    ModelError::Decode {
+                        what: format!(
+                            "{what}: checkpoint blob (type {})",
+                            type_tag.as_deref().unwrap_or("NULL")
+                        ),
+                        source,
+                    }
+                })?
+            }
+            CheckpointBody::Postgres { checkpoint, blobs } => {
+                postgres_body(checkpoint, blobs, &what)?
+            }
+        };
         if body.as_map().is_none() {
-            return Err(malformed("the checkpoint blob is not a map"));
+            return Err(malformed("the checkpoint is not a map"));
         }
         let mut channel_values = Vec::new();
         let mut channel_versions = Vec::new();
@@ -265,6 +271,52 @@ impl Checkpoint {
     pub fn step(&self) -> Option<i64> {
         self.metadata.get("step").and_then(Json::as_i64)
     }
+}
+
+/// Rebuilds a Postgres checkpoint the way `PostgresSaver.get_tuple` does: the inline JSONB
+/// values, then every non-`empty` blob at the checkpoint's channel versions (a blob beats
+/// the inline `true` snapshot marker).
+fn postgres_body(checkpoint: &Json, blobs: &[BlobRow], what: &str) -> Result<Value, ModelError> {
+    let Value::Map(mut entries) = codec::from_json(checkpoint) else {
+        return Err(ModelError::Malformed {
+            what: what.to_owned(),
+            reason: "the checkpoint JSONB is not an object".into(),
+        });
+    };
+    let pos = entries
+        .iter()
+        .position(|(k, _)| k.as_str() == Some("channel_values"));
+    let mut values = match pos.map(|i| std::mem::replace(&mut entries[i].1, Value::Nil)) {
+        Some(Value::Map(m)) => m,
+        _ => Vec::new(),
+    };
+    for b in blobs {
+        if b.type_tag == "empty" {
+            continue;
+        }
+        let bytes = b.blob.as_deref().unwrap_or_default();
+        let v = codec::decode_typed(Some(&b.type_tag), bytes).map_err(|source| {
+            ModelError::Decode {
+                what: format!(
+                    "{what}: blob of channel '{}' (type {})",
+                    b.channel, b.type_tag
+                ),
+                source,
+            }
+        })?;
+        match values
+            .iter_mut()
+            .find(|(k, _)| k.as_str() == Some(b.channel.as_str()))
+        {
+            Some(slot) => slot.1 = v,
+            None => values.push((Value::Str(b.channel.clone()), v)),
+        }
+    }
+    match pos {
+        Some(i) => entries[i].1 = Value::Map(values),
+        None => entries.push((Value::Str("channel_values".into()), Value::Map(values))),
+    }
+    Ok(Value::Map(entries))
 }
 
 /// A decoded pending write.

@@ -1,6 +1,7 @@
 //! Store access: the backend-neutral row types and the [`Store`] trait. This is the only
 //! layer that speaks SQL; everything above it works on rows.
 
+pub mod postgres;
 pub mod sqlite;
 
 use crate::error::StoreError;
@@ -15,6 +16,25 @@ pub enum CheckpointBody {
         /// The `checkpoint` column.
         bytes: Vec<u8>,
     },
+    /// Postgres: the JSONB checkpoint (primitives inline) and the `checkpoint_blobs` rows
+    /// at the checkpoint's channel versions.
+    Postgres {
+        /// The `checkpoint` JSONB.
+        checkpoint: serde_json::Value,
+        /// Blob rows matching `channel_versions`.
+        blobs: Vec<BlobRow>,
+    },
+}
+
+/// One `checkpoint_blobs` row (Postgres).
+#[derive(Debug, Clone)]
+pub struct BlobRow {
+    /// Channel name.
+    pub channel: String,
+    /// Serializer tag (`empty` is a tombstone readers ignore).
+    pub type_tag: String,
+    /// Serialized value (`None` when SQL NULL).
+    pub blob: Option<Vec<u8>>,
 }
 
 /// One `checkpoints` row.
@@ -32,7 +52,8 @@ pub struct CheckpointRow {
     pub body: CheckpointBody,
     /// Metadata as JSON bytes.
     pub metadata: Vec<u8>,
-    /// Bytes the checkpoint occupies (checkpoint + metadata).
+    /// Bytes the checkpoint occupies (checkpoint + metadata, and on Postgres the blobs it
+    /// introduced).
     pub bytes: u64,
 }
 
@@ -123,7 +144,7 @@ pub trait Store {
     /// What this store is.
     fn info(&self) -> &StoreInfo;
 
-    /// Streams metadata facts of every checkpoint, ordered by `(thread_id, checkpoint_ns, checkpoint_id)`.
+    /// Streams metadata facts of every checkpoint; the rows of one thread come together.
     fn scan_checkpoint_meta(
         &self,
         f: &mut dyn FnMut(CheckpointMetaRow) -> Result<(), StoreError>,
@@ -134,6 +155,14 @@ pub trait Store {
         &self,
         f: &mut dyn FnMut(WriteTotals) -> Result<(), StoreError>,
     ) -> Result<(), StoreError>;
+
+    /// Streams blob totals per thread (Postgres `checkpoint_blobs`; nothing for SQLite).
+    fn scan_blob_totals(
+        &self,
+        _f: &mut dyn FnMut(WriteTotals) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        Ok(())
+    }
 
     /// The namespaces of a thread, sorted.
     fn namespaces(&self, thread_id: &str) -> Result<Vec<String>, StoreError>;
@@ -149,7 +178,7 @@ pub trait Store {
         checkpoint_id: &str,
     ) -> Result<Option<CheckpointRow>, StoreError>;
 
-    /// Streams every checkpoint row of (thread, ns), ascending by id.
+    /// Streams every checkpoint row of (thread, ns), in no particular order.
     fn scan_thread(
         &self,
         thread_id: &str,

@@ -1,0 +1,587 @@
+//! The PostgreSQL backend (`PostgresSaver` layout): connection handling, schema detection
+//! from `checkpoint_migrations`, and reads inside one `REPEATABLE READ READ ONLY`
+//! transaction. Large scans go through server-side cursors fetched in batches, so memory
+//! stays bounded and the caller's callbacks may issue further queries between batches.
+
+use super::{
+    BlobRow, CheckpointBody, CheckpointMetaRow, CheckpointRow, CheckpointWriteTotals, Store,
+    StoreInfo, WriteRow, WriteTotals, sort_writes,
+};
+use crate::error::StoreError;
+use crate::target::redact_url;
+use std::cell::Cell;
+use std::str::FromStr;
+use std::time::Duration;
+use tokio::runtime::Runtime;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, Config, NoTls, Row};
+
+/// The newest `checkpoint_migrations` version this build knows (langgraph-checkpoint-postgres 3.x).
+pub const MAX_KNOWN_MIGRATION: i32 = 9;
+/// Default connect timeout when the URL sets none.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Statement timeout set on the session (one cursor batch is one statement).
+pub const STATEMENT_TIMEOUT_MS: u64 = 300_000;
+
+/// A LangGraph Postgres checkpoint store, read inside one read-only transaction.
+pub struct PostgresStore {
+    rt: Runtime,
+    client: Client,
+    info: StoreInfo,
+    password: Option<String>,
+    cursor_seq: Cell<u64>,
+}
+
+/// Quotes an SQL identifier.
+fn quote_ident(s: &str) -> String {
+    format!("\"{}\"", s.replace('"', "\"\""))
+}
+
+/// A one-line description of a driver error, without the password.
+fn describe(e: &tokio_postgres::Error, password: Option<&str>) -> String {
+    let mut msg = match e.as_db_error() {
+        Some(db) => db.message().to_owned(),
+        None => {
+            let mut m = e.to_string();
+            let mut src = std::error::Error::source(e);
+            while let Some(s) = src {
+                let t = s.to_string();
+                if !m.contains(&t) {
+                    m.push_str(": ");
+                    m.push_str(&t);
+                }
+                src = s.source();
+            }
+            m
+        }
+    };
+    if let Some(p) = password.filter(|p| !p.is_empty()) {
+        msg = msg.replace(p, "***");
+    }
+    msg.replace(['\n', '\r'], " ")
+}
+
+impl PostgresStore {
+    /// Connects to `url`, opens a read-only transaction, checks the schema.
+    pub fn open_read_only(url: &str, schema: Option<&str>) -> Result<Self, StoreError> {
+        let shown = redact_url(url);
+        let mut config = Config::from_str(url).map_err(|e| {
+            StoreError::Target(format!(
+                "invalid PostgreSQL URL {shown}: {}",
+                describe(&e, None)
+            ))
+        })?;
+        let password = config
+            .get_password()
+            .map(|p| String::from_utf8_lossy(p).into_owned());
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(DEFAULT_CONNECT_TIMEOUT);
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("dfck");
+        }
+        let open_err = |reason: String| StoreError::Open {
+            path: shown.clone(),
+            reason,
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| open_err(format!("cannot start the I/O runtime: {e}")))?;
+        let client = rt.block_on(async {
+            let (client, conn) = config
+                .connect(NoTls)
+                .await
+                .map_err(|e| open_err(describe(&e, password.as_deref())))?;
+            tokio::spawn(async move {
+                // The connection ends when the client is dropped; errors surface on queries.
+                let _ = conn.await;
+            });
+            Ok::<_, StoreError>(client)
+        })?;
+        let mut store = PostgresStore {
+            rt,
+            client,
+            info: StoreInfo {
+                backend: "postgres",
+                location: match schema {
+                    Some(s) => format!("{shown} (schema {s})"),
+                    None => shown.clone(),
+                },
+                schema: String::new(),
+                has_task_path: true,
+            },
+            password,
+            cursor_seq: Cell::new(0),
+        };
+        store.begin(schema)?;
+        let (version, has_task_path) = store.detect_schema(schema)?;
+        store.info.schema = format!("postgres (checkpoint_migrations v{version})");
+        store.info.has_task_path = has_task_path;
+        Ok(store)
+    }
+
+    fn err(&self, what: &str, e: tokio_postgres::Error) -> StoreError {
+        StoreError::Query {
+            what: format!("{}: {what}", self.info.location),
+            reason: describe(&e, self.password.as_deref()),
+        }
+    }
+
+    fn begin(&self, schema: Option<&str>) -> Result<(), StoreError> {
+        let mut sql = format!(
+            "SET statement_timeout = {STATEMENT_TIMEOUT_MS}; \
+             BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;"
+        );
+        if let Some(s) = schema {
+            sql.push_str(&format!(" SET LOCAL search_path TO {};", quote_ident(s)));
+        }
+        self.rt
+            .block_on(self.client.batch_execute(&sql))
+            .map_err(|e| self.err("starting a read-only transaction", e))
+    }
+
+    fn query(
+        &self,
+        what: &str,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, StoreError> {
+        self.rt
+            .block_on(self.client.query(sql, params))
+            .map_err(|e| self.err(what, e))
+    }
+
+    /// Runs `sql` through a server-side cursor, `batch` rows at a time.
+    fn cursor(
+        &self,
+        what: &str,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        batch: usize,
+        f: &mut dyn FnMut(&Row) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let n = self.cursor_seq.get() + 1;
+        self.cursor_seq.set(n);
+        let name = format!("dfck_cursor_{n}");
+        self.rt
+            .block_on(
+                self.client
+                    .execute(&format!("DECLARE {name} NO SCROLL CURSOR FOR {sql}"), params),
+            )
+            .map_err(|e| self.err(what, e))?;
+        let fetch = format!("FETCH {batch} FROM {name}");
+        let result = (|| loop {
+            let rows = self.query(what, &fetch, &[])?;
+            if rows.is_empty() {
+                return Ok(());
+            }
+            for r in &rows {
+                f(r)?;
+            }
+        })();
+        // Closing is best-effort: the transaction ends with the connection anyway.
+        let _ = self
+            .rt
+            .block_on(self.client.batch_execute(&format!("CLOSE {name}")));
+        result
+    }
+
+    /// Returns the migration version and whether `checkpoint_writes.task_path` exists.
+    fn detect_schema(&self, schema: Option<&str>) -> Result<(i32, bool), StoreError> {
+        let not_lg = |reason: String| StoreError::NotLangGraph {
+            path: self.info.location.clone(),
+            reason,
+        };
+        if let Some(s) = schema {
+            let rows = self.query(
+                "checking the schema",
+                "SELECT 1 FROM pg_namespace WHERE nspname = $1",
+                &[&s],
+            )?;
+            if rows.is_empty() {
+                return Err(not_lg(format!("schema '{s}' does not exist")));
+            }
+        }
+        let mut present = Vec::new();
+        for t in [
+            "checkpoint_migrations",
+            "checkpoints",
+            "checkpoint_blobs",
+            "checkpoint_writes",
+        ] {
+            let rows = self.query(
+                "reading the schema",
+                "SELECT to_regclass($1) IS NOT NULL",
+                &[&t],
+            )?;
+            if rows.first().map(|r| r.get::<_, bool>(0)).unwrap_or(false) {
+                present.push(t);
+            }
+        }
+        let has = |t: &str| present.contains(&t);
+        if !has("checkpoint_migrations") {
+            return Err(not_lg("no 'checkpoint_migrations' table".into()));
+        }
+        let v: Option<i32> = self
+            .query(
+                "reading checkpoint_migrations",
+                "SELECT max(v) FROM checkpoint_migrations",
+                &[],
+            )?
+            .first()
+            .and_then(|r| r.get(0));
+        let Some(v) = v else {
+            return Err(not_lg("checkpoint_migrations is empty".into()));
+        };
+        if v > MAX_KNOWN_MIGRATION {
+            return Err(not_lg(format!(
+                "unknown schema version v{v} (this dfck knows up to v{MAX_KNOWN_MIGRATION})"
+            )));
+        }
+        for t in ["checkpoints", "checkpoint_blobs", "checkpoint_writes"] {
+            if !has(t) {
+                return Err(not_lg(format!("no '{t}' table (migration v{v})")));
+            }
+        }
+        let columns = |table: &str| -> Result<Vec<String>, StoreError> {
+            Ok(self
+                .query(
+                    "reading the schema",
+                    "SELECT a.attname::text FROM pg_attribute a \
+                     WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped",
+                    &[&table],
+                )?
+                .iter()
+                .map(|r| r.get::<_, String>(0))
+                .collect())
+        };
+        let pk = |table: &str| -> Result<Vec<String>, StoreError> {
+            Ok(self
+                .query(
+                    "reading the schema",
+                    "SELECT a.attname::text FROM pg_index i \
+                     JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) \
+                     WHERE i.indrelid = to_regclass($1) AND i.indisprimary",
+                    &[&table],
+                )?
+                .iter()
+                .map(|r| r.get::<_, String>(0))
+                .collect())
+        };
+        let ck_pk = pk("checkpoints")?;
+        let blob_pk = pk("checkpoint_blobs")?;
+        if !ck_pk.iter().any(|c| c == "checkpoint_id") || !blob_pk.iter().any(|c| c == "version") {
+            return Err(not_lg(
+                "this is the ShallowPostgresSaver layout (no checkpoint history): \
+                 it keeps only the latest checkpoint and cannot hold delta threads"
+                    .into(),
+            ));
+        }
+        for (t, needed) in [
+            (
+                "checkpoints",
+                &[
+                    "thread_id",
+                    "checkpoint_ns",
+                    "checkpoint_id",
+                    "parent_checkpoint_id",
+                    "checkpoint",
+                    "metadata",
+                ][..],
+            ),
+            (
+                "checkpoint_blobs",
+                &["thread_id", "checkpoint_ns", "channel", "version", "type", "blob"][..],
+            ),
+            (
+                "checkpoint_writes",
+                &[
+                    "thread_id",
+                    "checkpoint_ns",
+                    "checkpoint_id",
+                    "task_id",
+                    "idx",
+                    "channel",
+                    "type",
+                    "blob",
+                ][..],
+            ),
+        ] {
+            let cols = columns(t)?;
+            for c in needed {
+                if !cols.iter().any(|x| x == c) {
+                    return Err(not_lg(format!("table '{t}' has no column '{c}'")));
+                }
+            }
+        }
+        let has_task_path = columns("checkpoint_writes")?.iter().any(|c| c == "task_path");
+        Ok((v, has_task_path))
+    }
+
+    fn task_path_expr(&self) -> &'static str {
+        if self.info.has_task_path {
+            "task_path"
+        } else {
+            "''::text"
+        }
+    }
+}
+
+fn get<'a, T: tokio_postgres::types::FromSql<'a>>(
+    r: &'a Row,
+    i: usize,
+    what: &str,
+) -> Result<T, StoreError> {
+    r.try_get(i).map_err(|e| StoreError::Query {
+        what: what.to_owned(),
+        reason: e.to_string(),
+    })
+}
+
+fn nonneg(v: Option<i64>) -> u64 {
+    v.unwrap_or(0).max(0) as u64
+}
+
+/// Checkpoint columns plus the blobs at its channel versions and the bytes of blobs it
+/// introduced (versions its parent does not share).
+const CHECKPOINT_SELECT: &str = "SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, \
+    c.checkpoint, c.metadata::text, \
+    (pg_column_size(c.checkpoint) + pg_column_size(c.metadata))::int8 + coalesce(b.new_bytes, 0)::int8, \
+    b.channels, b.types, b.blobs \
+    FROM checkpoints c \
+    LEFT JOIN checkpoints p ON p.thread_id = c.thread_id AND p.checkpoint_ns = c.checkpoint_ns \
+        AND p.checkpoint_id = c.parent_checkpoint_id \
+    LEFT JOIN LATERAL ( \
+        SELECT array_agg(bl.channel::text) AS channels, array_agg(bl.type::text) AS types, \
+               array_agg(bl.blob) AS blobs, \
+               sum(CASE WHEN p.checkpoint IS NULL \
+                         OR (p.checkpoint -> 'channel_versions' ->> cv.key) IS DISTINCT FROM cv.value \
+                   THEN octet_length(bl.blob) ELSE 0 END) AS new_bytes \
+        FROM jsonb_each_text(c.checkpoint -> 'channel_versions') cv \
+        JOIN checkpoint_blobs bl ON bl.thread_id = c.thread_id AND bl.checkpoint_ns = c.checkpoint_ns \
+            AND bl.channel = cv.key AND bl.version = cv.value \
+    ) b ON true";
+
+fn checkpoint_row(r: &Row, what: &str) -> Result<CheckpointRow, StoreError> {
+    let channels: Option<Vec<String>> = get(r, 7, what)?;
+    let types: Option<Vec<String>> = get(r, 8, what)?;
+    let blobs: Option<Vec<Option<Vec<u8>>>> = get(r, 9, what)?;
+    let blobs = channels
+        .unwrap_or_default()
+        .into_iter()
+        .zip(types.unwrap_or_default())
+        .zip(blobs.unwrap_or_default())
+        .map(|((channel, type_tag), blob)| BlobRow {
+            channel,
+            type_tag,
+            blob,
+        })
+        .collect();
+    let metadata: Option<String> = get(r, 5, what)?;
+    Ok(CheckpointRow {
+        thread_id: get(r, 0, what)?,
+        checkpoint_ns: get(r, 1, what)?,
+        checkpoint_id: get(r, 2, what)?,
+        parent_checkpoint_id: get(r, 3, what)?,
+        body: CheckpointBody::Postgres {
+            checkpoint: get(r, 4, what)?,
+            blobs,
+        },
+        metadata: metadata.unwrap_or_default().into_bytes(),
+        bytes: nonneg(get(r, 6, what)?),
+    })
+}
+
+impl Store for PostgresStore {
+    fn info(&self) -> &StoreInfo {
+        &self.info
+    }
+
+    fn scan_checkpoint_meta(
+        &self,
+        f: &mut dyn FnMut(CheckpointMetaRow) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let what = "scanning checkpoints";
+        self.cursor(
+            what,
+            "SELECT thread_id, checkpoint_ns, checkpoint_id, \
+             (pg_column_size(checkpoint) + pg_column_size(metadata))::int8, metadata::text \
+             FROM checkpoints ORDER BY thread_id, checkpoint_ns, checkpoint_id",
+            &[],
+            2000,
+            &mut |r| {
+                let metadata: Option<String> = get(r, 4, what)?;
+                f(CheckpointMetaRow {
+                    thread_id: get(r, 0, what)?,
+                    checkpoint_ns: get(r, 1, what)?,
+                    checkpoint_id: get(r, 2, what)?,
+                    bytes: nonneg(get(r, 3, what)?),
+                    metadata: metadata.unwrap_or_default().into_bytes(),
+                })
+            },
+        )
+    }
+
+    fn scan_write_totals(
+        &self,
+        f: &mut dyn FnMut(WriteTotals) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let what = "scanning writes";
+        self.cursor(
+            what,
+            "SELECT thread_id, count(*)::int8, coalesce(sum(octet_length(blob)), 0)::int8 \
+             FROM checkpoint_writes GROUP BY thread_id",
+            &[],
+            2000,
+            &mut |r| {
+                f(WriteTotals {
+                    thread_id: get(r, 0, what)?,
+                    writes: nonneg(get(r, 1, what)?),
+                    bytes: nonneg(get(r, 2, what)?),
+                })
+            },
+        )
+    }
+
+    fn scan_blob_totals(
+        &self,
+        f: &mut dyn FnMut(WriteTotals) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let what = "scanning blobs";
+        self.cursor(
+            what,
+            "SELECT thread_id, count(*)::int8, coalesce(sum(octet_length(blob)), 0)::int8 \
+             FROM checkpoint_blobs GROUP BY thread_id",
+            &[],
+            2000,
+            &mut |r| {
+                f(WriteTotals {
+                    thread_id: get(r, 0, what)?,
+                    writes: nonneg(get(r, 1, what)?),
+                    bytes: nonneg(get(r, 2, what)?),
+                })
+            },
+        )
+    }
+
+    fn namespaces(&self, thread_id: &str) -> Result<Vec<String>, StoreError> {
+        let what = "listing namespaces";
+        let mut out: Vec<String> = self
+            .query(
+                what,
+                "SELECT DISTINCT checkpoint_ns FROM checkpoints WHERE thread_id = $1",
+                &[&thread_id],
+            )?
+            .iter()
+            .map(|r| get(r, 0, what))
+            .collect::<Result<_, _>>()?;
+        out.sort();
+        Ok(out)
+    }
+
+    fn head_id(&self, thread_id: &str, ns: &str) -> Result<Option<String>, StoreError> {
+        let what = "finding the head checkpoint";
+        self.query(
+            what,
+            "SELECT checkpoint_id FROM checkpoints WHERE thread_id = $1 AND checkpoint_ns = $2 \
+             ORDER BY checkpoint_id DESC LIMIT 1",
+            &[&thread_id, &ns],
+        )?
+        .first()
+        .map(|r| get(r, 0, what))
+        .transpose()
+    }
+
+    fn checkpoint(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        checkpoint_id: &str,
+    ) -> Result<Option<CheckpointRow>, StoreError> {
+        let what = "reading a checkpoint";
+        self.query(
+            what,
+            &format!(
+                "{CHECKPOINT_SELECT} WHERE c.thread_id = $1 AND c.checkpoint_ns = $2 AND c.checkpoint_id = $3"
+            ),
+            &[&thread_id, &ns, &checkpoint_id],
+        )?
+        .first()
+        .map(|r| checkpoint_row(r, what))
+        .transpose()
+    }
+
+    fn scan_thread(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        f: &mut dyn FnMut(CheckpointRow) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let what = "reading a thread's checkpoints";
+        self.cursor(
+            what,
+            &format!("{CHECKPOINT_SELECT} WHERE c.thread_id = $1 AND c.checkpoint_ns = $2"),
+            &[&thread_id, &ns],
+            200,
+            &mut |r| f(checkpoint_row(r, what)?),
+        )
+    }
+
+    fn writes(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        checkpoint_id: &str,
+        channel: Option<&str>,
+    ) -> Result<Vec<WriteRow>, StoreError> {
+        let what = "reading pending writes";
+        let sql = format!(
+            "SELECT checkpoint_id, task_id, {tp}, idx::int8, channel, type, blob \
+             FROM checkpoint_writes WHERE thread_id = $1 AND checkpoint_ns = $2 \
+             AND checkpoint_id = $3 AND ($4::text IS NULL OR channel = $4::text)",
+            tp = self.task_path_expr()
+        );
+        let rows = self.query(what, &sql, &[&thread_id, &ns, &checkpoint_id, &channel])?;
+        let mut out = rows
+            .iter()
+            .map(|r| {
+                let value: Option<Vec<u8>> = get(r, 6, what)?;
+                Ok(WriteRow {
+                    checkpoint_id: get(r, 0, what)?,
+                    task_id: get(r, 1, what)?,
+                    task_path: get(r, 2, what)?,
+                    idx: get(r, 3, what)?,
+                    channel: get(r, 4, what)?,
+                    type_tag: get(r, 5, what)?,
+                    value: value.unwrap_or_default(),
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        sort_writes(&mut out);
+        Ok(out)
+    }
+
+    fn write_totals_by_checkpoint(
+        &self,
+        thread_id: &str,
+        ns: &str,
+    ) -> Result<Vec<CheckpointWriteTotals>, StoreError> {
+        let what = "counting pending writes";
+        self.query(
+            what,
+            "SELECT checkpoint_id, count(*)::int8, coalesce(sum(octet_length(blob)), 0)::int8 \
+             FROM checkpoint_writes WHERE thread_id = $1 AND checkpoint_ns = $2 GROUP BY checkpoint_id",
+            &[&thread_id, &ns],
+        )?
+        .iter()
+        .map(|r| {
+            Ok(CheckpointWriteTotals {
+                checkpoint_id: get(r, 0, what)?,
+                writes: nonneg(get(r, 1, what)?),
+                bytes: nonneg(get(r, 2, what)?),
+            })
+        })
+        .collect()
+    }
+}
