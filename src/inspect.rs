@@ -1,9 +1,10 @@
 //! `inspect`: the store summary, one thread's checkpoints, and the materialized state at a
 //! checkpoint. Returns plain report values; rendering lives in `render`.
 
-use crate::codec::{self, to_json};
+use crate::codec::{self, RenderedMap};
 use crate::error::{Error, MaterializeError, StoreError};
-use crate::materialize::{self, Reducer, Source, StoreSource, View};
+use crate::materialize::{self, Reducer, StoreSource, View};
+use std::rc::Rc;
 use crate::model::{
     Checkpoint, MessagesEncoding, Mode, has_marker, is_internal_channel, metadata_is_delta,
     parse_metadata, thread_mode,
@@ -398,8 +399,8 @@ pub struct StateReport {
     pub mode: Mode,
     /// Metadata as stored.
     pub metadata: Map<String, Json>,
-    /// Channel values (internal channels left out), rendered.
-    pub values: Map<String, Json>,
+    /// Channel values (internal channels left out), rendered when serialized.
+    pub values: RenderedMap,
     /// `state` or `stored`.
     pub view: &'static str,
     /// `langgraph` or `deerflow`.
@@ -432,42 +433,41 @@ pub fn state_report(
         checkpoint_ns: ns.to_owned(),
         checkpoint_id: id.clone(),
     };
-    let target = src.checkpoint(&id)?.ok_or_else(not_found)?;
-    let reducer = match reducer {
+    // `auto`: the marker on the target, the head, or any checkpoint the replay walks.
+    let head_marked = if id != head {
+        store
+            .metadata(thread_id, ns, &head)?
+            .map(|m| has_marker(&parse_metadata(&m, "head").unwrap_or_default()))
+            .unwrap_or(false)
+    } else {
+        false
+    };
+    let choose = |target: &Checkpoint, chain: &[Rc<Checkpoint>]| match reducer {
         ReducerChoice::Fixed(r) => r,
         ReducerChoice::Auto => {
-            // The marker on the target, the head or any checkpoint the replay walks.
-            let mut marked = has_marker(&target.metadata);
-            if !marked {
-                marked = src
-                    .checkpoint(&head)?
-                    .is_some_and(|h| has_marker(&h.metadata));
-            }
-            if !marked && target.value(crate::model::MESSAGES).is_none() {
-                if let Ok(hist) =
-                    materialize::delta_history(&mut src, &target, crate::model::MESSAGES)
-                {
-                    marked = hist.chain.iter().any(|c| has_marker(&c.metadata));
-                }
-            }
-            if marked {
+            if head_marked
+                || has_marker(&target.metadata)
+                || chain.iter().any(|c| has_marker(&c.metadata))
+            {
                 Reducer::Deerflow
             } else {
                 Reducer::Langgraph
             }
         }
     };
-    let m = materialize::materialize(&mut src, &id, view, reducer).map_err(|e| match e {
+    let m = materialize::materialize(&mut src, &id, view, &choose).map_err(|e| match e {
         MaterializeError::Store(StoreError::CheckpointNotFound { .. }) => Error::from(not_found()),
         other => Error::from(other),
     })?;
-    let mut values = Map::new();
-    for (k, v) in &m.values {
-        if !is_internal_channel(k) {
-            values.insert(k.clone(), to_json(v));
-        }
-    }
-    let ck = &m.checkpoint;
+    let reducer_used = m.reducer;
+    let replay_depth = m.replay_depth;
+    let ck = m.checkpoint;
+    let values = RenderedMap(
+        m.values
+            .into_iter()
+            .filter(|(k, _)| !is_internal_channel(k))
+            .collect(),
+    );
     Ok(StateReport {
         thread_id: thread_id.to_owned(),
         checkpoint_ns: ns.to_owned(),
@@ -480,10 +480,10 @@ pub fn state_report(
             View::State => "state",
             View::Stored => "stored",
         },
-        reducer: match reducer {
+        reducer: match reducer_used {
             Reducer::Langgraph => "langgraph",
             Reducer::Deerflow => "deerflow",
         },
-        replay_depth: m.replay_depth,
+        replay_depth,
     })
 }

@@ -68,10 +68,13 @@ pub fn run(global: &GlobalArgs, args: &InspectArgs) -> Result<i32, Error> {
                 view,
                 reducer,
             )?;
-            match format {
+            let text = match format {
                 Format::Json => render::json(&r),
                 Format::Table => render::state_table(&r),
-            }
+            };
+            // A large state is freed by the process exit, not value by value.
+            std::mem::forget(r);
+            text
         }
     };
     emit(&out)?;

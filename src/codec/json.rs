@@ -153,3 +153,175 @@ pub fn from_json(j: &Json) -> Value {
         ),
     }
 }
+
+/// Streams a value as JSON with exactly the rules of [`to_json`], without building a
+/// `serde_json::Value` tree (large states render several times faster this way).
+pub struct Rendered<'a>(pub &'a Value);
+
+struct Pair<'a>(&'a Value, &'a Value);
+
+impl serde::Serialize for Pair<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeTuple;
+        let mut t = s.serialize_tuple(2)?;
+        t.serialize_element(&Rendered(self.0))?;
+        t.serialize_element(&Rendered(self.1))?;
+        t.end()
+    }
+}
+
+struct B64<'a>(&'a [u8]);
+
+impl serde::Serialize for B64<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(self.0))
+    }
+}
+
+impl serde::Serialize for Rendered<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        let float = |s: S, f: f64| {
+            if f.is_nan() {
+                s.serialize_str("NaN")
+            } else if f.is_infinite() {
+                s.serialize_str(if f > 0.0 { "Infinity" } else { "-Infinity" })
+            } else {
+                s.serialize_f64(f)
+            }
+        };
+        match self.0 {
+            Value::Nil => s.serialize_unit(),
+            Value::Bool(b) => s.serialize_bool(*b),
+            Value::Int(i) => s.serialize_i64(*i),
+            Value::UInt(u) => s.serialize_u64(*u),
+            Value::F32(f) => float(s, *f as f64),
+            Value::F64(f) => float(s, *f),
+            Value::Str(x) => s.serialize_str(x),
+            Value::Bin(b) => {
+                let mut m = s.serialize_map(Some(1))?;
+                m.serialize_entry("$bytes", &B64(b))?;
+                m.end()
+            }
+            Value::Array(items) => {
+                let mut q = s.serialize_seq(Some(items.len()))?;
+                for it in items {
+                    q.serialize_element(&Rendered(it))?;
+                }
+                q.end()
+            }
+            Value::Map(entries) => {
+                if entries.iter().all(|(k, _)| matches!(k, Value::Str(_))) {
+                    let mut m = s.serialize_map(Some(entries.len()))?;
+                    for (k, v) in entries {
+                        if let Value::Str(k) = k {
+                            m.serialize_entry(k, &Rendered(v))?;
+                        }
+                    }
+                    m.end()
+                } else {
+                    let pairs: Vec<Pair<'_>> = entries.iter().map(|(k, v)| Pair(k, v)).collect();
+                    let mut m = s.serialize_map(Some(1))?;
+                    m.serialize_entry("$map", &pairs)?;
+                    m.end()
+                }
+            }
+            Value::Ext(e) => {
+                let raw_ext = |s: S| {
+                    let mut m = s.serialize_map(Some(2))?;
+                    m.serialize_entry("$ext", &e.code)?;
+                    m.serialize_entry("$bytes", &B64(&e.raw))?;
+                    m.end()
+                };
+                let Some(inner) = &e.inner else {
+                    return raw_ext(s);
+                };
+                if e.code == super::EXT_DELTA_SNAPSHOT {
+                    let mut m = s.serialize_map(Some(1))?;
+                    m.serialize_entry("$delta_snapshot", &Rendered(inner))?;
+                    return m.end();
+                }
+                let Some(items) = inner.as_array() else {
+                    return raw_ext(s);
+                };
+                let nil = Value::Nil;
+                let nth = |i: usize| Rendered(items.get(i).unwrap_or(&nil));
+                let class = class_name(items);
+                match e.code {
+                    4 | 5 => {
+                        let fields = items.get(2).unwrap_or(&nil);
+                        let mut m = s.serialize_map(None)?;
+                        m.serialize_entry("$class", &class)?;
+                        match fields {
+                            Value::Map(entries)
+                                if entries.iter().all(|(k, _)| matches!(k, Value::Str(_))) =>
+                            {
+                                for (k, v) in entries {
+                                    if let Value::Str(k) = k {
+                                        m.serialize_entry(k, &Rendered(v))?;
+                                    }
+                                }
+                            }
+                            other => m.serialize_entry("$fields", &Rendered(other))?,
+                        }
+                        m.end()
+                    }
+                    0..=3 => {
+                        let mut m = s.serialize_map(None)?;
+                        m.serialize_entry("$class", &class)?;
+                        match e.code {
+                            0 => m.serialize_entry("$arg", &nth(2))?,
+                            1 => m.serialize_entry("$args", &nth(2))?,
+                            2 => m.serialize_entry("$kwargs", &nth(2))?,
+                            _ => {
+                                m.serialize_entry("$method", &nth(3))?;
+                                m.serialize_entry("$arg", &nth(2))?;
+                            }
+                        }
+                        m.end()
+                    }
+                    6 => {
+                        let mut m = s.serialize_map(Some(1))?;
+                        m.serialize_entry("$ndarray", &Ndarray(items))?;
+                        m.end()
+                    }
+                    _ => raw_ext(s),
+                }
+            }
+        }
+    }
+}
+
+struct Ndarray<'a>(&'a [Value]);
+
+impl serde::Serialize for Ndarray<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let nil = Value::Nil;
+        let nth = |i: usize| Rendered(self.0.get(i).unwrap_or(&nil));
+        let mut m = s.serialize_map(Some(4))?;
+        m.serialize_entry("dtype", &nth(0))?;
+        m.serialize_entry("shape", &nth(1))?;
+        m.serialize_entry("order", &nth(2))?;
+        match self.0.get(3) {
+            Some(Value::Bin(b)) => m.serialize_entry("$bytes", &B64(b))?,
+            _ => m.serialize_entry("$bytes", &nth(3))?,
+        }
+        m.end()
+    }
+}
+
+/// Channel values in order, serialized as one JSON object of rendered values.
+#[derive(Debug, Clone, Default)]
+pub struct RenderedMap(pub Vec<(String, Value)>);
+
+impl serde::Serialize for RenderedMap {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            m.serialize_entry(k, &Rendered(v))?;
+        }
+        m.end()
+    }
+}

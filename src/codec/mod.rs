@@ -8,7 +8,7 @@ mod value;
 
 pub use decode::{MAX_DEPTH, decode};
 pub use encode::{encode, write_value};
-pub use json::{from_json, to_json};
+pub use json::{Rendered, RenderedMap, from_json, to_json};
 pub use value::*;
 
 use crate::error::CodecError;

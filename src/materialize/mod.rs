@@ -10,7 +10,7 @@ use crate::error::{MaterializeError, StoreError};
 use crate::model::{Checkpoint, MESSAGES, NULL_TASK_ID, Write, has_marker};
 use crate::store::{Store, WriteRow};
 pub use reducers::Reducer;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::rc::Rc;
 
 /// Where the materializer reads checkpoints and writes of one (thread, ns).
@@ -27,12 +27,12 @@ pub trait Source {
     ) -> Result<Vec<WriteRow>, MaterializeError>;
 }
 
-/// A [`Source`] that reads lazily from a store, one checkpoint at a time.
+/// A [`Source`] that reads lazily from a store, one checkpoint at a time (no caching:
+/// a walk reads each checkpoint once, and values can then be moved instead of copied).
 pub struct StoreSource<'a> {
     store: &'a dyn Store,
     thread_id: String,
     ns: String,
-    cache: HashMap<String, Rc<Checkpoint>>,
 }
 
 impl<'a> StoreSource<'a> {
@@ -42,7 +42,6 @@ impl<'a> StoreSource<'a> {
             store,
             thread_id: thread_id.to_owned(),
             ns: ns.to_owned(),
-            cache: HashMap::new(),
         }
     }
 }
@@ -53,15 +52,10 @@ impl Source for StoreSource<'_> {
     }
 
     fn checkpoint(&mut self, id: &str) -> Result<Option<Rc<Checkpoint>>, MaterializeError> {
-        if let Some(c) = self.cache.get(id) {
-            return Ok(Some(c.clone()));
-        }
         let Some(row) = self.store.checkpoint(&self.thread_id, &self.ns, id)? else {
             return Ok(None);
         };
-        let ck = Rc::new(Checkpoint::from_row(row)?);
-        self.cache.insert(id.to_owned(), ck.clone());
-        Ok(Some(ck))
+        Ok(Some(Rc::new(Checkpoint::from_row(row)?)))
     }
 
     fn write_rows(
@@ -92,17 +86,39 @@ pub struct Materialized {
     pub values: Vec<(String, Value)>,
     /// Ancestors whose writes were replayed (0 when the value is stored).
     pub replay_depth: usize,
+    /// The messages reducer used.
+    pub reducer: Reducer,
 }
 
-/// The value a delta channel holds before replay, from a stored value: a `_DeltaSnapshot`
-/// is unwrapped, a plain value (a thread migrated from a full channel) is used as is.
-fn unwrap_seed(v: &Value) -> Vec<Value> {
-    let inner = v.delta_snapshot_inner().unwrap_or(v);
-    match inner {
-        Value::Array(items) => items.clone(),
-        Value::Nil => Vec::new(),
-        other => vec![other.clone()],
+/// Unwraps a `_DeltaSnapshot` (ext 7) into the value it wraps; other values are returned as is.
+pub fn unwrap_snapshot(v: Value) -> Value {
+    match v {
+        Value::Ext(e) if e.code == crate::codec::EXT_DELTA_SNAPSHOT && e.inner.is_some() => {
+            e.inner.unwrap_or(Value::Nil)
+        }
+        other => other,
     }
+}
+
+/// The list a delta channel holds before replay, from a stored value: a `_DeltaSnapshot`
+/// is unwrapped, a plain value (a thread migrated from a full channel) is used as is.
+fn unwrap_seed(v: Value) -> Vec<Value> {
+    match unwrap_snapshot(v) {
+        Value::Array(items) => items,
+        Value::Nil => Vec::new(),
+        other => vec![other],
+    }
+}
+
+/// Takes a checkpoint out of its `Rc` (copying only when it is shared).
+fn owned(ck: Rc<Checkpoint>) -> Checkpoint {
+    Rc::try_unwrap(ck).unwrap_or_else(|rc| (*rc).clone())
+}
+
+/// Moves a channel's stored value out of a checkpoint.
+fn take_value(ck: &mut Checkpoint, channel: &str) -> Option<Value> {
+    let i = ck.channel_values.iter().position(|(k, _)| k == channel)?;
+    Some(ck.channel_values.swap_remove(i).1)
 }
 
 fn overwrite_base(v: &Value) -> Vec<Value> {
@@ -162,10 +178,25 @@ pub fn auto_reducer<'a>(checkpoints: impl IntoIterator<Item = &'a Checkpoint>) -
 
 /// The result of walking up from a checkpoint to the nearest stored value of a channel.
 pub struct DeltaHistory {
-    /// The stored value found (`None`: the walk reached a root).
-    pub seed: Option<Value>,
-    /// The ancestors walked, nearest first (the seed's holder last, when found).
+    /// The ancestors walked, nearest first (the seed's holder last, when `seeded`).
     pub chain: Vec<Rc<Checkpoint>>,
+    /// Whether the last ancestor of `chain` stores the value (else the walk reached a root).
+    pub seeded: bool,
+}
+
+impl DeltaHistory {
+    /// Moves the seed value out of the chain (copying only if the checkpoint is shared).
+    pub fn take_seed(&mut self, channel: &str) -> Option<Value> {
+        if !self.seeded {
+            return None;
+        }
+        self.seeded = false;
+        let holder = self.chain.pop()?;
+        let mut holder = owned(holder);
+        let v = take_value(&mut holder, channel);
+        self.chain.push(Rc::new(holder));
+        v
+    }
 }
 
 /// `get_delta_channel_history` for one channel: walks parents of `ck` until one stores a
@@ -194,17 +225,30 @@ pub fn delta_history(
                 parent: id,
             });
         };
-        chain.push(a.clone());
-        if let Some(v) = a.value(channel) {
+        let stores = a.value(channel).is_some();
+        cur = a.parent_checkpoint_id.clone();
+        chain.push(a);
+        if stores {
             return Ok(DeltaHistory {
-                seed: Some(v.clone()),
                 chain,
+                seeded: true,
             });
         }
         child = id;
-        cur = a.parent_checkpoint_id.clone();
     }
-    Ok(DeltaHistory { seed: None, chain })
+    Ok(DeltaHistory {
+        chain,
+        seeded: false,
+    })
+}
+
+/// Decides the messages reducer once the replay chain is known: gets the target and the
+/// ancestors the replay walks (empty when the value is stored).
+pub type ChooseReducer<'a> = &'a dyn Fn(&Checkpoint, &[Rc<Checkpoint>]) -> Reducer;
+
+/// A fixed reducer, whatever the checkpoints say.
+pub fn fixed(r: Reducer) -> impl Fn(&Checkpoint, &[Rc<Checkpoint>]) -> Reducer {
+    move |_, _| r
 }
 
 /// Materializes every channel of checkpoint `id` (internal channels included).
@@ -212,7 +256,7 @@ pub fn materialize(
     src: &mut dyn Source,
     id: &str,
     view: View,
-    reducer: Reducer,
+    choose: ChooseReducer<'_>,
 ) -> Result<Materialized, MaterializeError> {
     let ck = src
         .checkpoint(id)?
@@ -228,42 +272,51 @@ pub fn materialize(
     };
     let mut values: Vec<(String, Value)> = Vec::with_capacity(ck.channel_values.len() + 1);
     let mut replay_depth = 0;
+    let reducer;
     // Delta channels: versioned but not stored. Only `messages` has a known reducer.
     if ck.value(MESSAGES).is_none() && ck.version(MESSAGES).is_some() {
-        let hist = delta_history(src, &ck, MESSAGES)?;
+        let mut hist = delta_history(src, &ck, MESSAGES)?;
         replay_depth = hist.chain.len();
+        reducer = choose(&ck, &hist.chain);
         let mut writes = Vec::new();
         for a in hist.chain.iter().rev() {
             for row in src.write_rows(&a.checkpoint_id, Some(MESSAGES))? {
                 writes.push(Write::from_row(row, &ck.thread_id)?);
             }
         }
+        let base = hist.take_seed(MESSAGES).map(unwrap_seed).unwrap_or_default();
+        drop(hist);
         let refs: Vec<&Value> = writes.iter().map(|w| &w.value).collect();
-        let base = hist.seed.as_ref().map(unwrap_seed).unwrap_or_default();
         let v = replay_writes(base, &refs, reducer).map_err(reducer_err)?;
         values.push((MESSAGES.to_owned(), Value::Array(v)));
+    } else {
+        reducer = choose(&ck, &[]);
     }
-    for (name, v) in &ck.channel_values {
-        let v = if v.is_delta_snapshot() {
-            Value::Array(unwrap_seed(v))
-        } else {
-            v.clone()
-        };
-        values.push((name.clone(), v));
-    }
-    if view == View::State {
-        let own: Vec<Write> = src
-            .write_rows(&ck.checkpoint_id, None)?
+    let own: Vec<Write> = if view == View::State {
+        src.write_rows(&ck.checkpoint_id, None)?
             .into_iter()
             .filter(|w| w.task_id == NULL_TASK_ID)
             .map(|r| Write::from_row(r, &ck.thread_id))
-            .collect::<Result<_, _>>()?;
-        apply_null_writes(&mut values, &own, reducer).map_err(reducer_err)?;
+            .collect::<Result<_, _>>()?
+    } else {
+        Vec::new()
+    };
+    let mut ck = owned(ck);
+    for (name, v) in std::mem::take(&mut ck.channel_values) {
+        values.push((name, unwrap_snapshot(v)));
+    }
+    if view == View::State {
+        apply_null_writes(&mut values, &own, reducer).map_err(|reason| MaterializeError::Reducer {
+            thread_id: ck.thread_id.clone(),
+            checkpoint_id: ck.checkpoint_id.clone(),
+            reason,
+        })?;
     }
     Ok(Materialized {
-        checkpoint: ck,
+        checkpoint: Rc::new(ck),
         values,
         replay_depth,
+        reducer,
     })
 }
 
@@ -289,10 +342,10 @@ fn apply_null_writes(
             .collect();
         let pos = values.iter().position(|(k, _)| k == ch);
         let new = if ch == MESSAGES {
-            let cur = match pos.map(|i| &values[i].1) {
-                Some(Value::Array(items)) => items.clone(),
+            let cur = match pos.map(|i| std::mem::replace(&mut values[i].1, Value::Nil)) {
+                Some(Value::Array(items)) => items,
                 Some(Value::Nil) | None => Vec::new(),
-                Some(other) => vec![other.clone()],
+                Some(other) => vec![other],
             };
             Value::Array(update_messages(cur, &batch, reducer)?)
         } else {

@@ -125,14 +125,18 @@ fn make_message(role: &str, content: Value, extra: &Value) -> Option<Value> {
     ))
 }
 
-/// `convert_to_messages` for one item: messages pass through; strings, `(role, content)`
-/// pairs and role dicts become messages; anything else passes through unchanged.
-pub fn coerce_message(v: &Value) -> Value {
+/// `convert_to_messages` for one item: messages pass through (chunks become messages);
+/// strings, `(role, content)` pairs and role dicts become messages; anything else passes
+/// through unchanged.
+pub fn coerce_message(v: Value) -> Value {
     if v.model_fields().is_some() {
-        return chunk_to_message(v);
+        return match v.ext_class() {
+            Some((_, class)) if class.ends_with("Chunk") => chunk_to_message(&v),
+            _ => v,
+        };
     }
     let none = Value::Map(vec![]);
-    let made = match v {
+    let made = match &v {
         Value::Str(text) => make_message("human", s(text), &none),
         Value::Array(pair) if pair.len() == 2 => match &pair[0] {
             Value::Str(role) => make_message(role, pair[1].clone(), &none),
@@ -145,11 +149,11 @@ pub fn coerce_message(v: &Value) -> Value {
                 .and_then(Value::as_str)
                 .unwrap_or("");
             let content = v.get("content").cloned().unwrap_or_else(|| s(""));
-            make_message(role, content, v)
+            make_message(role, content, &v)
         }
         _ => None,
     };
-    made.unwrap_or_else(|| v.clone())
+    made.unwrap_or(v)
 }
 
 /// `message_chunk_to_message`: a `*MessageChunk` becomes its message class (dropping the
@@ -207,7 +211,7 @@ fn flatten<'a>(writes: &[&'a Value]) -> Vec<&'a Value> {
 /// LangGraph 1.2's `_messages_delta_reducer`: id-indexed in-place replace, silent removal
 /// of unknown ids, no `REMOVE_ALL`, no id assignment.
 pub fn langgraph_delta(state: Vec<Value>, writes: &[&Value]) -> Vec<Value> {
-    let mut slots: Vec<Option<Value>> = state.iter().map(coerce_message).map(Some).collect();
+    let mut slots: Vec<Option<Value>> = state.into_iter().map(coerce_message).map(Some).collect();
     let mut index: HashMap<String, usize> = HashMap::new();
     for (i, m) in slots.iter().enumerate() {
         if let Some(id) = m.as_ref().and_then(message_id) {
@@ -215,7 +219,7 @@ pub fn langgraph_delta(state: Vec<Value>, writes: &[&Value]) -> Vec<Value> {
         }
     }
     for w in flatten(writes) {
-        let m = coerce_message(w);
+        let m = coerce_message(w.clone());
         let Some(id) = message_id(&m).map(str::to_owned) else {
             slots.push(Some(m));
             continue;
@@ -240,14 +244,14 @@ pub fn langgraph_delta(state: Vec<Value>, writes: &[&Value]) -> Vec<Value> {
 pub fn deerflow_merge(state: Vec<Value>, writes: &[&Value]) -> Result<Vec<Value>, String> {
     const NULL_ARG: &str =
         "Must specify non-null arguments for both 'left' and 'right'. Only received: 'left'.";
-    let mut state: Vec<Value> = state.iter().map(coerce_message).collect();
+    let mut state: Vec<Value> = state.into_iter().map(coerce_message).collect();
     for w in writes {
         if matches!(w, Value::Nil) {
             return Err(NULL_ARG.into());
         }
         let items: Vec<Value> = match w {
-            Value::Array(items) => items.iter().map(coerce_message).collect(),
-            other => vec![coerce_message(other)],
+            Value::Array(items) => items.iter().cloned().map(coerce_message).collect(),
+            other => vec![coerce_message((*other).clone())],
         };
         if let Some(last) = items
             .iter()
@@ -365,7 +369,7 @@ mod tests {
 
     #[test]
     fn coercion() {
-        let m = coerce_message(&s("hello"));
+        let m = coerce_message(s("hello"));
         assert_eq!(
             m.ext_class(),
             Some(("langchain_core.messages.human", "HumanMessage"))
@@ -375,7 +379,7 @@ mod tests {
             (s("content"), s("x")),
             (s("id"), s("q")),
         ]);
-        let m = coerce_message(&d);
+        let m = coerce_message(d);
         assert_eq!(message_id(&m), Some("q"));
         assert_eq!(m.ext_class().unwrap().1, "AIMessage");
     }

@@ -187,8 +187,14 @@ pub fn state_table(r: &StateReport) -> String {
         r.reducer,
         r.replay_depth
     );
+    let values: serde_json::Map<String, Json> = r
+        .values
+        .0
+        .iter()
+        .map(|(k, v)| (k.clone(), crate::codec::to_json(v)))
+        .collect();
     let mut t = table(&["channel", "value"]);
-    for (k, v) in &r.values {
+    for (k, v) in &values {
         let shown = match v {
             Json::Array(items) if k == "messages" => format!("{} messages (below)", items.len()),
             other => preview(other, 100),
@@ -196,7 +202,7 @@ pub fn state_table(r: &StateReport) -> String {
         t.add_row(vec![k.clone(), shown]);
     }
     let _ = writeln!(out, "{t}");
-    if let Some(Json::Array(msgs)) = r.values.get("messages") {
+    if let Some(Json::Array(msgs)) = values.get("messages") {
         let mut t = table(&["#", "type", "id", "content"]);
         for (i, m) in msgs.iter().enumerate() {
             let field = |k: &str| m.get(k).cloned().unwrap_or(Json::Null);

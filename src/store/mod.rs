@@ -178,6 +178,14 @@ pub trait Store {
         checkpoint_id: &str,
     ) -> Result<Option<CheckpointRow>, StoreError>;
 
+    /// The metadata JSON bytes of one checkpoint, without its channel values.
+    fn metadata(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        checkpoint_id: &str,
+    ) -> Result<Option<Vec<u8>>, StoreError>;
+
     /// Streams every checkpoint row of (thread, ns), in no particular order.
     fn scan_thread(
         &self,

@@ -512,6 +512,24 @@ impl Store for PostgresStore {
         .transpose()
     }
 
+    fn metadata(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        checkpoint_id: &str,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        let what = "reading checkpoint metadata";
+        self.query(
+            what,
+            "SELECT metadata::text FROM checkpoints \
+             WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3",
+            &[&thread_id, &ns, &checkpoint_id],
+        )?
+        .first()
+        .map(|r| get::<Option<String>>(r, 0, what).map(|m| m.unwrap_or_default().into_bytes()))
+        .transpose()
+    }
+
     fn scan_thread(
         &self,
         thread_id: &str,

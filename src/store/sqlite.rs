@@ -77,6 +77,9 @@ impl SqliteStore {
         let conn = Connection::open_with_flags(&uri, flags).map_err(|e| open_err(e.to_string()))?;
         conn.busy_timeout(std::time::Duration::from_secs(5))
             .map_err(|e| open_err(e.to_string()))?;
+        // Memory-mapped reads: large blobs come straight from the page cache instead of one
+        // pread per 4 KiB overflow page. (SQLite caps this at its compile-time maximum.)
+        let _ = conn.pragma_update(None, "mmap_size", 1i64 << 40);
         let has_task_path = detect_schema(&conn, &shown)?;
         Ok(SqliteStore {
             conn,
@@ -301,6 +304,29 @@ impl Store for SqliteStore {
             .map_err(q(what))?;
         match rows.next().map_err(q(what))? {
             Some(r) => Ok(Some(checkpoint_row(r).map_err(q(what))?)),
+            None => Ok(None),
+        }
+    }
+
+    fn metadata(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        checkpoint_id: &str,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        let what = "reading checkpoint metadata";
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT metadata FROM checkpoints \
+                 WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3",
+            )
+            .map_err(q(what))?;
+        let mut rows = st
+            .query(params![thread_id, ns, checkpoint_id])
+            .map_err(q(what))?;
+        match rows.next().map_err(q(what))? {
+            Some(r) => Ok(Some(bytes_col(r, 0).map_err(q(what))?)),
             None => Ok(None),
         }
     }
