@@ -226,6 +226,9 @@ pub enum Error {
     /// Writing output failed.
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
+    /// A value could not be rendered (undecodable data met while writing output).
+    #[error("cannot render the output: {0}")]
+    Render(String),
 }
 
 /// Exit code: the command ran and found nothing wrong.

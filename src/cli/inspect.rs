@@ -38,14 +38,14 @@ pub fn run(global: &GlobalArgs, args: &InspectArgs) -> Result<i32, Error> {
         (None, _) => {
             let s = summarize(store.as_ref(), &progress)?;
             match format {
-                Format::Json => render::json(&s),
+                Format::Json => render::json(&s)?,
                 Format::Table => render::summary_table(&s),
             }
         }
         (Some(thread), false) => {
             let r = thread_report(store.as_ref(), thread, &args.ns, &progress)?;
             match format {
-                Format::Json => render::json(&r),
+                Format::Json => render::json(&r)?,
                 Format::Table => render::thread_table(&r),
             }
         }
@@ -69,7 +69,7 @@ pub fn run(global: &GlobalArgs, args: &InspectArgs) -> Result<i32, Error> {
                 reducer,
             )?;
             let text = match format {
-                Format::Json => render::json(&r),
+                Format::Json => render::json(&r)?,
                 Format::Table => render::state_table(&r),
             };
             // A large state is freed by the process exit, not value by value.

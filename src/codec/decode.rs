@@ -1,14 +1,26 @@
 //! msgpack decoding into [`Value`], with ext payloads decoded recursively.
 
-use super::value::{Ext, Value};
+use super::scan::validate_document;
+use super::value::{EXT_PYDANTIC_V1, EXT_PYDANTIC_V2, Ext, Value};
 use crate::error::CodecError;
+use bytes::Bytes;
 
 /// Deepest nesting accepted (arrays, maps and ext payloads together).
 pub const MAX_DEPTH: usize = 128;
 
 /// Decodes one complete msgpack document; trailing bytes are an error.
 pub fn decode(bytes: &[u8]) -> Result<Value, CodecError> {
-    let mut r = Reader { buf: bytes, pos: 0 };
+    decode_shared(&Bytes::copy_from_slice(bytes))
+}
+
+/// Decodes one complete msgpack document held in a shared buffer: ext payloads keep
+/// zero-copy slices of it.
+pub fn decode_shared(bytes: &Bytes) -> Result<Value, CodecError> {
+    let mut r = Reader {
+        src: bytes,
+        buf: bytes,
+        pos: 0,
+    };
     let v = r.value(0)?;
     if r.pos != bytes.len() {
         return Err(CodecError::TrailingBytes {
@@ -20,6 +32,7 @@ pub fn decode(bytes: &[u8]) -> Result<Value, CodecError> {
 }
 
 struct Reader<'a> {
+    src: &'a Bytes,
     buf: &'a [u8],
     pos: usize,
 }
@@ -89,25 +102,30 @@ impl<'a> Reader<'a> {
     fn ext(&mut self, n: usize, depth: usize) -> Result<Value, CodecError> {
         let code = self.u8()? as i8;
         let at = self.pos;
-        let raw = self.take(n)?;
-        let inner = if (0..=7).contains(&code) {
-            let mut sub = Reader { buf: raw, pos: 0 };
-            let v = sub.value(depth + 1).map_err(|e| e.shifted(at))?;
-            if sub.pos != raw.len() {
+        let payload = self.take(n)?;
+        let raw = self.src.slice(at..at + n);
+        let ext = if code == EXT_PYDANTIC_V1 || code == EXT_PYDANTIC_V2 {
+            // Validated now, decoded when a caller needs the structure.
+            validate_document(payload, depth + 1).map_err(|e| e.shifted(at))?;
+            Ext::lazy(code, raw)
+        } else if (0..=7).contains(&code) {
+            let mut sub = Reader {
+                src: self.src,
+                buf: &self.buf[..at + n],
+                pos: at,
+            };
+            let v = sub.value(depth + 1)?;
+            if sub.pos != at + n {
                 return Err(CodecError::TrailingBytes {
-                    offset: at + sub.pos,
-                    len: at + raw.len(),
+                    offset: sub.pos,
+                    len: at + n,
                 });
             }
-            Some(v)
+            Ext::decoded(code, raw, Some(v))
         } else {
-            None
+            Ext::decoded(code, raw, None)
         };
-        Ok(Value::Ext(Box::new(Ext {
-            code,
-            raw: raw.to_vec(),
-            inner,
-        })))
+        Ok(Value::Ext(Box::new(ext)))
     }
 
     fn value(&mut self, depth: usize) -> Result<Value, CodecError> {

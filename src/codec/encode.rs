@@ -48,7 +48,7 @@ pub fn write_value(out: &mut Vec<u8>, v: &Value) {
             }
         }
         Value::Ext(e) => {
-            let n = e.raw.len();
+            let n = e.raw().len();
             match n {
                 1 => out.push(0xd4),
                 2 => out.push(0xd5),
@@ -58,7 +58,7 @@ pub fn write_value(out: &mut Vec<u8>, v: &Value) {
                 _ => write_len(out, n, None, Some(0xc7), 0xc8, 0xc9),
             }
             out.push(e.code as u8);
-            out.extend_from_slice(&e.raw);
+            out.extend_from_slice(e.raw());
         }
     }
 }

@@ -1,133 +1,19 @@
-//! Rendering of decoded values as JSON (the value table of the CLI contract), and the
-//! reverse conversion used for legacy `json`-tagged rows.
+//! Rendering of decoded values as JSON (the value table of the CLI contract), streamed
+//! through serde, and the reverse conversion used for legacy `json`-tagged rows.
+//!
+//! One renderer serves decoded values and undecoded pydantic payloads alike ([`Node`]), so
+//! a message read from a blob is written as JSON straight from its bytes.
 
+use super::scan::{Cur, Token};
 use super::value::Value;
 use base64::Engine as _;
-use serde_json::{Map, Number, Value as Json};
+use serde::ser::{Error as _, SerializeMap, SerializeSeq, SerializeTuple};
+use serde::{Serialize, Serializer};
+use serde_json::Value as Json;
 
-fn b64(b: &[u8]) -> Json {
-    Json::String(base64::engine::general_purpose::STANDARD.encode(b))
-}
-
-fn float(f: f64) -> Json {
-    if f.is_nan() {
-        Json::String("NaN".into())
-    } else if f.is_infinite() {
-        Json::String(if f > 0.0 { "Infinity" } else { "-Infinity" }.into())
-    } else {
-        Number::from_f64(f).map(Json::Number).unwrap_or(Json::Null)
-    }
-}
-
-fn class_name(items: &[Value]) -> String {
-    match (items.first(), items.get(1)) {
-        (Some(Value::Str(m)), Some(Value::Str(c))) => format!("{m}.{c}"),
-        _ => String::from("?"),
-    }
-}
-
-fn obj(pairs: Vec<(&str, Json)>) -> Json {
-    let mut m = Map::new();
-    for (k, v) in pairs {
-        m.insert(k.to_owned(), v);
-    }
-    Json::Object(m)
-}
-
-/// Renders a value as JSON, exactly as `cli-contract.md` specifies.
+/// Renders a value as a `serde_json::Value`, exactly as `cli-contract.md` specifies.
 pub fn to_json(v: &Value) -> Json {
-    match v {
-        Value::Nil => Json::Null,
-        Value::Bool(b) => Json::Bool(*b),
-        Value::Int(i) => Json::Number((*i).into()),
-        Value::UInt(u) => Json::Number((*u).into()),
-        Value::F32(f) => float(*f as f64),
-        Value::F64(f) => float(*f),
-        Value::Str(s) => Json::String(s.clone()),
-        Value::Bin(b) => obj(vec![("$bytes", b64(b))]),
-        Value::Array(items) => Json::Array(items.iter().map(to_json).collect()),
-        Value::Map(entries) => {
-            if entries.iter().all(|(k, _)| matches!(k, Value::Str(_))) {
-                let mut m = Map::new();
-                for (k, v) in entries {
-                    if let Value::Str(k) = k {
-                        m.insert(k.clone(), to_json(v));
-                    }
-                }
-                Json::Object(m)
-            } else {
-                let pairs = entries
-                    .iter()
-                    .map(|(k, v)| Json::Array(vec![to_json(k), to_json(v)]))
-                    .collect();
-                obj(vec![("$map", Json::Array(pairs))])
-            }
-        }
-        Value::Ext(e) => {
-            let raw_ext = || {
-                obj(vec![
-                    ("$ext", Json::Number(e.code.into())),
-                    ("$bytes", b64(&e.raw)),
-                ])
-            };
-            let Some(inner) = &e.inner else {
-                return raw_ext();
-            };
-            if e.code == super::EXT_DELTA_SNAPSHOT {
-                return obj(vec![("$delta_snapshot", to_json(inner))]);
-            }
-            let Some(items) = inner.as_array() else {
-                return raw_ext();
-            };
-            let nth = |i: usize| items.get(i).map(to_json).unwrap_or(Json::Null);
-            match e.code {
-                4 | 5 => {
-                    let mut m = Map::new();
-                    m.insert("$class".into(), Json::String(class_name(items)));
-                    match to_json(items.get(2).unwrap_or(&Value::Nil)) {
-                        Json::Object(fields) => m.extend(fields),
-                        other => {
-                            m.insert("$fields".into(), other);
-                        }
-                    }
-                    Json::Object(m)
-                }
-                0 => obj(vec![
-                    ("$class", Json::String(class_name(items))),
-                    ("$arg", nth(2)),
-                ]),
-                1 => obj(vec![
-                    ("$class", Json::String(class_name(items))),
-                    ("$args", nth(2)),
-                ]),
-                2 => obj(vec![
-                    ("$class", Json::String(class_name(items))),
-                    ("$kwargs", nth(2)),
-                ]),
-                3 => obj(vec![
-                    ("$class", Json::String(class_name(items))),
-                    ("$method", nth(3)),
-                    ("$arg", nth(2)),
-                ]),
-                6 => {
-                    let bytes = match items.get(3) {
-                        Some(Value::Bin(b)) => b64(b),
-                        other => other.map(to_json).unwrap_or(Json::Null),
-                    };
-                    obj(vec![(
-                        "$ndarray",
-                        obj(vec![
-                            ("dtype", nth(0)),
-                            ("shape", nth(1)),
-                            ("order", nth(2)),
-                            ("$bytes", bytes),
-                        ]),
-                    )])
-                }
-                _ => raw_ext(),
-            }
-        }
-    }
+    serde_json::to_value(Rendered(v)).unwrap_or(Json::Null)
 }
 
 /// Converts a JSON document (legacy `json` rows) to a value: objects become string-keyed maps.
@@ -154,122 +40,252 @@ pub fn from_json(j: &Json) -> Value {
     }
 }
 
-/// Streams a value as JSON with exactly the rules of [`to_json`], without building a
-/// `serde_json::Value` tree (large states render several times faster this way).
-pub struct Rendered<'a>(pub &'a Value);
+/// A value to render: a decoded [`Value`], or the bytes of one msgpack value not decoded.
+#[derive(Clone, Copy)]
+enum Node<'a> {
+    Val(&'a Value),
+    Raw(&'a [u8]),
+    /// A string already read from raw bytes (map keys).
+    Str(&'a str),
+}
 
-struct Pair<'a>(&'a Value, &'a Value);
+/// What a node is, one level deep.
+enum Kind<'a> {
+    Nil,
+    Bool(bool),
+    Int(i64),
+    UInt(u64),
+    Float(f64),
+    Str(&'a str),
+    Bin(&'a [u8]),
+    Array(Vec<Node<'a>>),
+    Map(Vec<(Node<'a>, Node<'a>)>),
+    /// Code, raw payload, decoded payload (`None`: opaque).
+    Ext(i8, &'a [u8], Option<Node<'a>>),
+}
 
-impl serde::Serialize for Pair<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeTuple;
-        let mut t = s.serialize_tuple(2)?;
-        t.serialize_element(&Rendered(self.0))?;
-        t.serialize_element(&Rendered(self.1))?;
-        t.end()
+impl<'a> Node<'a> {
+    fn kind(self) -> Result<Kind<'a>, crate::error::CodecError> {
+        Ok(match self {
+            Node::Str(s) => Kind::Str(s),
+            Node::Val(v) => match v {
+                Value::Nil => Kind::Nil,
+                Value::Bool(b) => Kind::Bool(*b),
+                Value::Int(i) => Kind::Int(*i),
+                Value::UInt(u) => Kind::UInt(*u),
+                Value::F32(f) => Kind::Float(*f as f64),
+                Value::F64(f) => Kind::Float(*f),
+                Value::Str(s) => Kind::Str(s),
+                Value::Bin(b) => Kind::Bin(b),
+                Value::Array(items) => Kind::Array(items.iter().map(Node::Val).collect()),
+                Value::Map(entries) => Kind::Map(
+                    entries
+                        .iter()
+                        .map(|(k, v)| (Node::Val(k), Node::Val(v)))
+                        .collect(),
+                ),
+                Value::Ext(e) => {
+                    let payload = match e.inner_if_decoded() {
+                        Some(Some(inner)) => Some(Node::Val(inner)),
+                        Some(None) => None,
+                        None if (0..=7).contains(&e.code) => Some(Node::Raw(e.raw())),
+                        None => None,
+                    };
+                    Kind::Ext(e.code, e.raw(), payload)
+                }
+            },
+            Node::Raw(bytes) => {
+                let mut c = Cur::new(bytes);
+                match c.token()? {
+                    Token::Nil => Kind::Nil,
+                    Token::Bool(b) => Kind::Bool(b),
+                    Token::Int(i) => Kind::Int(i),
+                    Token::UInt(u) => Kind::UInt(u),
+                    Token::F32(f) => Kind::Float(f as f64),
+                    Token::F64(f) => Kind::Float(f),
+                    Token::Str(s) => Kind::Str(s),
+                    Token::Bin(b) => Kind::Bin(b),
+                    Token::Array(n) => {
+                        let mut items = Vec::with_capacity(n.min(bytes.len()));
+                        for _ in 0..n {
+                            items.push(Node::Raw(c.value_slice()?));
+                        }
+                        Kind::Array(items)
+                    }
+                    Token::Map(n) => {
+                        let mut entries = Vec::with_capacity(n.min(bytes.len()));
+                        for _ in 0..n {
+                            let mut probe = c;
+                            let k = match probe.token()? {
+                                Token::Str(k) => {
+                                    c = probe;
+                                    Node::Str(k)
+                                }
+                                _ => Node::Raw(c.value_slice()?),
+                            };
+                            let v = c.value_slice()?;
+                            entries.push((k, Node::Raw(v)));
+                        }
+                        Kind::Map(entries)
+                    }
+                    Token::Ext(code, payload) => {
+                        let inner = (0..=7).contains(&code).then_some(Node::Raw(payload));
+                        Kind::Ext(code, payload, inner)
+                    }
+                }
+            }
+        })
+    }
+
+    fn str_key(self) -> Option<&'a str> {
+        match self {
+            Node::Str(s) => Some(s),
+            Node::Val(Value::Str(s)) => Some(s),
+            Node::Val(_) => None,
+            Node::Raw(b) => match Cur::new(b).token() {
+                Ok(Token::Str(s)) => Some(s),
+                _ => None,
+            },
+        }
     }
 }
 
+/// Streams a value as JSON with the contract's rules (no intermediate JSON tree).
+pub struct Rendered<'a>(pub &'a Value);
+
+impl Serialize for Rendered<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        NodeJson(Node::Val(self.0)).serialize(s)
+    }
+}
+
+struct NodeJson<'a>(Node<'a>);
+
 struct B64<'a>(&'a [u8]);
 
-impl serde::Serialize for B64<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+impl Serialize for B64<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(self.0))
     }
 }
 
-impl serde::Serialize for Rendered<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::{SerializeMap, SerializeSeq};
-        let float = |s: S, f: f64| {
-            if f.is_nan() {
-                s.serialize_str("NaN")
-            } else if f.is_infinite() {
-                s.serialize_str(if f > 0.0 { "Infinity" } else { "-Infinity" })
-            } else {
-                s.serialize_f64(f)
-            }
-        };
-        match self.0 {
-            Value::Nil => s.serialize_unit(),
-            Value::Bool(b) => s.serialize_bool(*b),
-            Value::Int(i) => s.serialize_i64(*i),
-            Value::UInt(u) => s.serialize_u64(*u),
-            Value::F32(f) => float(s, *f as f64),
-            Value::F64(f) => float(s, *f),
-            Value::Str(x) => s.serialize_str(x),
-            Value::Bin(b) => {
+struct PairJson<'a>(Node<'a>, Node<'a>);
+
+impl Serialize for PairJson<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut t = s.serialize_tuple(2)?;
+        t.serialize_element(&NodeJson(self.0))?;
+        t.serialize_element(&NodeJson(self.1))?;
+        t.end()
+    }
+}
+
+fn float<S: Serializer>(s: S, f: f64) -> Result<S::Ok, S::Error> {
+    if f.is_nan() {
+        s.serialize_str("NaN")
+    } else if f.is_infinite() {
+        s.serialize_str(if f > 0.0 { "Infinity" } else { "-Infinity" })
+    } else {
+        s.serialize_f64(f)
+    }
+}
+
+/// Writes the entries of a map whose keys are all strings; `false` when one is not.
+fn string_keyed<'a>(entries: &[(Node<'a>, Node<'a>)]) -> Option<Vec<(&'a str, Node<'a>)>> {
+    entries.iter().map(|(k, v)| Some((k.str_key()?, *v))).collect()
+}
+
+fn class_name(items: &[Node<'_>]) -> String {
+    match (
+        items.first().and_then(|n| n.str_key()),
+        items.get(1).and_then(|n| n.str_key()),
+    ) {
+        (Some(m), Some(c)) => format!("{m}.{c}"),
+        _ => String::from("?"),
+    }
+}
+
+impl Serialize for NodeJson<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let kind = self.0.kind().map_err(S::Error::custom)?;
+        match kind {
+            Kind::Nil => s.serialize_unit(),
+            Kind::Bool(b) => s.serialize_bool(b),
+            Kind::Int(i) => s.serialize_i64(i),
+            Kind::UInt(u) => s.serialize_u64(u),
+            Kind::Float(f) => float(s, f),
+            Kind::Str(x) => s.serialize_str(x),
+            Kind::Bin(b) => {
                 let mut m = s.serialize_map(Some(1))?;
                 m.serialize_entry("$bytes", &B64(b))?;
                 m.end()
             }
-            Value::Array(items) => {
+            Kind::Array(items) => {
                 let mut q = s.serialize_seq(Some(items.len()))?;
                 for it in items {
-                    q.serialize_element(&Rendered(it))?;
+                    q.serialize_element(&NodeJson(it))?;
                 }
                 q.end()
             }
-            Value::Map(entries) => {
-                if entries.iter().all(|(k, _)| matches!(k, Value::Str(_))) {
-                    let mut m = s.serialize_map(Some(entries.len()))?;
-                    for (k, v) in entries {
-                        if let Value::Str(k) = k {
-                            m.serialize_entry(k, &Rendered(v))?;
-                        }
+            Kind::Map(entries) => match string_keyed(&entries) {
+                Some(pairs) => {
+                    let mut m = s.serialize_map(Some(pairs.len()))?;
+                    for (k, v) in pairs {
+                        m.serialize_entry(k, &NodeJson(v))?;
                     }
                     m.end()
-                } else {
-                    let pairs: Vec<Pair<'_>> = entries.iter().map(|(k, v)| Pair(k, v)).collect();
+                }
+                None => {
+                    let pairs: Vec<PairJson<'_>> =
+                        entries.iter().map(|(k, v)| PairJson(*k, *v)).collect();
                     let mut m = s.serialize_map(Some(1))?;
                     m.serialize_entry("$map", &pairs)?;
                     m.end()
                 }
-            }
-            Value::Ext(e) => {
+            },
+            Kind::Ext(code, raw, payload) => {
                 let raw_ext = |s: S| {
                     let mut m = s.serialize_map(Some(2))?;
-                    m.serialize_entry("$ext", &e.code)?;
-                    m.serialize_entry("$bytes", &B64(&e.raw))?;
+                    m.serialize_entry("$ext", &code)?;
+                    m.serialize_entry("$bytes", &B64(raw))?;
                     m.end()
                 };
-                let Some(inner) = &e.inner else {
+                let Some(payload) = payload else {
                     return raw_ext(s);
                 };
-                if e.code == super::EXT_DELTA_SNAPSHOT {
+                if code == super::EXT_DELTA_SNAPSHOT {
                     let mut m = s.serialize_map(Some(1))?;
-                    m.serialize_entry("$delta_snapshot", &Rendered(inner))?;
+                    m.serialize_entry("$delta_snapshot", &NodeJson(payload))?;
                     return m.end();
                 }
-                let Some(items) = inner.as_array() else {
+                let Kind::Array(items) = payload.kind().map_err(S::Error::custom)? else {
                     return raw_ext(s);
                 };
-                let nil = Value::Nil;
-                let nth = |i: usize| Rendered(items.get(i).unwrap_or(&nil));
-                let class = class_name(items);
-                match e.code {
+                let nth = |i: usize| items.get(i).copied().map(NodeJson);
+                match code {
                     4 | 5 => {
-                        let fields = items.get(2).unwrap_or(&nil);
                         let mut m = s.serialize_map(None)?;
-                        m.serialize_entry("$class", &class)?;
-                        match fields {
-                            Value::Map(entries)
-                                if entries.iter().all(|(k, _)| matches!(k, Value::Str(_))) =>
-                            {
-                                for (k, v) in entries {
-                                    if let Value::Str(k) = k {
-                                        m.serialize_entry(k, &Rendered(v))?;
-                                    }
+                        m.serialize_entry("$class", &class_name(&items))?;
+                        let fields = items.get(2).copied();
+                        let entries = match fields.map(Node::kind).transpose() {
+                            Ok(Some(Kind::Map(entries))) => string_keyed(&entries),
+                            Ok(_) => None,
+                            Err(e) => return Err(S::Error::custom(e)),
+                        };
+                        match entries {
+                            Some(pairs) => {
+                                for (k, v) in pairs {
+                                    m.serialize_entry(k, &NodeJson(v))?;
                                 }
                             }
-                            other => m.serialize_entry("$fields", &Rendered(other))?,
+                            None => m.serialize_entry("$fields", &fields.map(NodeJson))?,
                         }
                         m.end()
                     }
                     0..=3 => {
                         let mut m = s.serialize_map(None)?;
-                        m.serialize_entry("$class", &class)?;
-                        match e.code {
+                        m.serialize_entry("$class", &class_name(&items))?;
+                        match code {
                             0 => m.serialize_entry("$arg", &nth(2))?,
                             1 => m.serialize_entry("$args", &nth(2))?,
                             2 => m.serialize_entry("$kwargs", &nth(2))?,
@@ -282,7 +298,7 @@ impl serde::Serialize for Rendered<'_> {
                     }
                     6 => {
                         let mut m = s.serialize_map(Some(1))?;
-                        m.serialize_entry("$ndarray", &Ndarray(items))?;
+                        m.serialize_entry("$ndarray", &Ndarray(&items))?;
                         m.end()
                     }
                     _ => raw_ext(s),
@@ -292,19 +308,17 @@ impl serde::Serialize for Rendered<'_> {
     }
 }
 
-struct Ndarray<'a>(&'a [Value]);
+struct Ndarray<'a, 'b>(&'b [Node<'a>]);
 
-impl serde::Serialize for Ndarray<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let nil = Value::Nil;
-        let nth = |i: usize| Rendered(self.0.get(i).unwrap_or(&nil));
+impl Serialize for Ndarray<'_, '_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let nth = |i: usize| self.0.get(i).copied().map(NodeJson);
         let mut m = s.serialize_map(Some(4))?;
         m.serialize_entry("dtype", &nth(0))?;
         m.serialize_entry("shape", &nth(1))?;
         m.serialize_entry("order", &nth(2))?;
-        match self.0.get(3) {
-            Some(Value::Bin(b)) => m.serialize_entry("$bytes", &B64(b))?,
+        match self.0.get(3).map(|n| n.kind()) {
+            Some(Ok(Kind::Bin(b))) => m.serialize_entry("$bytes", &B64(b))?,
             _ => m.serialize_entry("$bytes", &nth(3))?,
         }
         m.end()
@@ -315,9 +329,8 @@ impl serde::Serialize for Ndarray<'_> {
 #[derive(Debug, Clone, Default)]
 pub struct RenderedMap(pub Vec<(String, Value)>);
 
-impl serde::Serialize for RenderedMap {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
+impl Serialize for RenderedMap {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut m = s.serialize_map(Some(self.0.len()))?;
         for (k, v) in &self.0 {
             m.serialize_entry(k, &Rendered(v))?;

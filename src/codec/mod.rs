@@ -4,9 +4,10 @@
 mod decode;
 mod encode;
 mod json;
+mod scan;
 mod value;
 
-pub use decode::{MAX_DEPTH, decode};
+pub use decode::{MAX_DEPTH, decode, decode_shared};
 pub use encode::{encode, write_value};
 pub use json::{Rendered, RenderedMap, from_json, to_json};
 pub use value::*;

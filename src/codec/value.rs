@@ -1,16 +1,74 @@
 //! The decoded value model: msgpack values with ext payloads kept raw *and* decoded.
 
-/// One msgpack ext value. `raw` is the payload exactly as stored (written back verbatim),
-/// `inner` the payload decoded as a msgpack document (codes 0–7; `None` for unknown codes,
-/// whose payloads are opaque).
-#[derive(Debug, Clone, PartialEq)]
+use bytes::Bytes;
+use std::sync::OnceLock;
+
+/// One msgpack ext value. The payload is kept exactly as stored (written back verbatim)
+/// and decoded as a msgpack document on first use (codes 0–7; unknown codes stay opaque).
+/// Pydantic payloads (every LangChain message) are validated when read but only decoded
+/// when a caller needs their structure: ids and classes are read straight from the bytes,
+/// and rendering streams the bytes to JSON.
+#[derive(Debug, Clone)]
 pub struct Ext {
     /// The ext type code (0–7 are LangGraph's).
     pub code: i8,
+    raw: Bytes,
+    inner: OnceLock<Option<Value>>,
+}
+
+impl PartialEq for Ext {
+    fn eq(&self, other: &Self) -> bool {
+        self.code == other.code && self.raw == other.raw
+    }
+}
+
+impl Ext {
+    /// An ext whose payload is already decoded.
+    pub fn decoded(code: i8, raw: Bytes, inner: Option<Value>) -> Self {
+        Ext {
+            code,
+            raw,
+            inner: OnceLock::from(inner),
+        }
+    }
+
+    /// An ext whose payload (a validated msgpack document) is decoded on first use.
+    pub fn lazy(code: i8, raw: Bytes) -> Self {
+        Ext {
+            code,
+            raw,
+            inner: OnceLock::new(),
+        }
+    }
+
     /// The payload bytes as stored.
-    pub raw: Vec<u8>,
-    /// The payload decoded, where it is itself a msgpack document.
-    pub inner: Option<Value>,
+    pub fn raw(&self) -> &[u8] {
+        &self.raw
+    }
+
+    /// The payload decoded (`None` for unknown codes).
+    pub fn inner(&self) -> Option<&Value> {
+        self.inner
+            .get_or_init(|| {
+                if (0..=7).contains(&self.code) {
+                    super::decode::decode_shared(&self.raw).ok()
+                } else {
+                    None
+                }
+            })
+            .as_ref()
+    }
+
+    /// The decoded payload if it has been decoded already.
+    pub(crate) fn inner_if_decoded(&self) -> Option<&Option<Value>> {
+        self.inner.get()
+    }
+
+    /// Takes the decoded payload out.
+    pub fn into_inner(self) -> Option<Value> {
+        self.inner();
+        self.inner.into_inner().flatten()
+    }
 }
 
 /// A decoded msgpack value, as LangGraph's `JsonPlusSerializer` writes them.
@@ -112,8 +170,7 @@ impl Value {
         if !(0..=5).contains(&ext.code) {
             return None;
         }
-        let items = ext.inner.as_ref()?.as_array()?;
-        Some((items.first()?.as_str()?, items.get(1)?.as_str()?))
+        super::scan::class_of(ext.raw())
     }
 
     /// For ext 4/5 (pydantic models, LangChain messages): the field map.
@@ -122,7 +179,24 @@ impl Value {
         if ext.code != EXT_PYDANTIC_V1 && ext.code != EXT_PYDANTIC_V2 {
             return None;
         }
-        ext.inner.as_ref()?.as_array()?.get(2)
+        ext.inner()?.as_array()?.get(2)
+    }
+
+    /// True for ext 4/5 (pydantic models, LangChain messages).
+    pub fn is_model(&self) -> bool {
+        matches!(self, Value::Ext(e) if e.code == EXT_PYDANTIC_V1 || e.code == EXT_PYDANTIC_V2)
+    }
+
+    /// For ext 4/5: one field, if it is a string, read without decoding the model.
+    pub fn model_field_str(&self, field: &str) -> Option<&str> {
+        let ext = self.as_ext()?;
+        if ext.code != EXT_PYDANTIC_V1 && ext.code != EXT_PYDANTIC_V2 {
+            return None;
+        }
+        if let Some(Some(inner)) = ext.inner_if_decoded() {
+            return inner.as_array()?.get(2)?.get(field)?.as_str();
+        }
+        super::scan::model_field_str(ext.raw(), field)
     }
 
     /// For ext 7: the wrapped value of a `_DeltaSnapshot`.
@@ -131,7 +205,7 @@ impl Value {
         if ext.code != EXT_DELTA_SNAPSHOT {
             return None;
         }
-        ext.inner.as_ref()
+        ext.inner()
     }
 
     /// True for a `_DeltaSnapshot` (ext 7).
@@ -147,7 +221,7 @@ impl Value {
             Value::Ext(e) if e.code == EXT_CONSTRUCTOR_KW_ARGS => {
                 let (m, c) = self.ext_class()?;
                 if m == "langgraph.types" && c == "Overwrite" {
-                    let kwargs = e.inner.as_ref()?.as_array()?.get(2)?;
+                    let kwargs = e.inner()?.as_array()?.get(2)?;
                     Some(kwargs.get("value").unwrap_or(&Value::Nil))
                 } else {
                     None
@@ -173,10 +247,6 @@ impl Value {
     pub fn new_ext(code: i8, inner: Value) -> Value {
         let mut raw = Vec::new();
         super::encode::write_value(&mut raw, &inner);
-        Value::Ext(Box::new(Ext {
-            code,
-            raw,
-            inner: Some(inner),
-        }))
+        Value::Ext(Box::new(Ext::decoded(code, Bytes::from(raw), Some(inner))))
     }
 }

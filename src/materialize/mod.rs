@@ -93,8 +93,8 @@ pub struct Materialized {
 /// Unwraps a `_DeltaSnapshot` (ext 7) into the value it wraps; other values are returned as is.
 pub fn unwrap_snapshot(v: Value) -> Value {
     match v {
-        Value::Ext(e) if e.code == crate::codec::EXT_DELTA_SNAPSHOT && e.inner.is_some() => {
-            e.inner.unwrap_or(Value::Nil)
+        Value::Ext(e) if e.code == crate::codec::EXT_DELTA_SNAPSHOT && e.inner().is_some() => {
+            e.into_inner().unwrap_or(Value::Nil)
         }
         other => other,
     }

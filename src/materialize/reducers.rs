@@ -28,8 +28,8 @@ impl Reducer {
 
 /// The message id, if the value is a message (or message dict) with a string id.
 pub fn message_id(m: &Value) -> Option<&str> {
-    if let Some(f) = m.model_fields() {
-        return f.get("id").and_then(Value::as_str);
+    if m.is_model() {
+        return m.model_field_str("id");
     }
     if m.as_map().is_some() {
         return m.get("id").and_then(Value::as_str);
@@ -129,7 +129,7 @@ fn make_message(role: &str, content: Value, extra: &Value) -> Option<Value> {
 /// strings, `(role, content)` pairs and role dicts become messages; anything else passes
 /// through unchanged.
 pub fn coerce_message(v: Value) -> Value {
-    if v.model_fields().is_some() {
+    if v.is_model() {
         return match v.ext_class() {
             Some((_, class)) if class.ends_with("Chunk") => chunk_to_message(&v),
             _ => v,

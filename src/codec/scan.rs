@@ -1,0 +1,304 @@
+//! Allocation-free reading of msgpack bytes: a token cursor, full structural validation
+//! (`skip`), and field look-ups inside undecoded pydantic payloads.
+
+use crate::error::CodecError;
+
+/// One msgpack header-level item.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Token<'a> {
+    Nil,
+    Bool(bool),
+    Int(i64),
+    UInt(u64),
+    F32(f32),
+    F64(f64),
+    Str(&'a str),
+    Bin(&'a [u8]),
+    Array(usize),
+    Map(usize),
+    Ext(i8, &'a [u8]),
+}
+
+/// A read position in a msgpack buffer.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Cur<'a> {
+    pub buf: &'a [u8],
+    pub pos: usize,
+}
+
+impl<'a> Cur<'a> {
+    pub fn new(buf: &'a [u8]) -> Self {
+        Cur { buf, pos: 0 }
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8], CodecError> {
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|&e| e <= self.buf.len())
+            .ok_or(CodecError::Truncated {
+                offset: self.pos,
+                wanted: n,
+            })?;
+        let s = &self.buf[self.pos..end];
+        self.pos = end;
+        Ok(s)
+    }
+
+    fn be<const N: usize>(&mut self) -> Result<[u8; N], CodecError> {
+        let s = self.take(N)?;
+        let mut a = [0u8; N];
+        a.copy_from_slice(s);
+        Ok(a)
+    }
+
+    fn len8(&mut self) -> Result<usize, CodecError> {
+        Ok(self.take(1)?[0] as usize)
+    }
+
+    fn len16(&mut self) -> Result<usize, CodecError> {
+        Ok(u16::from_be_bytes(self.be()?) as usize)
+    }
+
+    fn len32(&mut self) -> Result<usize, CodecError> {
+        Ok(u32::from_be_bytes(self.be()?) as usize)
+    }
+
+    fn str(&mut self, n: usize) -> Result<Token<'a>, CodecError> {
+        let at = self.pos;
+        let s = self.take(n)?;
+        std::str::from_utf8(s)
+            .map(Token::Str)
+            .map_err(|_| CodecError::InvalidUtf8 { offset: at })
+    }
+
+    fn ext(&mut self, n: usize) -> Result<Token<'a>, CodecError> {
+        let code = self.take(1)?[0] as i8;
+        Ok(Token::Ext(code, self.take(n)?))
+    }
+
+    /// Reads one header (and the bytes of a str/bin/ext).
+    pub fn token(&mut self) -> Result<Token<'a>, CodecError> {
+        let at = self.pos;
+        let m = self.take(1)?[0];
+        Ok(match m {
+            0x00..=0x7f => Token::Int(m as i64),
+            0x80..=0x8f => Token::Map((m & 0x0f) as usize),
+            0x90..=0x9f => Token::Array((m & 0x0f) as usize),
+            0xa0..=0xbf => self.str((m & 0x1f) as usize)?,
+            0xc0 => Token::Nil,
+            0xc2 => Token::Bool(false),
+            0xc3 => Token::Bool(true),
+            0xc4 => {
+                let n = self.len8()?;
+                Token::Bin(self.take(n)?)
+            }
+            0xc5 => {
+                let n = self.len16()?;
+                Token::Bin(self.take(n)?)
+            }
+            0xc6 => {
+                let n = self.len32()?;
+                Token::Bin(self.take(n)?)
+            }
+            0xc7 => {
+                let n = self.len8()?;
+                self.ext(n)?
+            }
+            0xc8 => {
+                let n = self.len16()?;
+                self.ext(n)?
+            }
+            0xc9 => {
+                let n = self.len32()?;
+                self.ext(n)?
+            }
+            0xca => Token::F32(f32::from_be_bytes(self.be()?)),
+            0xcb => Token::F64(f64::from_be_bytes(self.be()?)),
+            0xcc => Token::Int(self.take(1)?[0] as i64),
+            0xcd => Token::Int(u16::from_be_bytes(self.be()?) as i64),
+            0xce => Token::Int(u32::from_be_bytes(self.be()?) as i64),
+            0xcf => {
+                let u = u64::from_be_bytes(self.be()?);
+                match i64::try_from(u) {
+                    Ok(i) => Token::Int(i),
+                    Err(_) => Token::UInt(u),
+                }
+            }
+            0xd0 => Token::Int(self.take(1)?[0] as i8 as i64),
+            0xd1 => Token::Int(i16::from_be_bytes(self.be()?) as i64),
+            0xd2 => Token::Int(i32::from_be_bytes(self.be()?) as i64),
+            0xd3 => Token::Int(i64::from_be_bytes(self.be()?)),
+            0xd4 => self.ext(1)?,
+            0xd5 => self.ext(2)?,
+            0xd6 => self.ext(4)?,
+            0xd7 => self.ext(8)?,
+            0xd8 => self.ext(16)?,
+            0xd9 => {
+                let n = self.len8()?;
+                self.str(n)?
+            }
+            0xda => {
+                let n = self.len16()?;
+                self.str(n)?
+            }
+            0xdb => {
+                let n = self.len32()?;
+                self.str(n)?
+            }
+            0xdc => Token::Array(self.len16()?),
+            0xdd => Token::Array(self.len32()?),
+            0xde => Token::Map(self.len16()?),
+            0xdf => Token::Map(self.len32()?),
+            0xe0..=0xff => Token::Int(m as i8 as i64),
+            0xc1 => return Err(CodecError::InvalidMarker { offset: at, byte: m }),
+        })
+    }
+
+    /// Skips one complete value, validating it exactly as decoding would (UTF-8, lengths,
+    /// nesting depth, ext payloads 0–7 as complete documents).
+    pub fn skip(&mut self, depth: usize) -> Result<(), CodecError> {
+        if depth > super::MAX_DEPTH {
+            return Err(CodecError::TooDeep { offset: self.pos });
+        }
+        match self.token()? {
+            Token::Array(n) => {
+                for _ in 0..n {
+                    self.skip(depth + 1)?;
+                }
+            }
+            Token::Map(n) => {
+                for _ in 0..2 * n as u64 {
+                    self.skip(depth + 1)?;
+                }
+            }
+            Token::Ext(code, payload) if (0..=7).contains(&code) => {
+                let start = self.pos - payload.len();
+                validate_document(payload, depth + 1).map_err(|e| e.shifted(start))?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The bytes of the next complete value, advancing past it. Only lengths are read:
+    /// use it on bytes that were validated when they were decoded.
+    pub fn value_slice(&mut self) -> Result<&'a [u8], CodecError> {
+        let start = self.pos;
+        let mut pending: u64 = 1;
+        while pending > 0 {
+            pending -= 1;
+            let m = self.take(1)?[0];
+            let skip = match m {
+                0x00..=0x7f | 0xc0 | 0xc2 | 0xc3 | 0xe0..=0xff => 0,
+                0x80..=0x8f => {
+                    pending += 2 * (m & 0x0f) as u64;
+                    0
+                }
+                0x90..=0x9f => {
+                    pending += (m & 0x0f) as u64;
+                    0
+                }
+                0xa0..=0xbf => (m & 0x1f) as usize,
+                0xc4 | 0xd9 => self.len8()?,
+                0xc5 | 0xda => self.len16()?,
+                0xc6 | 0xdb => self.len32()?,
+                0xc7 => self.len8()? + 1,
+                0xc8 => self.len16()? + 1,
+                0xc9 => self.len32()? + 1,
+                0xca => 4,
+                0xcb => 8,
+                0xcc | 0xd0 => 1,
+                0xcd | 0xd1 => 2,
+                0xce | 0xd2 => 4,
+                0xcf | 0xd3 => 8,
+                0xd4 => 2,
+                0xd5 => 3,
+                0xd6 => 5,
+                0xd7 => 9,
+                0xd8 => 17,
+                0xdc => {
+                    pending += self.len16()? as u64;
+                    0
+                }
+                0xdd => {
+                    pending += self.len32()? as u64;
+                    0
+                }
+                0xde => {
+                    pending += 2 * self.len16()? as u64;
+                    0
+                }
+                0xdf => {
+                    pending += 2 * self.len32()? as u64;
+                    0
+                }
+                0xc1 => {
+                    return Err(CodecError::InvalidMarker {
+                        offset: self.pos - 1,
+                        byte: m,
+                    });
+                }
+            };
+            self.take(skip)?;
+        }
+        Ok(&self.buf[start..self.pos])
+    }
+}
+
+/// Validates that `buf` is exactly one msgpack document.
+pub(crate) fn validate_document(buf: &[u8], depth: usize) -> Result<(), CodecError> {
+    let mut c = Cur::new(buf);
+    c.skip(depth)?;
+    if c.pos != buf.len() {
+        return Err(CodecError::TrailingBytes {
+            offset: c.pos,
+            len: buf.len(),
+        });
+    }
+    Ok(())
+}
+
+/// `(module, class)` of an ext 0–5 payload `[module, class, …]`.
+pub(crate) fn class_of(payload: &[u8]) -> Option<(&str, &str)> {
+    let mut c = Cur::new(payload);
+    match c.token().ok()? {
+        Token::Array(n) if n >= 2 => {}
+        _ => return None,
+    }
+    let Token::Str(m) = c.token().ok()? else {
+        return None;
+    };
+    let Token::Str(k) = c.token().ok()? else {
+        return None;
+    };
+    Some((m, k))
+}
+
+/// A string field of a pydantic payload `[module, class, {fields}, …]`, read in place.
+pub(crate) fn model_field_str<'a>(payload: &'a [u8], field: &str) -> Option<&'a str> {
+    let mut c = Cur::new(payload);
+    match c.token().ok()? {
+        Token::Array(n) if n >= 3 => {}
+        _ => return None,
+    }
+    c.skip(0).ok()?;
+    c.skip(0).ok()?;
+    let Token::Map(n) = c.token().ok()? else {
+        return None;
+    };
+    for _ in 0..n {
+        let key = c.token().ok()?;
+        if matches!(key, Token::Str(k) if k == field) {
+            return match c.token().ok()? {
+                Token::Str(v) => Some(v),
+                _ => None,
+            };
+        }
+        if let Token::Array(_) | Token::Map(_) = key {
+            return None;
+        }
+        c.skip(0).ok()?;
+    }
+    None
+}
