@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Generate large LangGraph SQLite stores for dfck performance work (not committed).
+"""Generate large LangGraph stores for dfck performance work (not committed).
 
     python scripts/gen_perf_stores.py --out /tmp/dfck-perf [--only delta_1k delta_10k full_400mb]
+    python scripts/gen_perf_stores.py --pg-url URL [--pg-db dfck_perf] --only delta_10k_pg [--delta-k K]
 
 Writes, with the real LangGraph (StateGraph + SqliteSaver, durability="sync"):
 * delta_1k.db   thread "t-delta-1k":  1,000 messages, DeltaChannel(_messages_delta_reducer,
@@ -12,6 +13,12 @@ Writes, with the real LangGraph (StateGraph + SqliteSaver, durability="sync"):
 * full_400mb.db threads "t-full-00", "t-full-01", ...: add_messages (full mode), each
                 thread grows to --full-messages messages (default 1,000) two at a time,
                 new threads until the file reaches --full-target-mb (default 450 MB).
+
+Postgres (real PostgresSaver, setup() run), into ONE database --pg-db (default dfck_perf,
+dropped and re-created at the start of the run) on the server of --pg-url (a role that
+may CREATE DATABASE, e.g. from scripts/pg-test-server.sh start):
+* delta_1k_pg   thread "t-delta-1k", same content as delta_1k.db;
+* delta_10k_pg  thread "t-delta-10k", same content as delta_10k.db (--delta-k applies).
 
 Message content is deterministic (~200 bytes, ids "h-<i>"/"ai-<i>"), so the message
 list at the head of every thread is known: see expected_messages() (used by
@@ -80,6 +87,49 @@ def db_bytes(conn: sqlite3.Connection) -> int:
     return pc * ps
 
 
+def open_pg_db(url: str, dbname: str):
+    """Drop + create dbname on the server of url; return (connection, PostgresSaver)."""
+    import psycopg
+    from psycopg import sql
+    from psycopg.conninfo import make_conninfo
+    from psycopg.rows import dict_row
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    with psycopg.Connection.connect(url, autocommit=True) as admin:
+        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(dbname)))
+        admin.execute(sql.SQL("CREATE DATABASE {} TEMPLATE template0 ENCODING 'UTF8'").format(sql.Identifier(dbname)))
+    conninfo = make_conninfo(url, dbname=dbname)
+    # what PostgresSaver.from_conn_string opens
+    conn = psycopg.Connection.connect(conninfo, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+    saver = PostgresSaver(conn)
+    saver.setup()
+    return conn, saver
+
+
+def gen_delta_pg(conn, saver, name: str, thread_id: str, n_messages: int, k: int) -> dict:
+    g = build_append_graph(messages_annotation("delta", k), saver)
+    cfg = {"configurable": {"thread_id": thread_id}}
+    t0 = time.perf_counter()
+    for i in range(n_messages // 2):
+        g.invoke({"messages": pair(i)}, cfg, durability="sync")
+    secs = time.perf_counter() - t0
+    n = len(g.get_state(cfg).values["messages"])
+    assert n == n_messages, (n, n_messages)
+    with conn.cursor() as cur:
+        cur.execute("SELECT current_database(), pg_database_size(current_database())")
+        row = cur.fetchone()
+        counts = {}
+        for table in ("checkpoints", "checkpoint_blobs", "checkpoint_writes"):
+            cur.execute(
+                f"SELECT count(*) AS n, pg_total_relation_size('{table}') AS b FROM {table} WHERE thread_id = %s",
+                (thread_id,),
+            )
+            r = cur.fetchone()
+            counts[table] = {"rows": r["n"], "table_bytes": r["b"]}
+    return {"store": name, "database": row["current_database"], "thread_id": thread_id, "messages": n, "k": k,
+            "seconds": round(secs, 1), "database_bytes": row["pg_database_size"], "tables": counts}
+
+
 def gen_delta(out: Path, name: str, thread_id: str, n_messages: int, k: int) -> dict:
     path = out / f"{name}.db"
     conn, saver = open_saver(path)
@@ -124,17 +174,36 @@ def gen_full(out: Path, per_thread: int, target_mb: float, max_threads: int) -> 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--only", nargs="*", choices=["delta_1k", "delta_10k", "full_400mb"])
+    ap.add_argument("--out", help="directory of the SQLite stores (required for those)")
+    ap.add_argument("--only", nargs="*", choices=["delta_1k", "delta_10k", "full_400mb", "delta_1k_pg", "delta_10k_pg"])
+    ap.add_argument("--pg-url", help="Postgres server URL for the *_pg stores")
+    ap.add_argument("--pg-db", default="dfck_perf", help="database for the *_pg stores (re-created; default dfck_perf)")
     ap.add_argument("--delta-k", type=int, default=10, help="snapshot_frequency of the delta stores (default 10)")
     ap.add_argument("--full-messages", type=int, default=1000, help="messages per full-mode thread")
     ap.add_argument("--full-target-mb", type=float, default=450.0)
     ap.add_argument("--full-max-threads", type=int, default=12)
     args = ap.parse_args()
+    todo = args.only or ["delta_1k", "delta_10k", "full_400mb"]
+    pg_todo = [w for w in todo if w.endswith("_pg")]
+    lite_todo = [w for w in todo if not w.endswith("_pg")]
+    if pg_todo and not args.pg_url:
+        ap.error("--pg-url is required for " + ", ".join(pg_todo))
+    if lite_todo and not args.out:
+        ap.error("--out is required for " + ", ".join(lite_todo))
+    if pg_todo:
+        conn, saver = open_pg_db(args.pg_url, args.pg_db)
+        for what in pg_todo:
+            if what == "delta_1k_pg":
+                r = gen_delta_pg(conn, saver, what, "t-delta-1k", 1000, args.delta_k)
+            else:
+                r = gen_delta_pg(conn, saver, what, "t-delta-10k", 10000, args.delta_k)
+            print(json.dumps(r), flush=True)
+        conn.close()
+    if not lite_todo:
+        return 0
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    todo = args.only or ["delta_1k", "delta_10k", "full_400mb"]
-    for what in todo:
+    for what in lite_todo:
         if what == "delta_1k":
             r = gen_delta(out, "delta_1k", "t-delta-1k", 1000, args.delta_k)
         elif what == "delta_10k":

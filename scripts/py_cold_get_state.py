@@ -2,8 +2,13 @@
 """Python in-process cold read of one thread, like DeerFlow's checkpoint bench (§2.7).
 
     python scripts/py_cold_get_state.py DB THREAD [--delta K] [--reducer langgraph|deerflow] [--check]
+    python scripts/py_cold_get_state.py postgresql://USER:PW@HOST:PORT/DBNAME THREAD [...]
 
-Builds a fresh graph + SqliteSaver (untimed), runs gc.collect(), then times ONE
+DB is a SQLite file or a Postgres URL (postgres:// or postgresql://; the database
+holding the thread, e.g. dfck_perf from gen_perf_stores.py --only delta_10k_pg).
+Builds a fresh graph + SqliteSaver / PostgresSaver (untimed: the connection is opened
+like PostgresSaver.from_conn_string and setup() is run before timing), runs
+gc.collect(), then times ONE
 graph.get_state({"configurable": {"thread_id": THREAD}}) call and prints
 {"seconds": ..., "messages": n} as one JSON line. Without --delta the messages channel is
 add_messages (full mode); with --delta K it is DeltaChannel(<reducer>, snapshot_frequency=K).
@@ -37,13 +42,22 @@ def main() -> int:
     ap.add_argument("--reducer", choices=["langgraph", "deerflow"], default="langgraph")
     ap.add_argument("--check", action="store_true", help="verify content against gen_perf_stores' deterministic input")
     args = ap.parse_args()
-    if not os.path.exists(args.db):
+    is_pg = args.db.startswith(("postgres://", "postgresql://"))
+    if not is_pg and not os.path.exists(args.db):
         print(f"no such database: {args.db}", file=sys.stderr)
         return 2
 
     # untimed setup
-    conn = sqlite3.connect(args.db, check_same_thread=False)
-    saver = SqliteSaver(conn)
+    if is_pg:
+        import psycopg
+        from psycopg.rows import dict_row
+        from langgraph.checkpoint.postgres import PostgresSaver
+
+        conn = psycopg.Connection.connect(args.db, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+        saver = PostgresSaver(conn)
+    else:
+        conn = sqlite3.connect(args.db, check_same_thread=False)
+        saver = SqliteSaver(conn)
     ann = messages_annotation("delta", args.delta, args.reducer) if args.delta else messages_annotation("full")
     graph = build_append_graph(ann, saver)
     config = {"configurable": {"thread_id": args.thread}}

@@ -1,10 +1,10 @@
 //! `dfck inspect [THREAD] [--state …]`.
 
-use super::{GlobalArgs, ReducerArg, emit};
+use super::{GlobalArgs, ReducerArg, output};
 use crate::error::{EXIT_OK, Error};
 use crate::inspect::{ReducerChoice, state_report, summarize, thread_report};
 use crate::materialize::{Reducer, View};
-use crate::render::{self, Format, TerminalProgress};
+use crate::render::{self, TerminalProgress};
 use clap::Args;
 
 /// Arguments of `dfck inspect`.
@@ -34,20 +34,14 @@ pub fn run(global: &GlobalArgs, args: &InspectArgs) -> Result<i32, Error> {
     let store = global.target()?.open_read_only()?;
     let progress = TerminalProgress::stderr();
     let format = global.format();
-    let out = match (&args.thread, args.state) {
+    match (&args.thread, args.state) {
         (None, _) => {
             let s = summarize(store.as_ref(), &progress)?;
-            match format {
-                Format::Json => render::json(&s)?,
-                Format::Table => render::summary_table(&s),
-            }
+            output(format, &s, render::summary_table)?;
         }
         (Some(thread), false) => {
             let r = thread_report(store.as_ref(), thread, &args.ns, &progress)?;
-            match format {
-                Format::Json => render::json(&r)?,
-                Format::Table => render::thread_table(&r),
-            }
+            output(format, &r, render::thread_table)?;
         }
         (Some(thread), true) => {
             let reducer = match args.reducer {
@@ -68,15 +62,10 @@ pub fn run(global: &GlobalArgs, args: &InspectArgs) -> Result<i32, Error> {
                 view,
                 reducer,
             )?;
-            let text = match format {
-                Format::Json => render::json(&r)?,
-                Format::Table => render::state_table(&r),
-            };
+            output(format, &r, render::state_table)?;
             // A large state is freed by the process exit, not value by value.
             std::mem::forget(r);
-            text
         }
-    };
-    emit(&out)?;
+    }
     Ok(EXIT_OK)
 }

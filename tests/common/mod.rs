@@ -2,6 +2,8 @@
 //! committed fixtures and reading the expected JSON written by the real LangGraph.
 #![allow(dead_code)]
 
+pub mod compare;
+
 use serde_json::Value as Json;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

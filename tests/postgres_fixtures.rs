@@ -1,0 +1,127 @@
+//! The same fixture comparison as the SQLite suite, through a real PostgreSQL server: the
+//! stores in fixtures/postgres/*.sql were written by the real `PostgresSaver`, and
+//! fixtures/expected-pg/*.json hold what its `get_state` returned. Plus the failures an
+//! operator meets first: wrong password, unreachable server, not a LangGraph database,
+//! unknown schema version, the shallow saver's layout.
+//!
+//! Needs `TEST_POSTGRES_URI` (see scripts/pg-test-server.sh); without it these tests print
+//! "postgres tests skipped: TEST_POSTGRES_URI unset" and pass, unless
+//! `DFCK_REQUIRE_POSTGRES=1` (CI) makes that a failure.
+
+mod common;
+
+use common::*;
+use std::path::PathBuf;
+
+/// The server URI, or `None` (and a printed line) when the tests cannot run.
+fn server() -> Option<String> {
+    match std::env::var("TEST_POSTGRES_URI") {
+        Ok(u) if !u.is_empty() => Some(u),
+        _ => {
+            if std::env::var("DFCK_REQUIRE_POSTGRES").is_ok_and(|v| v == "1") {
+                panic!("TEST_POSTGRES_URI unset but DFCK_REQUIRE_POSTGRES=1: start scripts/pg-test-server.sh");
+            }
+            println!("postgres tests skipped: TEST_POSTGRES_URI unset");
+            None
+        }
+    }
+}
+
+/// The server URI with another database (and optionally another password).
+fn with_db(uri: &str, db: &str) -> String {
+    let (base, query) = match uri.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (uri, None),
+    };
+    let scheme_end = base.find("://").map(|i| i + 3).unwrap_or(0);
+    let host_end = base[scheme_end..]
+        .find('/')
+        .map(|i| scheme_end + i)
+        .unwrap_or(base.len());
+    let mut out = format!("{}/{db}", &base[..host_end]);
+    if let Some(q) = query {
+        out.push('?');
+        out.push_str(q);
+    }
+    out
+}
+
+fn expected_pg_stems() -> Vec<String> {
+    let dir = root().join("fixtures/expected-pg");
+    let mut stems: Vec<String> = std::fs::read_dir(&dir)
+        .expect("fixtures/expected-pg")
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let p: PathBuf = e.path();
+            if p.extension()? != "json" {
+                return None;
+            }
+            Some(p.file_stem()?.to_string_lossy().into_owned())
+        })
+        .collect();
+    stems.sort();
+    stems
+}
+
+fn expected_pg(stem: &str) -> serde_json::Value {
+    let p = root().join("fixtures/expected-pg").join(format!("{stem}.json"));
+    serde_json::from_slice(&std::fs::read(p).expect("expected-pg file")).expect("JSON")
+}
+
+#[test]
+fn every_postgres_fixture_checkpoint_matches_langgraph() {
+    let Some(uri) = server() else { return };
+    let stems = expected_pg_stems();
+    assert!(stems.len() >= 6, "postgres fixtures missing: {stems:?}");
+    let targets = stems
+        .iter()
+        .map(|s| (s.clone(), with_db(&uri, &format!("dfck_{s}")), expected_pg(s)))
+        .collect();
+    let total = compare::check_all("postgres", targets);
+    assert!(total.states > 400, "too few checkpoints compared: {}", total.states);
+}
+
+#[test]
+fn postgres_summary_counts_blobs_and_reads_schema_version() {
+    let Some(uri) = server() else { return };
+    let j = dfck_json(&with_db(&uri, "dfck_delta_k3"), &["inspect", "--format", "json"]);
+    assert_eq!(j["backend"], "postgres");
+    assert!(j["schema"].as_str().unwrap().contains("v9"), "{}", j["schema"]);
+    assert!(j["counts"]["blobs"].as_u64().unwrap() > 0);
+    assert!(!j["location"].as_str().unwrap().contains("dfck-test-pw"));
+    // The password never shows in table output either.
+    let out = dfck(&with_db(&uri, "dfck_delta_k3"), &["inspect"]);
+    assert!(out.status.success());
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("dfck-test-pw"));
+}
+
+#[test]
+fn postgres_failures_are_one_line_without_the_password() {
+    let Some(uri) = server() else { return };
+    let check = |target: &str, needle: &str| {
+        let line = assert_clean_failure(&dfck(target, &["inspect"]), needle);
+        assert!(!line.contains("dfck-test-pw"), "password leaked: {line}");
+        assert!(!line.contains("wrong-pw-123"), "password leaked: {line}");
+    };
+    let wrong = with_db(&uri, "dfck_full").replace("dfck-test-pw", "wrong-pw-123");
+    check(&wrong, "password authentication failed");
+    // Unreachable: nothing listens on port 1.
+    check("postgresql://dfck:dfck-test-pw@127.0.0.1:1/dfck_full?connect_timeout=3", "cannot open");
+    check(&with_db(&uri, "dfck_no_such_db"), "does not exist");
+    check(&with_db(&uri, "dfck_notlg"), "not a LangGraph checkpoint store");
+    check(&with_db(&uri, "dfck_future"), "unknown schema version");
+    check(&with_db(&uri, "dfck_shallow"), "ShallowPostgresSaver");
+    let out = dfck(&with_db(&uri, "dfck_full"), &["--pg-schema", "nope", "inspect"]);
+    assert_clean_failure(&out, "schema 'nope' does not exist");
+}
+
+#[test]
+fn postgres_unknown_thread_and_checkpoint() {
+    let Some(uri) = server() else { return };
+    let db = with_db(&uri, "dfck_full");
+    assert_clean_failure(&dfck(&db, &["inspect", "nope", "--state"]), "thread 'nope' not found");
+    assert_clean_failure(
+        &dfck(&db, &["inspect", "t-linear", "--state", "--checkpoint", "1f000000-0000-6000-8000-000000000000"]),
+        "not found",
+    );
+}
