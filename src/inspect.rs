@@ -4,7 +4,6 @@
 use crate::codec::{self, RenderedMap};
 use crate::error::{Error, MaterializeError, StoreError};
 use crate::materialize::{self, Reducer, StoreSource, View};
-use std::rc::Rc;
 use crate::model::{
     Checkpoint, MessagesEncoding, Mode, has_marker, is_internal_channel, metadata_is_delta,
     parse_metadata, thread_mode,
@@ -14,6 +13,7 @@ use crate::store::{CheckpointBody, CheckpointMetaRow, CheckpointRow, Store};
 use serde::Serialize;
 use serde_json::{Map, Value as Json};
 use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
 
 /// Which messages reducer to use for delta replay.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,14 +157,17 @@ impl ThreadAcc {
 /// The `ts` of a stored checkpoint, without decoding its channel values where avoidable.
 fn checkpoint_ts(row: &CheckpointRow) -> Option<String> {
     match &row.body {
-        CheckpointBody::Serialized { type_tag, bytes } => codec::decode_typed(type_tag.as_deref(), bytes)
-            .ok()?
-            .get("ts")
-            .and_then(codec::Value::as_str)
-            .map(str::to_owned),
-        CheckpointBody::Postgres { checkpoint, .. } => {
-            checkpoint.get("ts").and_then(Json::as_str).map(str::to_owned)
+        CheckpointBody::Serialized { type_tag, bytes } => {
+            codec::decode_typed(type_tag.as_deref(), bytes)
+                .ok()?
+                .get("ts")
+                .and_then(codec::Value::as_str)
+                .map(str::to_owned)
         }
+        CheckpointBody::Postgres { checkpoint, .. } => checkpoint
+            .get("ts")
+            .and_then(Json::as_str)
+            .map(str::to_owned),
     }
 }
 

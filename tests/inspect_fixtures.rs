@@ -20,5 +20,9 @@ fn every_fixture_checkpoint_matches_langgraph() {
         })
         .collect();
     let total = compare::check_all("sqlite", targets);
-    assert!(total.states > 500, "too few checkpoints compared: {}", total.states);
+    assert!(
+        total.states > 500,
+        "too few checkpoints compared: {}",
+        total.states
+    );
 }

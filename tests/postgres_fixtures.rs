@@ -19,9 +19,16 @@ fn server() -> Option<String> {
         Ok(u) if !u.is_empty() => Some(u),
         _ => {
             if std::env::var("DFCK_REQUIRE_POSTGRES").is_ok_and(|v| v == "1") {
-                panic!("TEST_POSTGRES_URI unset but DFCK_REQUIRE_POSTGRES=1: start scripts/pg-test-server.sh");
+                panic!(
+                    "TEST_POSTGRES_URI unset but DFCK_REQUIRE_POSTGRES=1: start scripts/pg-test-server.sh"
+                );
             }
-            println!("postgres tests skipped: TEST_POSTGRES_URI unset");
+            // Written to the real stderr (not the captured test output), so it always shows.
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr(),
+                "postgres tests skipped: TEST_POSTGRES_URI unset"
+            );
             None
         }
     }
@@ -64,7 +71,9 @@ fn expected_pg_stems() -> Vec<String> {
 }
 
 fn expected_pg(stem: &str) -> serde_json::Value {
-    let p = root().join("fixtures/expected-pg").join(format!("{stem}.json"));
+    let p = root()
+        .join("fixtures/expected-pg")
+        .join(format!("{stem}.json"));
     serde_json::from_slice(&std::fs::read(p).expect("expected-pg file")).expect("JSON")
 }
 
@@ -75,18 +84,35 @@ fn every_postgres_fixture_checkpoint_matches_langgraph() {
     assert!(stems.len() >= 6, "postgres fixtures missing: {stems:?}");
     let targets = stems
         .iter()
-        .map(|s| (s.clone(), with_db(&uri, &format!("dfck_{s}")), expected_pg(s)))
+        .map(|s| {
+            (
+                s.clone(),
+                with_db(&uri, &format!("dfck_{s}")),
+                expected_pg(s),
+            )
+        })
         .collect();
     let total = compare::check_all("postgres", targets);
-    assert!(total.states > 400, "too few checkpoints compared: {}", total.states);
+    assert!(
+        total.states > 400,
+        "too few checkpoints compared: {}",
+        total.states
+    );
 }
 
 #[test]
 fn postgres_summary_counts_blobs_and_reads_schema_version() {
     let Some(uri) = server() else { return };
-    let j = dfck_json(&with_db(&uri, "dfck_delta_k3"), &["inspect", "--format", "json"]);
+    let j = dfck_json(
+        &with_db(&uri, "dfck_delta_k3"),
+        &["inspect", "--format", "json"],
+    );
     assert_eq!(j["backend"], "postgres");
-    assert!(j["schema"].as_str().unwrap().contains("v9"), "{}", j["schema"]);
+    assert!(
+        j["schema"].as_str().unwrap().contains("v9"),
+        "{}",
+        j["schema"]
+    );
     assert!(j["counts"]["blobs"].as_u64().unwrap() > 0);
     assert!(!j["location"].as_str().unwrap().contains("dfck-test-pw"));
     // The password never shows in table output either.
@@ -106,12 +132,21 @@ fn postgres_failures_are_one_line_without_the_password() {
     let wrong = with_db(&uri, "dfck_full").replace("dfck-test-pw", "wrong-pw-123");
     check(&wrong, "password authentication failed");
     // Unreachable: nothing listens on port 1.
-    check("postgresql://dfck:dfck-test-pw@127.0.0.1:1/dfck_full?connect_timeout=3", "cannot open");
+    check(
+        "postgresql://dfck:dfck-test-pw@127.0.0.1:1/dfck_full?connect_timeout=3",
+        "cannot open",
+    );
     check(&with_db(&uri, "dfck_no_such_db"), "does not exist");
-    check(&with_db(&uri, "dfck_notlg"), "not a LangGraph checkpoint store");
+    check(
+        &with_db(&uri, "dfck_notlg"),
+        "not a LangGraph checkpoint store",
+    );
     check(&with_db(&uri, "dfck_future"), "unknown schema version");
     check(&with_db(&uri, "dfck_shallow"), "ShallowPostgresSaver");
-    let out = dfck(&with_db(&uri, "dfck_full"), &["--pg-schema", "nope", "inspect"]);
+    let out = dfck(
+        &with_db(&uri, "dfck_full"),
+        &["--pg-schema", "nope", "inspect"],
+    );
     assert_clean_failure(&out, "schema 'nope' does not exist");
 }
 
@@ -119,9 +154,21 @@ fn postgres_failures_are_one_line_without_the_password() {
 fn postgres_unknown_thread_and_checkpoint() {
     let Some(uri) = server() else { return };
     let db = with_db(&uri, "dfck_full");
-    assert_clean_failure(&dfck(&db, &["inspect", "nope", "--state"]), "thread 'nope' not found");
     assert_clean_failure(
-        &dfck(&db, &["inspect", "t-linear", "--state", "--checkpoint", "1f000000-0000-6000-8000-000000000000"]),
+        &dfck(&db, &["inspect", "nope", "--state"]),
+        "thread 'nope' not found",
+    );
+    assert_clean_failure(
+        &dfck(
+            &db,
+            &[
+                "inspect",
+                "t-linear",
+                "--state",
+                "--checkpoint",
+                "1f000000-0000-6000-8000-000000000000",
+            ],
+        ),
         "not found",
     );
 }

@@ -142,7 +142,11 @@ impl GlobalArgs {
 /// Writes command output to stdout; a closed pipe (`dfck … | head`) ends quietly.
 pub(crate) fn emit(text: &str) -> Result<(), Error> {
     let mut out = std::io::stdout().lock();
-    quiet_pipe(out.write_all(text.as_bytes()).and_then(|()| out.flush()).map_err(Error::from))
+    quiet_pipe(
+        out.write_all(text.as_bytes())
+            .and_then(|()| out.flush())
+            .map_err(Error::from),
+    )
 }
 
 fn quiet_pipe(r: Result<(), Error>) -> Result<(), Error> {

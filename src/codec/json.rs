@@ -192,7 +192,10 @@ fn float<S: Serializer>(s: S, f: f64) -> Result<S::Ok, S::Error> {
 
 /// Writes the entries of a map whose keys are all strings; `false` when one is not.
 fn string_keyed<'a>(entries: &[(Node<'a>, Node<'a>)]) -> Option<Vec<(&'a str, Node<'a>)>> {
-    entries.iter().map(|(k, v)| Some((k.str_key()?, *v))).collect()
+    entries
+        .iter()
+        .map(|(k, v)| Some((k.str_key()?, *v)))
+        .collect()
 }
 
 fn class_name(items: &[Node<'_>]) -> String {

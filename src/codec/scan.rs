@@ -151,7 +151,12 @@ impl<'a> Cur<'a> {
             0xde => Token::Map(self.len16()?),
             0xdf => Token::Map(self.len32()?),
             0xe0..=0xff => Token::Int(m as i8 as i64),
-            0xc1 => return Err(CodecError::InvalidMarker { offset: at, byte: m }),
+            0xc1 => {
+                return Err(CodecError::InvalidMarker {
+                    offset: at,
+                    byte: m,
+                });
+            }
         })
     }
 

@@ -284,7 +284,10 @@ pub fn materialize(
                 writes.push(Write::from_row(row, &ck.thread_id)?);
             }
         }
-        let base = hist.take_seed(MESSAGES).map(unwrap_seed).unwrap_or_default();
+        let base = hist
+            .take_seed(MESSAGES)
+            .map(unwrap_seed)
+            .unwrap_or_default();
         drop(hist);
         let refs: Vec<&Value> = writes.iter().map(|w| &w.value).collect();
         let v = replay_writes(base, &refs, reducer).map_err(reducer_err)?;
@@ -306,10 +309,12 @@ pub fn materialize(
         values.push((name, unwrap_snapshot(v)));
     }
     if view == View::State {
-        apply_null_writes(&mut values, &own, reducer).map_err(|reason| MaterializeError::Reducer {
-            thread_id: ck.thread_id.clone(),
-            checkpoint_id: ck.checkpoint_id.clone(),
-            reason,
+        apply_null_writes(&mut values, &own, reducer).map_err(|reason| {
+            MaterializeError::Reducer {
+                thread_id: ck.thread_id.clone(),
+                checkpoint_id: ck.checkpoint_id.clone(),
+                reason,
+            }
         })?;
     }
     Ok(Materialized {

@@ -295,15 +295,14 @@ fn postgres_body(checkpoint: &Json, blobs: &[BlobRow], what: &str) -> Result<Val
             continue;
         }
         let bytes = b.blob.as_deref().unwrap_or_default();
-        let v = codec::decode_typed(Some(&b.type_tag), bytes).map_err(|source| {
-            ModelError::Decode {
+        let v =
+            codec::decode_typed(Some(&b.type_tag), bytes).map_err(|source| ModelError::Decode {
                 what: format!(
                     "{what}: blob of channel '{}' (type {})",
                     b.channel, b.type_tag
                 ),
                 source,
-            }
-        })?;
+            })?;
         match values
             .iter_mut()
             .find(|(k, _)| k.as_str() == Some(b.channel.as_str()))

@@ -24,8 +24,8 @@ pub enum Format {
 ///
 /// Compact (one line): large states render several times faster, and `jq` pretty-prints.
 pub fn json<T: Serialize>(report: &T) -> Result<String, crate::error::Error> {
-    let mut s = serde_json::to_string(report)
-        .map_err(|e| crate::error::Error::Render(e.to_string()))?;
+    let mut s =
+        serde_json::to_string(report).map_err(|e| crate::error::Error::Render(e.to_string()))?;
     s.push('\n');
     Ok(s)
 }

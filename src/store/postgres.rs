@@ -165,10 +165,10 @@ impl PostgresStore {
         self.cursor_seq.set(n);
         let name = format!("dfck_cursor_{n}");
         self.rt
-            .block_on(
-                self.client
-                    .execute(&format!("DECLARE {name} NO SCROLL CURSOR FOR {sql}"), params),
-            )
+            .block_on(self.client.execute(
+                &format!("DECLARE {name} NO SCROLL CURSOR FOR {sql}"),
+                params,
+            ))
             .map_err(|e| self.err(what, e))?;
         let fetch = format!("FETCH {batch} FROM {name}");
         let result = (|| loop {
@@ -292,7 +292,14 @@ impl PostgresStore {
             ),
             (
                 "checkpoint_blobs",
-                &["thread_id", "checkpoint_ns", "channel", "version", "type", "blob"][..],
+                &[
+                    "thread_id",
+                    "checkpoint_ns",
+                    "channel",
+                    "version",
+                    "type",
+                    "blob",
+                ][..],
             ),
             (
                 "checkpoint_writes",
@@ -315,7 +322,9 @@ impl PostgresStore {
                 }
             }
         }
-        let has_task_path = columns("checkpoint_writes")?.iter().any(|c| c == "task_path");
+        let has_task_path = columns("checkpoint_writes")?
+            .iter()
+            .any(|c| c == "task_path");
         Ok((v, has_task_path))
     }
 

@@ -228,7 +228,6 @@ pub fn check_fixture(stem: &str, target: &str, exp: &Json) -> (Tally, Vec<String
     (tally, bad)
 }
 
-
 /// Runs [`check_fixture`] over several stores in parallel, prints the tallies, and panics
 /// listing the mismatches. `targets` are (stem, target, expected JSON).
 pub fn check_all(label: &str, targets: Vec<(String, String, Json)>) -> Tally {
@@ -242,7 +241,10 @@ pub fn check_all(label: &str, targets: Vec<(String, String, Json)>) -> Tally {
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().expect("worker")).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("worker"))
+            .collect()
     });
     let mut total = Tally::default();
     let mut bad = Vec::new();

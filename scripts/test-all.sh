@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The whole test suite: starts a throwaway PostgreSQL 15 server (scripts/pg-test-server.sh)
+# with the fixture databases, runs every test (SQLite and Postgres) in release mode, and
+# stops the server again, whatever happens. This is the test command README.md names and
+# .ci/run calls.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PG_BIN="${DFCK_PG_BIN:-/usr/lib/postgresql/15/bin}"
+if [ ! -x "$PG_BIN/initdb" ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        echo "test-all: PostgreSQL 15 server binaries missing; installing postgresql-15" >&2
+        apt-get update -qq >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-15 >/dev/null
+    else
+        echo "test-all: no PostgreSQL 15 server binaries in $PG_BIN (install postgresql-15, or run 'cargo test' for the SQLite tests alone)" >&2
+        exit 2
+    fi
+fi
+
+export DFCK_PG_DIR="${DFCK_PG_DIR:-$(mktemp -d /tmp/dfck-pg-test.XXXXXX)}"
+trap 'scripts/pg-test-server.sh stop >/dev/null 2>&1 || true' EXIT
+TEST_POSTGRES_URI="$(scripts/pg-test-server.sh start | tail -n 1)"
+export TEST_POSTGRES_URI
+export DFCK_REQUIRE_POSTGRES=1
+echo "test-all: PostgreSQL test server at ${TEST_POSTGRES_URI//dfck-test-pw/***}" >&2
+
+cargo test --release -- --show-output
