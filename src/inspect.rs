@@ -71,6 +71,17 @@ pub struct Counts {
     pub blobs: Option<u64>,
 }
 
+/// What the DeerFlow config says about the store (when it was found through the config).
+#[derive(Debug, Clone, Serialize)]
+pub struct ConfiguredMode {
+    /// The config file.
+    pub path: String,
+    /// `database.checkpoint_channel_mode`.
+    pub checkpoint_channel_mode: String,
+    /// `database.checkpoint_delta.snapshot_frequency`.
+    pub snapshot_frequency: u64,
+}
+
 /// `dfck inspect`.
 #[derive(Debug, Clone, Serialize)]
 pub struct StoreSummary {
@@ -84,6 +95,9 @@ pub struct StoreSummary {
     pub counts: Counts,
     /// Total bytes.
     pub bytes: u64,
+    /// The DeerFlow config's mode, shown next to what the data holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub config: Option<ConfiguredMode>,
     /// Threads, by thread id.
     pub threads: Vec<ThreadSummary>,
 }
@@ -286,6 +300,7 @@ pub fn summarize(store: &dyn Store, progress: &dyn Progress) -> Result<StoreSumm
             blobs: (info.backend == "postgres").then_some(total_blobs),
         },
         bytes,
+        config: None,
         threads,
     })
 }

@@ -112,6 +112,28 @@ fn sqlite_dir_relative_to_backend() {
         &dir.path().join("backend/.deer-flow/data/deerflow.db"),
     );
     assert!(stderr(&out).contains("(--config)"), "{}", stderr(&out));
+    // The summary shows what the config says next to what the data holds.
+    let doc: Json = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["config"]["checkpoint_channel_mode"], "delta");
+    assert_eq!(doc["config"]["snapshot_frequency"], 10);
+}
+
+#[test]
+fn full_mode_config_over_delta_data_is_called_out() {
+    let dir = install(
+        "backend/.deer-flow/data/deerflow.db",
+        "database:\n  backend: sqlite\n  checkpoint_channel_mode: full\n",
+    );
+    let cfg = dir.path().join("config.yaml");
+    let out = dfck_in(
+        dir.path(),
+        &["--config", cfg.to_str().unwrap(), "inspect"],
+        &[],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("checkpoint_channel_mode: full"), "{text}");
+    assert!(text.contains("a full-mode DeerFlow refuses them"), "{text}");
 }
 
 #[test]

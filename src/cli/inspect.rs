@@ -2,7 +2,7 @@
 
 use super::{GlobalArgs, ReducerArg, output};
 use crate::error::{EXIT_OK, Error};
-use crate::inspect::{ReducerChoice, state_report, summarize, thread_report};
+use crate::inspect::{ConfiguredMode, ReducerChoice, state_report, summarize, thread_report};
 use crate::materialize::{Reducer, View};
 use crate::render::{self, TerminalProgress};
 use clap::Args;
@@ -31,12 +31,18 @@ pub struct InspectArgs {
 
 /// Runs `dfck inspect`.
 pub fn run(global: &GlobalArgs, args: &InspectArgs) -> Result<i32, Error> {
-    let store = global.target()?.open_read_only()?;
+    let (target, discovered) = global.resolve()?;
+    let store = target.open_read_only()?;
     let progress = TerminalProgress::stderr();
     let format = global.format();
     match (&args.thread, args.state) {
         (None, _) => {
-            let s = summarize(store.as_ref(), &progress)?;
+            let mut s = summarize(store.as_ref(), &progress)?;
+            s.config = discovered.map(|d| ConfiguredMode {
+                path: d.config_path.display().to_string(),
+                checkpoint_channel_mode: d.checkpoint_channel_mode,
+                snapshot_frequency: d.snapshot_frequency,
+            });
             output(format, &s, render::summary_table)?;
         }
         (Some(thread), false) => {

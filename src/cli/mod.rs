@@ -82,10 +82,6 @@ impl GlobalArgs {
         }
     }
 
-    fn target(&self) -> Result<Target, Error> {
-        self.resolve().map(|(target, _)| target)
-    }
-
     /// The store: `--db` / `DFCK_DB`, else found from a DeerFlow config (which file and which
     /// store are printed on stderr); the discovery result says the configured channel mode.
     pub fn resolve(&self) -> Result<(Target, Option<crate::config::Discovered>), Error> {

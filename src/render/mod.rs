@@ -6,6 +6,7 @@ mod progress;
 pub use progress::TerminalProgress;
 
 use crate::inspect::{StateReport, StoreSummary, ThreadReport};
+use crate::model::Mode;
 use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 use serde::Serialize;
 use serde_json::Value as Json;
@@ -79,6 +80,20 @@ pub fn summary_table(s: &StoreSummary) -> String {
         s.counts.writes,
         human_bytes(s.bytes)
     );
+    if let Some(c) = &s.config {
+        let _ = writeln!(
+            out,
+            "config:  {} (checkpoint_channel_mode: {}, snapshot_frequency: {})",
+            c.path, c.checkpoint_channel_mode, c.snapshot_frequency
+        );
+        let delta = s.threads.iter().filter(|t| t.mode != Mode::Full).count();
+        if c.checkpoint_channel_mode == "full" && delta > 0 {
+            let _ = writeln!(
+                out,
+                "note:    the config says full, but {delta} thread(s) hold delta checkpoints: a full-mode DeerFlow refuses them (convert with `dfck migrate delta-to-full`)"
+            );
+        }
+    }
     if s.threads.is_empty() {
         let _ = writeln!(out, "(no threads)");
         return out;

@@ -3,6 +3,7 @@
 
 pub mod postgres;
 pub mod sqlite;
+mod tls;
 
 use crate::error::StoreError;
 

@@ -13,6 +13,7 @@ use std::cell::Cell;
 use std::str::FromStr;
 use std::time::Duration;
 use tokio::runtime::Runtime;
+use tokio_postgres::config::SslMode;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Config, NoTls, Row};
 
@@ -89,15 +90,23 @@ impl PostgresStore {
             .build()
             .map_err(|e| open_err(format!("cannot start the I/O runtime: {e}")))?;
         let client = rt.block_on(async {
-            let (client, conn) = config
-                .connect(NoTls)
-                .await
-                .map_err(|e| open_err(describe(&e, password.as_deref())))?;
-            tokio::spawn(async move {
+            let fail = |e: tokio_postgres::Error| open_err(describe(&e, password.as_deref()));
+            if config.get_ssl_mode() == SslMode::Disable {
+                let (client, conn) = config.connect(NoTls).await.map_err(fail)?;
                 // The connection ends when the client is dropped; errors surface on queries.
-                let _ = conn.await;
-            });
-            Ok::<_, StoreError>(client)
+                tokio::spawn(async move {
+                    let _ = conn.await;
+                });
+                Ok::<_, StoreError>(client)
+            } else {
+                let tls = super::tls::encrypt_only_connector()
+                    .map_err(|e| open_err(format!("cannot set up TLS: {e}")))?;
+                let (client, conn) = config.connect(tls).await.map_err(fail)?;
+                tokio::spawn(async move {
+                    let _ = conn.await;
+                });
+                Ok(client)
+            }
         })?;
         let mut store = PostgresStore {
             rt,
