@@ -172,7 +172,7 @@ impl ThreadAcc {
 fn checkpoint_ts(row: &CheckpointRow) -> Option<String> {
     match &row.body {
         CheckpointBody::Serialized { type_tag, bytes } => {
-            codec::decode_typed(type_tag.as_deref(), bytes)
+            codec::decode_typed(type_tag.as_deref(), bytes.clone())
                 .ok()?
                 .get("ts")
                 .and_then(codec::Value::as_str)

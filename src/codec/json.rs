@@ -198,13 +198,22 @@ fn string_keyed<'a>(entries: &[(Node<'a>, Node<'a>)]) -> Option<Vec<(&'a str, No
         .collect()
 }
 
-fn class_name(items: &[Node<'_>]) -> String {
-    match (
+/// `"<module>.<Class>"` of an ext 0–5 payload, written without building the string.
+struct ClassName<'a>(Option<&'a str>, Option<&'a str>);
+
+fn class_name<'a>(items: &[Node<'a>]) -> ClassName<'a> {
+    ClassName(
         items.first().and_then(|n| n.str_key()),
         items.get(1).and_then(|n| n.str_key()),
-    ) {
-        (Some(m), Some(c)) => format!("{m}.{c}"),
-        _ => String::from("?"),
+    )
+}
+
+impl Serialize for ClassName<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match (self.0, self.1) {
+            (Some(m), Some(c)) => s.collect_str(&format_args!("{m}.{c}")),
+            _ => s.serialize_str("?"),
+        }
     }
 }
 

@@ -13,19 +13,21 @@ pub use json::{Rendered, RenderedMap, from_json, to_json};
 pub use value::*;
 
 use crate::error::CodecError;
+use bytes::Bytes;
 
 /// Decodes a `(type, bytes)` pair the way `JsonPlusSerializer.loads_typed` does.
 ///
 /// `msgpack`, `null`, `bytes`, `bytearray` and legacy `json` are read; `pickle` and any
 /// `<tag>+<cipher>` (an `EncryptedSerializer`) are refused with
 /// [`CodecError::UnsupportedSerializer`].
-pub fn decode_typed(tag: Option<&str>, bytes: &[u8]) -> Result<Value, CodecError> {
+pub fn decode_typed(tag: Option<&str>, bytes: impl Into<Bytes>) -> Result<Value, CodecError> {
+    let bytes: Bytes = bytes.into();
     match tag {
-        Some("msgpack") => decode(bytes),
+        Some("msgpack") => decode_shared(&bytes),
         Some("null") => Ok(Value::Nil),
         Some("bytes") | Some("bytearray") => Ok(Value::Bin(bytes.to_vec())),
         Some("json") => {
-            let j: serde_json::Value = serde_json::from_slice(bytes)
+            let j: serde_json::Value = serde_json::from_slice(&bytes)
                 .map_err(|e| CodecError::InvalidJson(e.to_string()))?;
             Ok(from_json(&j))
         }
@@ -107,17 +109,17 @@ mod tests {
 
     #[test]
     fn tags() {
-        assert_eq!(decode_typed(Some("null"), b"").unwrap(), Value::Nil);
+        assert_eq!(decode_typed(Some("null"), &b""[..]).unwrap(), Value::Nil);
         assert!(matches!(
-            decode_typed(Some("pickle"), b"x"),
+            decode_typed(Some("pickle"), &b"x"[..]),
             Err(CodecError::UnsupportedSerializer(t)) if t == "pickle"
         ));
         assert!(matches!(
-            decode_typed(Some("msgpack+aes"), b"x"),
+            decode_typed(Some("msgpack+aes"), &b"x"[..]),
             Err(CodecError::UnsupportedSerializer(t)) if t == "msgpack+aes"
         ));
         assert_eq!(
-            decode_typed(Some("bytes"), b"ab").unwrap(),
+            decode_typed(Some("bytes"), &b"ab"[..]).unwrap(),
             Value::Bin(b"ab".to_vec())
         );
     }

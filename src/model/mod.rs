@@ -159,7 +159,7 @@ impl Checkpoint {
             what: what.clone(),
             reason: reason.to_owned(),
         };
-        let body = match &row.body {
+        let body = match row.body {
             CheckpointBody::Serialized { type_tag, bytes } => {
                 codec::decode_typed(type_tag.as_deref(), bytes).map_err(|source| {
                     ModelError::Decode {
@@ -172,7 +172,7 @@ impl Checkpoint {
                 })?
             }
             CheckpointBody::Postgres { checkpoint, blobs } => {
-                postgres_body(checkpoint, blobs, &what)?
+                postgres_body(&checkpoint, blobs, &what)?
             }
         };
         if body.as_map().is_none() {
@@ -276,7 +276,7 @@ impl Checkpoint {
 /// Rebuilds a Postgres checkpoint the way `PostgresSaver.get_tuple` does: the inline JSONB
 /// values, then every non-`empty` blob at the checkpoint's channel versions (a blob beats
 /// the inline `true` snapshot marker).
-fn postgres_body(checkpoint: &Json, blobs: &[BlobRow], what: &str) -> Result<Value, ModelError> {
+fn postgres_body(checkpoint: &Json, blobs: Vec<BlobRow>, what: &str) -> Result<Value, ModelError> {
     let Value::Map(mut entries) = codec::from_json(checkpoint) else {
         return Err(ModelError::Malformed {
             what: what.to_owned(),
@@ -294,7 +294,7 @@ fn postgres_body(checkpoint: &Json, blobs: &[BlobRow], what: &str) -> Result<Val
         if b.type_tag == "empty" {
             continue;
         }
-        let bytes = b.blob.as_deref().unwrap_or_default();
+        let bytes = b.blob.unwrap_or_default();
         let v =
             codec::decode_typed(Some(&b.type_tag), bytes).map_err(|source| ModelError::Decode {
                 what: format!(
@@ -336,7 +336,7 @@ pub struct Write {
 impl Write {
     /// Decodes a stored write row.
     pub fn from_row(row: WriteRow, thread_id: &str) -> Result<Self, ModelError> {
-        let value = codec::decode_typed(row.type_tag.as_deref(), &row.value).map_err(|source| {
+        let value = codec::decode_typed(row.type_tag.as_deref(), row.value).map_err(|source| {
             ModelError::Decode {
                 what: format!(
                     "thread '{thread_id}' checkpoint {} write (task {}, idx {}, channel '{}', type {})",

@@ -14,7 +14,7 @@ use std::str::FromStr;
 use std::time::Duration;
 use tokio::runtime::Runtime;
 use tokio_postgres::config::SslMode;
-use tokio_postgres::types::ToSql;
+use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Client, Config, NoTls, Row};
 
 /// The newest `checkpoint_migrations` version this build knows (langgraph-checkpoint-postgres 3.x).
@@ -150,14 +150,17 @@ impl PostgresStore {
             .map_err(|e| self.err("starting a read-only transaction", e))
     }
 
+    /// Runs a query in one round trip (no separate prepare): every parameter is TEXT.
     fn query(
         &self,
         what: &str,
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<Row>, StoreError> {
+        let typed: Vec<(&(dyn ToSql + Sync), Type)> =
+            params.iter().map(|p| (*p, Type::TEXT)).collect();
         self.rt
-            .block_on(self.client.query(sql, params))
+            .block_on(self.client.query_typed(sql, &typed))
             .map_err(|e| self.err(what, e))
     }
 
@@ -173,10 +176,12 @@ impl PostgresStore {
         let n = self.cursor_seq.get() + 1;
         self.cursor_seq.set(n);
         let name = format!("dfck_cursor_{n}");
+        let typed: Vec<(&(dyn ToSql + Sync), Type)> =
+            params.iter().map(|p| (*p, Type::TEXT)).collect();
         self.rt
-            .block_on(self.client.execute(
+            .block_on(self.client.execute_typed(
                 &format!("DECLARE {name} NO SCROLL CURSOR FOR {sql}"),
-                params,
+                &typed,
             ))
             .map_err(|e| self.err(what, e))?;
         let fetch = format!("FETCH {batch} FROM {name}");
@@ -212,22 +217,29 @@ impl PostgresStore {
                 return Err(not_lg(format!("schema '{s}' does not exist")));
             }
         }
-        let mut present = Vec::new();
-        for t in [
+        let tables = [
             "checkpoint_migrations",
             "checkpoints",
             "checkpoint_blobs",
             "checkpoint_writes",
-        ] {
-            let rows = self.query(
-                "reading the schema",
-                "SELECT to_regclass($1) IS NOT NULL",
-                &[&t],
-            )?;
-            if rows.first().map(|r| r.get::<_, bool>(0)).unwrap_or(false) {
-                present.push(t);
-            }
-        }
+        ];
+        let present_row = self.query(
+            "reading the schema",
+            "SELECT to_regclass($1) IS NOT NULL, to_regclass($2) IS NOT NULL, \
+             to_regclass($3) IS NOT NULL, to_regclass($4) IS NOT NULL",
+            &[&tables[0], &tables[1], &tables[2], &tables[3]],
+        )?;
+        let present: Vec<&str> = tables
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| {
+                present_row
+                    .first()
+                    .and_then(|r| r.try_get::<_, bool>(*i).ok())
+                    .unwrap_or(false)
+            })
+            .map(|(_, t)| *t)
+            .collect();
         let has = |t: &str| present.contains(&t);
         if !has("checkpoint_migrations") {
             return Err(not_lg("no 'checkpoint_migrations' table".into()));
@@ -239,7 +251,7 @@ impl PostgresStore {
                 &[],
             )?
             .first()
-            .and_then(|r| r.get(0));
+            .and_then(|r| r.try_get(0).ok().flatten());
         let Some(v) = v else {
             return Err(not_lg("checkpoint_migrations is empty".into()));
         };
@@ -248,39 +260,37 @@ impl PostgresStore {
                 "unknown schema version v{v} (this dfck knows up to v{MAX_KNOWN_MIGRATION})"
             )));
         }
-        for t in ["checkpoints", "checkpoint_blobs", "checkpoint_writes"] {
+        for t in &tables[1..] {
             if !has(t) {
                 return Err(not_lg(format!("no '{t}' table (migration v{v})")));
             }
         }
-        let columns = |table: &str| -> Result<Vec<String>, StoreError> {
-            Ok(self
-                .query(
-                    "reading the schema",
-                    "SELECT a.attname::text FROM pg_attribute a \
-                     WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped",
-                    &[&table],
-                )?
-                .iter()
-                .map(|r| r.get::<_, String>(0))
-                .collect())
+        // Every column of the three tables, with whether it is part of the primary key.
+        let cols = self.query(
+            "reading the schema",
+            "SELECT c.relname::text, a.attname::text, coalesce(a.attnum = ANY(i.indkey), false) \
+             FROM pg_class c \
+             JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped \
+             LEFT JOIN pg_index i ON i.indrelid = c.oid AND i.indisprimary \
+             WHERE c.oid IN (to_regclass($1), to_regclass($2), to_regclass($3))",
+            &[&tables[1], &tables[2], &tables[3]],
+        )?;
+        let named = |r: &Row, i: usize| r.try_get::<_, String>(i).unwrap_or_default();
+        let columns = |table: &str| -> Vec<String> {
+            cols.iter()
+                .filter(|r| named(r, 0) == table)
+                .map(|r| named(r, 1))
+                .collect()
         };
-        let pk = |table: &str| -> Result<Vec<String>, StoreError> {
-            Ok(self
-                .query(
-                    "reading the schema",
-                    "SELECT a.attname::text FROM pg_index i \
-                     JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) \
-                     WHERE i.indrelid = to_regclass($1) AND i.indisprimary",
-                    &[&table],
-                )?
-                .iter()
-                .map(|r| r.get::<_, String>(0))
-                .collect())
+        let pk = |table: &str| -> Vec<String> {
+            cols.iter()
+                .filter(|r| named(r, 0) == table && r.try_get::<_, bool>(2).unwrap_or(false))
+                .map(|r| named(r, 1))
+                .collect()
         };
-        let ck_pk = pk("checkpoints")?;
-        let blob_pk = pk("checkpoint_blobs")?;
-        if !ck_pk.iter().any(|c| c == "checkpoint_id") || !blob_pk.iter().any(|c| c == "version") {
+        if !pk("checkpoints").iter().any(|c| c == "checkpoint_id")
+            || !pk("checkpoint_blobs").iter().any(|c| c == "version")
+        {
             return Err(not_lg(
                 "this is the ShallowPostgresSaver layout (no checkpoint history): \
                  it keeps only the latest checkpoint and cannot hold delta threads"
@@ -301,14 +311,7 @@ impl PostgresStore {
             ),
             (
                 "checkpoint_blobs",
-                &[
-                    "thread_id",
-                    "checkpoint_ns",
-                    "channel",
-                    "version",
-                    "type",
-                    "blob",
-                ][..],
+                &["thread_id", "checkpoint_ns", "channel", "version", "type", "blob"][..],
             ),
             (
                 "checkpoint_writes",
@@ -324,16 +327,14 @@ impl PostgresStore {
                 ][..],
             ),
         ] {
-            let cols = columns(t)?;
+            let cols = columns(t);
             for c in needed {
                 if !cols.iter().any(|x| x == c) {
                     return Err(not_lg(format!("table '{t}' has no column '{c}'")));
                 }
             }
         }
-        let has_task_path = columns("checkpoint_writes")?
-            .iter()
-            .any(|c| c == "task_path");
+        let has_task_path = columns("checkpoint_writes").iter().any(|c| c == "task_path");
         Ok((v, has_task_path))
     }
 
