@@ -14,7 +14,8 @@
 #   env     "export TEST_POSTGRES_URI=postgresql://dfck:dfck-test-pw@127.0.0.1:<port>/postgres"
 #
 # TCP connections need a password (scram-sha-256): role "dfck", password "dfck-test-pw",
-# superuser. Every fixtures/postgres/<stem>.sql is loaded into its own database
+# superuser. The server has TLS on (a self-signed certificate made with openssl); role
+# "dfck_tls" (same password, member of dfck) may connect over TLS only. Every fixtures/postgres/<stem>.sql is loaded into its own database
 # "dfck_<stem>" owned by dfck (stem lower-cased, other characters than [a-z0-9_] -> "_").
 #
 # stdout carries only the URI (last line of `start`, only line of `env`); progress and
@@ -154,11 +155,22 @@ full_page_writes = off
 password_encryption = 'scram-sha-256'
 max_connections = 50
 shared_buffers = 128MB
+ssl = on
+ssl_cert_file = 'server.crt'
+ssl_key_file = 'server.key'
 EOF
-    # TCP only from 127.0.0.1, password (scram) only; unix socket: trust
+    # A self-signed certificate for the TLS tests (role dfck_tls may only connect over TLS).
+    command -v openssl >/dev/null || die "openssl is needed for the server's TLS certificate"
+    as_owner openssl req -new -x509 -days 2 -nodes -subj "/CN=127.0.0.1" \
+        -keyout "$DATA/server.key" -out "$DATA/server.crt" >/dev/null 2>&1 \
+        || die "could not create a TLS certificate"
+    as_owner chmod 600 "$DATA/server.key"
+    # TCP only from 127.0.0.1, password (scram) only; dfck_tls only over TLS; unix socket: trust
     as_owner tee "$DATA/pg_hba.conf" >/dev/null <<EOF
-local   all   all                 trust
-host    all   all   127.0.0.1/32  scram-sha-256
+local      all   all                     trust
+hostnossl  all   dfck_tls  127.0.0.1/32  reject
+hostssl    all   dfck_tls  127.0.0.1/32  scram-sha-256
+host       all   all       127.0.0.1/32  scram-sha-256
 EOF
 
     say "starting on 127.0.0.1:$PORT"
@@ -169,6 +181,8 @@ EOF
 
     psql_local -U postgres -d postgres \
         -c "CREATE ROLE $ROLE LOGIN SUPERUSER PASSWORD '$PASSWORD'" >&2
+    psql_local -U postgres -d postgres \
+        -c "CREATE ROLE dfck_tls LOGIN PASSWORD '$PASSWORD' IN ROLE $ROLE" >&2
 
     local f stem db n=0
     shopt -s nullglob

@@ -436,6 +436,7 @@ pub fn state_report(
     view: View,
     reducer: ReducerChoice,
 ) -> Result<StateReport, Error> {
+    store.prefer_point_reads();
     let head = store.head_id(thread_id, ns)?;
     let Some(head) = head else {
         return Err(StoreError::ThreadNotFound {

@@ -172,3 +172,26 @@ fn postgres_unknown_thread_and_checkpoint() {
         "not found",
     );
 }
+
+#[test]
+fn postgres_over_tls() {
+    let Some(uri) = server() else { return };
+    // Role dfck_tls may only connect over TLS (hostssl in the test server's pg_hba.conf).
+    let tls = with_db(&uri, "dfck_delta_k3").replacen("://dfck:", "://dfck_tls:", 1);
+    let sep = if tls.contains('?') { '&' } else { '?' };
+    let required = format!("{tls}{sep}sslmode=require");
+    let j = dfck_json(&required, &["inspect", "--format", "json"]);
+    assert_eq!(j["counts"]["threads"], 8);
+    // The default (prefer) also negotiates TLS.
+    let j = dfck_json(
+        &tls,
+        &["inspect", "t-linear", "--state", "--format", "json"],
+    );
+    assert!(!j["values"]["messages"].as_array().unwrap().is_empty());
+    // Without TLS the server refuses, in one line, without the password.
+    let line = assert_clean_failure(
+        &dfck(&format!("{tls}{sep}sslmode=disable"), &["inspect"]),
+        "no encryption",
+    );
+    assert!(!line.contains("dfck-test-pw"), "{line}");
+}

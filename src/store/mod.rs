@@ -145,6 +145,10 @@ pub trait Store {
     /// What this store is.
     fn info(&self) -> &StoreInfo;
 
+    /// A hint that the caller reads a few (possibly large) checkpoints rather than scanning
+    /// the store (SQLite maps the file into memory).
+    fn prefer_point_reads(&self) {}
+
     /// Streams metadata facts of every checkpoint; the rows of one thread come together.
     fn scan_checkpoint_meta(
         &self,

@@ -311,7 +311,14 @@ impl PostgresStore {
             ),
             (
                 "checkpoint_blobs",
-                &["thread_id", "checkpoint_ns", "channel", "version", "type", "blob"][..],
+                &[
+                    "thread_id",
+                    "checkpoint_ns",
+                    "channel",
+                    "version",
+                    "type",
+                    "blob",
+                ][..],
             ),
             (
                 "checkpoint_writes",
@@ -334,7 +341,9 @@ impl PostgresStore {
                 }
             }
         }
-        let has_task_path = columns("checkpoint_writes").iter().any(|c| c == "task_path");
+        let has_task_path = columns("checkpoint_writes")
+            .iter()
+            .any(|c| c == "task_path");
         Ok((v, has_task_path))
     }
 

@@ -77,9 +77,9 @@ impl SqliteStore {
         let conn = Connection::open_with_flags(&uri, flags).map_err(|e| open_err(e.to_string()))?;
         conn.busy_timeout(std::time::Duration::from_secs(5))
             .map_err(|e| open_err(e.to_string()))?;
-        // Memory-mapped reads: large blobs come straight from the page cache instead of one
-        // pread per 4 KiB overflow page. (SQLite caps this at its compile-time maximum.)
-        let _ = conn.pragma_update(None, "mmap_size", 1i64 << 40);
+        // Plain reads by default: scans over the whole store keep a small resident set
+        // (memory-mapped pages would count towards RSS up to the store's size).
+        let _ = conn.pragma_update(None, "mmap_size", 0i64);
         let has_task_path = detect_schema(&conn, &shown)?;
         Ok(SqliteStore {
             conn,
@@ -104,6 +104,9 @@ impl SqliteStore {
         }
     }
 }
+
+/// Memory-mapped reads for large point lookups (`--state`), up to SQLite's compile-time cap.
+const MMAP_SIZE: i64 = 1 << 40;
 
 fn sidecar(path: &Path, suffix: &str) -> PathBuf {
     let mut s = path.as_os_str().to_owned();
@@ -204,6 +207,12 @@ const CHECKPOINT_COLS: &str =
 impl Store for SqliteStore {
     fn info(&self) -> &StoreInfo {
         &self.info
+    }
+
+    fn prefer_point_reads(&self) {
+        // Large blobs then come straight from the page cache instead of one pread per
+        // 4 KiB overflow page.
+        let _ = self.conn.pragma_update(None, "mmap_size", MMAP_SIZE);
     }
 
     fn scan_checkpoint_meta(
