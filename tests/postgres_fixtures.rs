@@ -11,7 +11,6 @@
 mod common;
 
 use common::*;
-use std::path::PathBuf;
 
 /// The server URI, or `None` (and a printed line) when the tests cannot run.
 fn server() -> Option<String> {
@@ -53,34 +52,10 @@ fn with_db(uri: &str, db: &str) -> String {
     out
 }
 
-fn expected_pg_stems() -> Vec<String> {
-    let dir = root().join("fixtures/expected-pg");
-    let mut stems: Vec<String> = std::fs::read_dir(&dir)
-        .expect("fixtures/expected-pg")
-        .filter_map(|e| e.ok())
-        .filter_map(|e| {
-            let p: PathBuf = e.path();
-            if p.extension()? != "json" {
-                return None;
-            }
-            Some(p.file_stem()?.to_string_lossy().into_owned())
-        })
-        .collect();
-    stems.sort();
-    stems
-}
-
-fn expected_pg(stem: &str) -> serde_json::Value {
-    let p = root()
-        .join("fixtures/expected-pg")
-        .join(format!("{stem}.json"));
-    serde_json::from_slice(&std::fs::read(p).expect("expected-pg file")).expect("JSON")
-}
-
 #[test]
 fn every_postgres_fixture_checkpoint_matches_langgraph() {
     let Some(uri) = server() else { return };
-    let stems = expected_pg_stems();
+    let stems = stems_in("expected-pg");
     assert!(stems.len() >= 6, "postgres fixtures missing: {stems:?}");
     let targets = stems
         .iter()
@@ -88,7 +63,7 @@ fn every_postgres_fixture_checkpoint_matches_langgraph() {
             (
                 s.clone(),
                 with_db(&uri, &format!("dfck_{s}")),
-                expected_pg(s),
+                expected_in("expected-pg", s),
             )
         })
         .collect();

@@ -347,6 +347,31 @@ impl PostgresStore {
         Ok((v, has_task_path))
     }
 
+    /// Row counts and `blob` bytes per thread of one table.
+    fn scan_totals(
+        &self,
+        table: &'static str,
+        what: &str,
+        f: &mut dyn FnMut(WriteTotals) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        self.cursor(
+            what,
+            &format!(
+                "SELECT thread_id, count(*)::int8, coalesce(sum(octet_length(blob)), 0)::int8 \
+                 FROM {table} GROUP BY thread_id"
+            ),
+            &[],
+            2000,
+            &mut |r| {
+                f(WriteTotals {
+                    thread_id: get(r, 0, what)?,
+                    writes: nonneg(get(r, 1, what)?),
+                    bytes: nonneg(get(r, 2, what)?),
+                })
+            },
+        )
+    }
+
     fn task_path_expr(&self) -> &'static str {
         if self.info.has_task_path {
             "task_path"
@@ -455,42 +480,14 @@ impl Store for PostgresStore {
         &self,
         f: &mut dyn FnMut(WriteTotals) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
-        let what = "scanning writes";
-        self.cursor(
-            what,
-            "SELECT thread_id, count(*)::int8, coalesce(sum(octet_length(blob)), 0)::int8 \
-             FROM checkpoint_writes GROUP BY thread_id",
-            &[],
-            2000,
-            &mut |r| {
-                f(WriteTotals {
-                    thread_id: get(r, 0, what)?,
-                    writes: nonneg(get(r, 1, what)?),
-                    bytes: nonneg(get(r, 2, what)?),
-                })
-            },
-        )
+        self.scan_totals("checkpoint_writes", "scanning writes", f)
     }
 
     fn scan_blob_totals(
         &self,
         f: &mut dyn FnMut(WriteTotals) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
-        let what = "scanning blobs";
-        self.cursor(
-            what,
-            "SELECT thread_id, count(*)::int8, coalesce(sum(octet_length(blob)), 0)::int8 \
-             FROM checkpoint_blobs GROUP BY thread_id",
-            &[],
-            2000,
-            &mut |r| {
-                f(WriteTotals {
-                    thread_id: get(r, 0, what)?,
-                    writes: nonneg(get(r, 1, what)?),
-                    bytes: nonneg(get(r, 2, what)?),
-                })
-            },
-        )
+        self.scan_totals("checkpoint_blobs", "scanning blobs", f)
     }
 
     fn namespaces(&self, thread_id: &str) -> Result<Vec<String>, StoreError> {

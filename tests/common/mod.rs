@@ -18,10 +18,10 @@ pub fn sqlite_fixture(stem: &str) -> PathBuf {
     root().join("fixtures/sqlite").join(format!("{stem}.db"))
 }
 
-/// Every fixture stem that has an expected JSON file, sorted.
-pub fn fixture_stems() -> Vec<String> {
-    let mut stems: Vec<String> = std::fs::read_dir(root().join("fixtures/expected"))
-        .expect("fixtures/expected exists")
+/// The stems of the `.json` files in `fixtures/<dir>`, sorted.
+pub fn stems_in(dir: &str) -> Vec<String> {
+    let mut stems: Vec<String> = std::fs::read_dir(root().join("fixtures").join(dir))
+        .expect("fixtures directory exists")
         .filter_map(|e| e.ok())
         .filter_map(|e| {
             let p = e.path();
@@ -33,6 +33,20 @@ pub fn fixture_stems() -> Vec<String> {
         .collect();
     stems.sort();
     stems
+}
+
+/// Every fixture stem that has an expected JSON file, sorted.
+pub fn fixture_stems() -> Vec<String> {
+    stems_in("expected")
+}
+
+/// `fixtures/<dir>/<stem>.json`.
+pub fn expected_in(dir: &str, stem: &str) -> Json {
+    let p = root()
+        .join("fixtures")
+        .join(dir)
+        .join(format!("{stem}.json"));
+    serde_json::from_slice(&std::fs::read(&p).expect("expected file")).expect("expected JSON")
 }
 
 /// The expected JSON of one fixture.
