@@ -2,6 +2,8 @@
 //! per command; `main.rs` only parses, calls [`run`] and maps errors to exit codes.
 
 mod inspect;
+mod lineage;
+mod verify;
 
 use crate::error::Error;
 use crate::render::Format;
@@ -72,6 +74,10 @@ pub enum ReducerArg {
 pub enum Command {
     /// Summarize a store, list one thread's checkpoints, or show the state at a checkpoint.
     Inspect(inspect::InspectArgs),
+    /// Check a store (or threads) for every known way a checkpoint store goes wrong.
+    Verify(verify::VerifyArgs),
+    /// Walk a thread's parent chain to the root, or draw its whole tree (--tree).
+    Lineage(lineage::LineageArgs),
 }
 
 impl GlobalArgs {
@@ -181,5 +187,7 @@ pub(crate) fn output<T: serde::Serialize>(
 pub fn run(cli: Cli) -> Result<i32, Error> {
     match &cli.command {
         Command::Inspect(args) => inspect::run(&cli.global, args),
+        Command::Verify(args) => verify::run(&cli.global, args),
+        Command::Lineage(args) => lineage::run(&cli.global, args),
     }
 }

@@ -1,6 +1,8 @@
 //! The checkpoint model: decoded checkpoints and writes, metadata, channel versions, and
 //! mode detection (DeerFlow's metadata rule and the structural encoding of `messages`).
 
+pub mod thread;
+
 use crate::codec::{self, Value};
 use crate::error::ModelError;
 use crate::store::{BlobRow, CheckpointBody, CheckpointRow, WriteRow};
@@ -40,6 +42,8 @@ pub struct Checkpoint {
     pub channel_values: Vec<(String, Value)>,
     /// Channel versions (as text; int/float versions are rendered as numbers' text).
     pub channel_versions: Vec<(String, String)>,
+    /// `versions_seen`: per node (or special key), the channel versions it had seen.
+    pub versions_seen: Vec<(String, Vec<(String, String)>)>,
     /// Metadata JSON object.
     pub metadata: Map<String, Json>,
     /// Stored bytes (checkpoint + metadata).
@@ -180,6 +184,7 @@ impl Checkpoint {
         }
         let mut channel_values = Vec::new();
         let mut channel_versions = Vec::new();
+        let mut versions_seen = Vec::new();
         let mut v = None;
         let mut ts = None;
         if let Value::Map(entries) = body {
@@ -198,6 +203,20 @@ impl Checkpoint {
                     (Some("channel_values"), Value::Nil) => {}
                     (Some("channel_values"), _) => {
                         return Err(malformed("channel_values is not a map"));
+                    }
+                    (Some("versions_seen"), Value::Map(m)) => {
+                        for (node, seen) in m {
+                            let (Value::Str(node), Value::Map(seen)) = (node, seen) else {
+                                continue;
+                            };
+                            let seen = seen
+                                .into_iter()
+                                .filter_map(|(k, v)| {
+                                    Some((k.as_str()?.to_owned(), version_text(&v)))
+                                })
+                                .collect();
+                            versions_seen.push((node, seen));
+                        }
                     }
                     (Some("channel_versions"), Value::Map(m)) => {
                         for (ck, cv) in m {
@@ -222,6 +241,7 @@ impl Checkpoint {
             ts,
             channel_values,
             channel_versions,
+            versions_seen,
             metadata,
             bytes: row.bytes,
         })
@@ -240,6 +260,17 @@ impl Checkpoint {
         self.channel_versions
             .iter()
             .find(|(k, _)| k == channel)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The version of `channel` that `node` had seen (`versions_seen`).
+    pub fn seen(&self, node: &str, channel: &str) -> Option<&str> {
+        self.versions_seen
+            .iter()
+            .find(|(n, _)| n == node)?
+            .1
+            .iter()
+            .find(|(c, _)| c == channel)
             .map(|(_, v)| v.as_str())
     }
 

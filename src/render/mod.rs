@@ -5,8 +5,11 @@ mod progress;
 
 pub use progress::TerminalProgress;
 
+use crate::finding::{Finding, Severity};
 use crate::inspect::{StateReport, StoreSummary, ThreadReport};
+use crate::lineage::{LineageEntry, LineageReport};
 use crate::model::Mode;
+use crate::verify::VerifyReport;
 use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 use serde::Serialize;
 use serde_json::Value as Json;
@@ -239,6 +242,154 @@ pub fn state_table(r: &StateReport) -> String {
             ]);
         }
         let _ = writeln!(out, "{t}");
+    }
+    out
+}
+
+fn findings_table(findings: &[Finding]) -> Table {
+    let mut t = table(&["severity", "code", "thread", "ns", "checkpoint", "message"]);
+    for f in findings {
+        t.add_row(vec![
+            f.severity.as_str().to_owned(),
+            f.code.to_owned(),
+            f.thread_id.clone(),
+            ns_label(&f.checkpoint_ns),
+            opt(&f.checkpoint_id),
+            f.message.clone(),
+        ]);
+    }
+    t
+}
+
+fn severity_counts(findings: &[Finding]) -> String {
+    let n = |s: Severity| findings.iter().filter(|f| f.severity == s).count();
+    format!(
+        "{} error(s), {} warning(s), {} info",
+        n(Severity::Error),
+        n(Severity::Warning),
+        n(Severity::Info)
+    )
+}
+
+/// `dfck verify` as text.
+pub fn verify_table(r: &VerifyReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "threads checked: {}  checkpoints checked: {}  findings: {}",
+        r.threads_checked,
+        r.checkpoints_checked,
+        severity_counts(&r.findings)
+    );
+    if !r.findings.is_empty() {
+        let _ = writeln!(out, "{}", findings_table(&r.findings));
+    }
+    out
+}
+
+fn lineage_label(e: &LineageEntry) -> String {
+    let mut s = format!(
+        "{}  {} step {}  {}  messages {}  writes {}",
+        e.checkpoint_id,
+        e.source.as_deref().unwrap_or("-"),
+        opt(&e.step),
+        e.mode.as_str(),
+        e.messages_encoding
+            .map(|m| m.as_str())
+            .unwrap_or("unreadable"),
+        e.writes
+    );
+    if e.duration_only {
+        s.push_str("  [duration-only]");
+    }
+    if !e.pending_tasks.is_empty() {
+        s.push_str(&format!("  [pending: {}]", e.pending_tasks.join(", ")));
+    }
+    if e.contaminated {
+        s.push_str("  [CONTAMINATED]");
+    }
+    s
+}
+
+/// `dfck lineage` as text: the chain one line per checkpoint, or the tree with its forks.
+pub fn lineage_text(r: &LineageReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "thread: {}  namespace: {}  view: {}  checkpoints: {}",
+        r.thread_id,
+        ns_label(&r.checkpoint_ns),
+        r.view,
+        r.checkpoints.len()
+    );
+    if r.view == "chain" {
+        for e in &r.checkpoints {
+            let _ = writeln!(out, "{}", lineage_label(e));
+        }
+        let _ = writeln!(out, "(end: {})", r.end.unwrap_or("-"));
+    } else {
+        let index: std::collections::HashMap<&str, &LineageEntry> = r
+            .checkpoints
+            .iter()
+            .map(|e| (e.checkpoint_id.as_str(), e))
+            .collect();
+        let mut roots: Vec<&LineageEntry> = r
+            .checkpoints
+            .iter()
+            .filter(|e| {
+                e.parent_checkpoint_id
+                    .as_deref()
+                    .is_none_or(|p| !index.contains_key(p))
+            })
+            .collect();
+        roots.sort_by(|a, b| a.checkpoint_id.cmp(&b.checkpoint_id));
+        // Depth-first, iteratively (threads can be thousands of checkpoints deep):
+        // a straight chain stays in its column, a fork opens one branch per child.
+        let mut printed = std::collections::HashSet::new();
+        let mut stack: Vec<(&LineageEntry, String, &str)> = roots
+            .into_iter()
+            .rev()
+            .map(|e| (e, String::new(), ""))
+            .collect();
+        while let Some((e, prefix, marker)) = stack.pop() {
+            if !printed.insert(e.checkpoint_id.as_str()) {
+                continue;
+            }
+            let _ = writeln!(out, "{prefix}{marker}{}", lineage_label(e));
+            let cont = match marker {
+                "├─ " => "│  ",
+                "└─ " => "   ",
+                _ => "",
+            };
+            let kids: Vec<&LineageEntry> = e
+                .children
+                .iter()
+                .filter_map(|c| index.get(c.as_str()).copied())
+                .collect();
+            let next_prefix = format!("{prefix}{cont}");
+            if kids.len() == 1 {
+                stack.push((kids[0], next_prefix, ""));
+            } else {
+                for (i, k) in kids.iter().enumerate().rev() {
+                    let m = if i + 1 == kids.len() {
+                        "└─ "
+                    } else {
+                        "├─ "
+                    };
+                    stack.push((k, next_prefix.clone(), m));
+                }
+            }
+        }
+        // Checkpoints on a cycle have no root above them.
+        for e in &r.checkpoints {
+            if !printed.contains(e.checkpoint_id.as_str()) {
+                let _ = writeln!(out, "(in a cycle) {}", lineage_label(e));
+            }
+        }
+    }
+    if !r.findings.is_empty() {
+        let _ = writeln!(out, "findings: {}", severity_counts(&r.findings));
+        let _ = writeln!(out, "{}", findings_table(&r.findings));
     }
     out
 }

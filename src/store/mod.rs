@@ -169,6 +169,15 @@ pub trait Store {
         Ok(())
     }
 
+    /// Streams the distinct thread ids that have checkpoints.
+    fn scan_thread_ids(
+        &self,
+        f: &mut dyn FnMut(String) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError>;
+
+    /// Every pending write of (thread, ns), in no particular order.
+    fn thread_writes(&self, thread_id: &str, ns: &str) -> Result<Vec<WriteRow>, StoreError>;
+
     /// The namespaces of a thread, sorted.
     fn namespaces(&self, thread_id: &str) -> Result<Vec<String>, StoreError>;
 

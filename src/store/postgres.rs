@@ -392,6 +392,19 @@ fn get<'a, T: tokio_postgres::types::FromSql<'a>>(
     })
 }
 
+fn write_row(r: &Row, what: &str) -> Result<WriteRow, StoreError> {
+    let value: Option<Vec<u8>> = get(r, 6, what)?;
+    Ok(WriteRow {
+        checkpoint_id: get(r, 0, what)?,
+        task_id: get(r, 1, what)?,
+        task_path: get(r, 2, what)?,
+        idx: get(r, 3, what)?,
+        channel: get(r, 4, what)?,
+        type_tag: get(r, 5, what)?,
+        value: value.unwrap_or_default(),
+    })
+}
+
 fn nonneg(v: Option<i64>) -> u64 {
     v.unwrap_or(0).max(0) as u64
 }
@@ -488,6 +501,35 @@ impl Store for PostgresStore {
         f: &mut dyn FnMut(WriteTotals) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
         self.scan_totals("checkpoint_blobs", "scanning blobs", f)
+    }
+
+    fn scan_thread_ids(
+        &self,
+        f: &mut dyn FnMut(String) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let what = "listing threads";
+        self.cursor(
+            what,
+            "SELECT DISTINCT thread_id FROM checkpoints ORDER BY thread_id",
+            &[],
+            2000,
+            &mut |r| f(get(r, 0, what)?),
+        )
+    }
+
+    fn thread_writes(&self, thread_id: &str, ns: &str) -> Result<Vec<WriteRow>, StoreError> {
+        let what = "reading a thread's pending writes";
+        let sql = format!(
+            "SELECT checkpoint_id, task_id, {tp}, idx::int8, channel, type, blob \
+             FROM checkpoint_writes WHERE thread_id = $1 AND checkpoint_ns = $2",
+            tp = self.task_path_expr()
+        );
+        let mut out = Vec::new();
+        self.cursor(what, &sql, &[&thread_id, &ns], 500, &mut |r| {
+            out.push(write_row(r, what)?);
+            Ok(())
+        })?;
+        Ok(out)
     }
 
     fn namespaces(&self, thread_id: &str) -> Result<Vec<String>, StoreError> {
@@ -588,18 +630,7 @@ impl Store for PostgresStore {
         let rows = self.query(what, &sql, &[&thread_id, &ns, &checkpoint_id, &channel])?;
         let mut out = rows
             .iter()
-            .map(|r| {
-                let value: Option<Vec<u8>> = get(r, 6, what)?;
-                Ok(WriteRow {
-                    checkpoint_id: get(r, 0, what)?,
-                    task_id: get(r, 1, what)?,
-                    task_path: get(r, 2, what)?,
-                    idx: get(r, 3, what)?,
-                    channel: get(r, 4, what)?,
-                    type_tag: get(r, 5, what)?,
-                    value: value.unwrap_or_default(),
-                })
-            })
+            .map(|r| write_row(r, what))
             .collect::<Result<Vec<_>, StoreError>>()?;
         sort_writes(&mut out);
         Ok(out)

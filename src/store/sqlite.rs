@@ -201,6 +201,18 @@ fn checkpoint_row(r: &Row<'_>) -> rusqlite::Result<CheckpointRow> {
     })
 }
 
+fn write_row(r: &Row<'_>) -> rusqlite::Result<WriteRow> {
+    Ok(WriteRow {
+        checkpoint_id: r.get(0)?,
+        task_id: r.get(1)?,
+        task_path: r.get::<_, Option<String>>(2)?.unwrap_or_default(),
+        idx: r.get(3)?,
+        channel: r.get(4)?,
+        type_tag: r.get(5)?,
+        value: bytes_col(r, 6)?,
+    })
+}
+
 const CHECKPOINT_COLS: &str =
     "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata";
 
@@ -263,6 +275,35 @@ impl Store for SqliteStore {
             })?;
         }
         Ok(())
+    }
+
+    fn scan_thread_ids(
+        &self,
+        f: &mut dyn FnMut(String) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let what = "listing threads";
+        let mut st = self
+            .conn
+            .prepare("SELECT DISTINCT thread_id FROM checkpoints ORDER BY thread_id")
+            .map_err(q(what))?;
+        let mut rows = st.query([]).map_err(q(what))?;
+        while let Some(r) = rows.next().map_err(q(what))? {
+            f(r.get(0).map_err(q(what))?)?;
+        }
+        Ok(())
+    }
+
+    fn thread_writes(&self, thread_id: &str, ns: &str) -> Result<Vec<WriteRow>, StoreError> {
+        let what = "reading a thread's pending writes";
+        let sql = format!(
+            "SELECT checkpoint_id, task_id, {tp}, idx, channel, type, value FROM writes \
+             WHERE thread_id = ?1 AND checkpoint_ns = ?2",
+            tp = self.task_path_expr()
+        );
+        let mut st = self.conn.prepare_cached(&sql).map_err(q(what))?;
+        st.query_map(params![thread_id, ns], write_row)
+            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+            .map_err(q(what))
     }
 
     fn namespaces(&self, thread_id: &str) -> Result<Vec<String>, StoreError> {
@@ -377,17 +418,7 @@ impl Store for SqliteStore {
         );
         let mut st = self.conn.prepare_cached(&sql).map_err(q(what))?;
         let mut out = st
-            .query_map(params![thread_id, ns, checkpoint_id, channel], |r| {
-                Ok(WriteRow {
-                    checkpoint_id: r.get(0)?,
-                    task_id: r.get(1)?,
-                    task_path: r.get::<_, Option<String>>(2)?.unwrap_or_default(),
-                    idx: r.get(3)?,
-                    channel: r.get(4)?,
-                    type_tag: r.get(5)?,
-                    value: bytes_col(r, 6)?,
-                })
-            })
+            .query_map(params![thread_id, ns, checkpoint_id, channel], write_row)
             .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
             .map_err(q(what))?;
         sort_writes(&mut out);

@@ -1,0 +1,57 @@
+//! `dfck lineage THREAD [--checkpoint ID] [--ns NS] [--tree]`.
+
+use super::{GlobalArgs, ReducerArg, output};
+use crate::error::{EXIT_FINDINGS, EXIT_OK, Error, StoreError};
+use crate::finding::Severity;
+use crate::model::thread::LoadedThread;
+use crate::render;
+use clap::Args;
+
+/// Arguments of `dfck lineage`.
+#[derive(Debug, Args)]
+pub struct LineageArgs {
+    /// The thread.
+    pub thread: String,
+    /// Start the chain here (default: the head).
+    #[arg(long, value_name = "ID")]
+    pub checkpoint: Option<String>,
+    /// Namespace (default: the root graph, "").
+    #[arg(long, value_name = "NS", default_value = "")]
+    pub ns: String,
+    /// Draw the whole (thread, ns) tree with its forks instead of one chain.
+    #[arg(long, conflicts_with = "checkpoint")]
+    pub tree: bool,
+    /// Parent-walk budget for `lineage.depth_exceeded`.
+    #[arg(long, default_value_t = 400, value_name = "N")]
+    pub max_depth: usize,
+    /// Messages reducer (accepted for parity with inspect/migrate).
+    #[arg(long, value_enum, default_value_t = ReducerArg::Auto)]
+    pub reducer: ReducerArg,
+}
+
+/// Runs `dfck lineage`: exit 1 when the namespace has error-severity integrity findings.
+pub fn run(global: &GlobalArgs, args: &LineageArgs) -> Result<i32, Error> {
+    let (target, _) = global.resolve()?;
+    let store = target.open_read_only()?;
+    let t = LoadedThread::load(store.as_ref(), &args.thread, &args.ns)?;
+    if t.nodes.is_empty() {
+        return Err(StoreError::ThreadNotFound {
+            thread_id: args.thread.clone(),
+            checkpoint_ns: args.ns.clone(),
+        }
+        .into());
+    }
+    let report = crate::lineage::report(&t, args.checkpoint.as_deref(), args.tree, args.max_depth)?;
+    output(global.format(), &report, render::lineage_text)?;
+    Ok(
+        if report
+            .findings
+            .iter()
+            .any(|f| f.severity == Severity::Error)
+        {
+            EXIT_FINDINGS
+        } else {
+            EXIT_OK
+        },
+    )
+}

@@ -1,0 +1,47 @@
+//! `dfck verify [THREAD …]`.
+
+use super::{GlobalArgs, ReducerArg, output};
+use crate::error::{EXIT_FINDINGS, EXIT_OK, Error};
+use crate::render::{self, TerminalProgress};
+use crate::verify::{VerifyOptions, verify_store};
+use clap::Args;
+
+/// Arguments of `dfck verify`.
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// Threads to check (default: every thread in the store).
+    pub threads: Vec<String>,
+    /// Parent-walk budget: a walk from the head longer than this is `lineage.depth_exceeded`.
+    #[arg(long, default_value_t = 400, value_name = "N")]
+    pub max_depth: usize,
+    /// Check threads concurrently over N connections.
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub jobs: u16,
+    /// Messages reducer (accepted for parity with inspect/migrate; verify's checks are structural).
+    #[arg(long, value_enum, default_value_t = ReducerArg::Auto)]
+    pub reducer: ReducerArg,
+}
+
+/// Runs `dfck verify`: exit 1 when any finding is an error.
+pub fn run(global: &GlobalArgs, args: &VerifyArgs) -> Result<i32, Error> {
+    let (target, _) = global.resolve()?;
+    let store = target.open_read_only()?;
+    let opts = VerifyOptions {
+        max_depth: args.max_depth,
+        jobs: args.jobs as usize,
+    };
+    let open = || target.open_read_only();
+    let report = verify_store(
+        store.as_ref(),
+        &open,
+        &args.threads,
+        &opts,
+        &TerminalProgress::stderr(),
+    )?;
+    output(global.format(), &report, render::verify_table)?;
+    Ok(if report.has_errors() {
+        EXIT_FINDINGS
+    } else {
+        EXIT_OK
+    })
+}

@@ -1,0 +1,352 @@
+//! `verify`: every check of the contract's finding table over a store or a set of threads,
+//! thread by thread (one (thread, ns) in memory at a time), optionally on several
+//! connections at once.
+
+use crate::codec::Value;
+use crate::error::{CodecError, Error, ModelError, StoreError};
+use crate::finding::{Finding, Severity};
+use crate::lineage::{fork_analysis, fork_findings, integrity};
+use crate::model::thread::LoadedThread;
+use crate::model::{
+    DELTA_COUNTERS, MESSAGES, MODE_MARKER, MessagesEncoding, Mode, Write, metadata_is_delta,
+    thread_mode,
+};
+use crate::progress::Progress;
+use crate::store::Store;
+use serde::Serialize;
+use serde_json::Value as Json;
+use std::sync::Mutex;
+
+/// Options of a verify run.
+#[derive(Debug, Clone)]
+pub struct VerifyOptions {
+    /// The parent-walk budget (DeerFlow uses 400).
+    pub max_depth: usize,
+    /// Connections (threads of work) to check threads on.
+    pub jobs: usize,
+}
+
+impl Default for VerifyOptions {
+    fn default() -> Self {
+        VerifyOptions {
+            max_depth: 400,
+            jobs: 1,
+        }
+    }
+}
+
+/// `dfck verify`.
+#[derive(Debug, Clone, Serialize)]
+pub struct VerifyReport {
+    /// Threads checked.
+    pub threads_checked: u64,
+    /// Checkpoints checked.
+    pub checkpoints_checked: u64,
+    /// Findings, by thread, namespace, checkpoint.
+    pub findings: Vec<Finding>,
+}
+
+impl VerifyReport {
+    /// Whether any finding has severity `error`.
+    pub fn has_errors(&self) -> bool {
+        self.findings.iter().any(|f| f.severity == Severity::Error)
+    }
+}
+
+fn codec_code(e: &ModelError) -> &'static str {
+    match e {
+        ModelError::Decode {
+            source: CodecError::UnsupportedSerializer(_),
+            ..
+        } => "value.unsupported_serializer",
+        _ => "value.undecodable",
+    }
+}
+
+fn finding(
+    t: &LoadedThread,
+    code: &'static str,
+    severity: Severity,
+    checkpoint_id: &str,
+    message: String,
+) -> Finding {
+    Finding {
+        code,
+        severity,
+        thread_id: t.thread_id.clone(),
+        checkpoint_ns: t.checkpoint_ns.clone(),
+        checkpoint_id: Some(checkpoint_id.to_owned()),
+        message,
+    }
+}
+
+/// Messages without an id inside one persisted `messages` write value.
+fn count_missing_ids(v: &Value) -> usize {
+    let items: Vec<&Value> = match v.overwrite_value().unwrap_or(v) {
+        Value::Array(items) => items.iter().collect(),
+        other => vec![other],
+    };
+    items
+        .into_iter()
+        .filter(|m| {
+            if m.is_model() {
+                m.model_field_str("id").is_none()
+            } else if m.as_map().is_some() && (m.get("role").is_some() || m.get("type").is_some()) {
+                m.get("id").and_then(Value::as_str).is_none()
+            } else {
+                false
+            }
+        })
+        .count()
+}
+
+/// Per-thread facts needed across namespaces.
+#[derive(Default)]
+struct ThreadFacts {
+    any_delta: bool,
+    any_full_plain: bool,
+}
+
+/// Checks one (thread, ns).
+fn check_namespace(
+    t: &LoadedThread,
+    opts: &VerifyOptions,
+    facts: &mut ThreadFacts,
+) -> Vec<Finding> {
+    let mut out = integrity(t, opts.max_depth);
+    let marked_thread = t
+        .nodes
+        .iter()
+        .any(|n| n.metadata.get(MODE_MARKER).and_then(Json::as_str) == Some("delta"));
+    for n in &t.nodes {
+        let ck = match &n.checkpoint {
+            Ok(ck) => ck,
+            Err(e) => {
+                out.push(finding(
+                    t,
+                    codec_code(e),
+                    Severity::Error,
+                    &n.id,
+                    format!("{e}: LangGraph (and DeerFlow) cannot read this checkpoint either"),
+                ));
+                continue;
+            }
+        };
+        let delta = metadata_is_delta(&n.metadata);
+        let enc = ck.messages_encoding();
+        let marker = n.metadata.get(MODE_MARKER);
+        facts.any_delta |= delta;
+        facts.any_full_plain |= !delta && enc == MessagesEncoding::Plain;
+        if let Some(m) = marker {
+            if m.as_str() != Some("delta") {
+                out.push(finding(
+                    t,
+                    "mode.unknown_marker",
+                    Severity::Warning,
+                    &n.id,
+                    format!(
+                        "{MODE_MARKER} is {m}; DeerFlow only writes \"delta\" and treats anything else as no marker"
+                    ),
+                ));
+            }
+        }
+        if enc == MessagesEncoding::Absent && !delta {
+            out.push(finding(
+                t,
+                "mode.unmarked_delta",
+                Severity::Error,
+                &n.id,
+                format!(
+                    "messages is versioned but not stored (a delta checkpoint) and the metadata has neither the {MODE_MARKER} marker nor {DELTA_COUNTERS}.messages: a full-mode reader silently sees the wrong messages here"
+                ),
+            ));
+        }
+        if enc == MessagesEncoding::Snapshot && marker.is_none() && marked_thread {
+            out.push(finding(
+                t,
+                "mode.unmarked_snapshot",
+                Severity::Warning,
+                &n.id,
+                "a _DeltaSnapshot stored without the DeerFlow marker in a marked thread: DeerFlow's full-mode gate does not see this checkpoint as delta".into(),
+            ));
+        }
+        if enc == MessagesEncoding::Plain && marker.and_then(Json::as_str) == Some("delta") {
+            let shared = n
+                .parent_index
+                .and_then(|p| t.checkpoint(p))
+                .is_some_and(|p| {
+                    p.version(MESSAGES).is_some() && p.version(MESSAGES) == ck.version(MESSAGES)
+                });
+            if !shared {
+                out.push(finding(
+                    t,
+                    "mode.marker_without_delta",
+                    Severity::Warning,
+                    &n.id,
+                    "the delta marker is present but messages is stored as a plain list: the data is full-mode, yet a full-mode DeerFlow refuses it".into(),
+                ));
+            }
+        }
+        for (ch, v) in &ck.channel_values {
+            if let Value::Ext(_) = v {
+                if v.ext_class() == Some(("langgraph.types", "Overwrite")) {
+                    out.push(finding(
+                        t,
+                        "value.literal_overwrite",
+                        Severity::Error,
+                        &n.id,
+                        format!(
+                            "channel '{ch}' stores a literal langgraph.types.Overwrite wrapper (DeerFlow #4380): the next reader fails with \"'Overwrite' object is not subscriptable\""
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    for n in &t.nodes {
+        for w in &n.writes {
+            let is_messages = w.channel == MESSAGES;
+            match Write::from_row(w.clone(), &t.thread_id) {
+                Err(e) => out.push(finding(
+                    t,
+                    codec_code(&e),
+                    Severity::Error,
+                    &n.id,
+                    format!("{e}: replaying this write fails in LangGraph too"),
+                )),
+                Ok(dw) if is_messages => {
+                    let missing = count_missing_ids(&dw.value);
+                    if missing > 0 {
+                        out.push(finding(
+                            t,
+                            "message.missing_id",
+                            Severity::Warning,
+                            &n.id,
+                            format!(
+                                "{missing} message(s) without an id in the messages write of task {} (idx {}): delta replay assigns a new random id on every read",
+                                w.task_id, w.idx
+                            ),
+                        ));
+                    }
+                }
+                Ok(_) => {}
+            }
+        }
+    }
+    let analysis = fork_analysis(t);
+    out.extend(fork_findings(t, &analysis));
+    out
+}
+
+/// Checks every namespace of one thread.
+pub fn verify_thread(
+    store: &dyn Store,
+    thread_id: &str,
+    opts: &VerifyOptions,
+) -> Result<(Vec<Finding>, u64), StoreError> {
+    let mut findings = Vec::new();
+    let mut checkpoints = 0;
+    let mut facts = ThreadFacts::default();
+    for ns in store.namespaces(thread_id)? {
+        let t = LoadedThread::load(store, thread_id, &ns)?;
+        checkpoints += t.nodes.len() as u64;
+        findings.extend(check_namespace(&t, opts, &mut facts));
+    }
+    if checkpoints == 0 {
+        return Err(StoreError::ThreadNotFound {
+            thread_id: thread_id.to_owned(),
+            checkpoint_ns: String::new(),
+        });
+    }
+    if thread_mode(facts.any_delta, facts.any_full_plain) == Mode::Mixed {
+        findings.push(Finding {
+            code: "mode.mixed_thread",
+            severity: Severity::Info,
+            thread_id: thread_id.to_owned(),
+            checkpoint_ns: String::new(),
+            checkpoint_id: None,
+            message: "full checkpoints followed by delta ones (a full→delta migration): a full-mode DeerFlow cannot open this thread".into(),
+        });
+    }
+    Ok((findings, checkpoints))
+}
+
+/// Verifies the given threads (every thread when `threads` is empty). `open` makes one
+/// more connection for each extra job.
+pub fn verify_store(
+    store: &dyn Store,
+    open: &(dyn Fn() -> Result<Box<dyn Store>, StoreError> + Sync),
+    threads: &[String],
+    opts: &VerifyOptions,
+    progress: &(dyn Progress + Sync),
+) -> Result<VerifyReport, Error> {
+    let ids: Vec<String> = if threads.is_empty() {
+        let mut v = Vec::new();
+        store.scan_thread_ids(&mut |t| {
+            v.push(t);
+            Ok(())
+        })?;
+        v
+    } else {
+        threads.to_vec()
+    };
+    progress.start("verifying threads", Some(ids.len() as u64));
+    let next = Mutex::new(0usize);
+    let results: Mutex<Vec<(usize, Vec<Finding>, u64)>> = Mutex::new(Vec::new());
+    let failure: Mutex<Option<StoreError>> = Mutex::new(None);
+    let work = |s: &dyn Store| loop {
+        let i = {
+            let Ok(mut n) = next.lock() else { return };
+            let i = *n;
+            *n += 1;
+            i
+        };
+        if i >= ids.len() || failure.lock().map(|f| f.is_some()).unwrap_or(true) {
+            return;
+        }
+        match verify_thread(s, &ids[i], opts) {
+            Ok((f, c)) => {
+                if let Ok(mut r) = results.lock() {
+                    r.push((i, f, c));
+                }
+            }
+            Err(e) => {
+                if let Ok(mut f) = failure.lock() {
+                    f.get_or_insert(e);
+                }
+                return;
+            }
+        }
+        progress.inc(1);
+    };
+    let jobs = opts.jobs.max(1).min(ids.len().max(1));
+    std::thread::scope(|scope| {
+        for _ in 1..jobs {
+            scope.spawn(|| match open() {
+                Ok(s) => work(s.as_ref()),
+                Err(e) => {
+                    if let Ok(mut f) = failure.lock() {
+                        f.get_or_insert(e);
+                    }
+                }
+            });
+        }
+        work(store);
+    });
+    progress.finish();
+    if let Some(e) = failure.into_inner().ok().flatten() {
+        return Err(e.into());
+    }
+    let mut results = results.into_inner().unwrap_or_default();
+    results.sort_by_key(|r| r.0);
+    let mut report = VerifyReport {
+        threads_checked: results.len() as u64,
+        checkpoints_checked: 0,
+        findings: Vec::new(),
+    };
+    for (_, f, c) in results {
+        report.checkpoints_checked += c;
+        report.findings.extend(f);
+    }
+    Ok(report)
+}
