@@ -505,7 +505,7 @@ fn entry(t: &LoadedThread, i: usize, contaminated: &HashSet<usize>) -> LineageEn
         } else {
             crate::model::Mode::Full
         },
-        messages_encoding: ck.map(Checkpoint::messages_encoding),
+        messages_encoding: n.messages_encoding,
         writes: n.writes.len(),
         duration_only: is_duration_only(t, i),
         pending_tasks: ck.map(pending_tasks).unwrap_or_default(),

@@ -6,13 +6,13 @@ use crate::codec::Value;
 use crate::error::{CodecError, Error, ModelError, StoreError};
 use crate::finding::{Finding, Severity};
 use crate::lineage::{fork_analysis, fork_findings, integrity};
-use crate::model::thread::LoadedThread;
+use crate::model::thread::{LoadVisitor, LoadedThread};
 use crate::model::{
-    DELTA_COUNTERS, MESSAGES, MODE_MARKER, MessagesEncoding, Mode, Write, metadata_is_delta,
-    thread_mode,
+    Checkpoint, DELTA_COUNTERS, MESSAGES, MODE_MARKER, MessagesEncoding, Mode, Write,
+    metadata_is_delta, thread_mode,
 };
 use crate::progress::Progress;
-use crate::store::Store;
+use crate::store::{Store, WriteRow};
 use serde::Serialize;
 use serde_json::Value as Json;
 use std::sync::Mutex;
@@ -100,6 +100,69 @@ fn count_missing_ids(v: &Value) -> usize {
         .count()
 }
 
+/// Value checks that need the values themselves, run while a thread loads.
+struct ValueChecks {
+    thread_id: String,
+    checkpoint_ns: String,
+    findings: Vec<Finding>,
+}
+
+impl ValueChecks {
+    fn push(&mut self, code: &'static str, severity: Severity, id: &str, message: String) {
+        self.findings.push(Finding {
+            code,
+            severity,
+            thread_id: self.thread_id.clone(),
+            checkpoint_ns: self.checkpoint_ns.clone(),
+            checkpoint_id: Some(id.to_owned()),
+            message,
+        });
+    }
+}
+
+impl LoadVisitor for ValueChecks {
+    fn checkpoint(&mut self, ck: &Checkpoint) {
+        for (ch, v) in &ck.channel_values {
+            if v.ext_class() == Some(("langgraph.types", "Overwrite")) {
+                self.push(
+                    "value.literal_overwrite",
+                    Severity::Error,
+                    &ck.checkpoint_id,
+                    format!(
+                        "channel '{ch}' stores a literal langgraph.types.Overwrite wrapper (DeerFlow #4380): the next reader fails with \"'Overwrite' object is not subscriptable\""
+                    ),
+                );
+            }
+        }
+    }
+
+    fn write(&mut self, w: &WriteRow) {
+        match Write::from_row(w.clone(), &self.thread_id) {
+            Err(e) => self.push(
+                codec_code(&e),
+                Severity::Error,
+                &w.checkpoint_id,
+                format!("{e}: replaying this write fails in LangGraph too"),
+            ),
+            Ok(dw) if w.channel == MESSAGES => {
+                let missing = count_missing_ids(&dw.value);
+                if missing > 0 {
+                    self.push(
+                        "message.missing_id",
+                        Severity::Warning,
+                        &w.checkpoint_id,
+                        format!(
+                            "{missing} message(s) without an id in the messages write of task {} (idx {}): delta replay assigns a new random id on every read",
+                            w.task_id, w.idx
+                        ),
+                    );
+                }
+            }
+            Ok(_) => {}
+        }
+    }
+}
+
 /// Per-thread facts needed across namespaces.
 #[derive(Default)]
 struct ThreadFacts {
@@ -133,7 +196,7 @@ fn check_namespace(
             }
         };
         let delta = metadata_is_delta(&n.metadata);
-        let enc = ck.messages_encoding();
+        let enc = n.messages_encoding.unwrap_or(MessagesEncoding::Unversioned);
         let marker = n.metadata.get(MODE_MARKER);
         facts.any_delta |= delta;
         facts.any_full_plain |= !delta && enc == MessagesEncoding::Plain;
@@ -187,51 +250,6 @@ fn check_namespace(
                 ));
             }
         }
-        for (ch, v) in &ck.channel_values {
-            if let Value::Ext(_) = v {
-                if v.ext_class() == Some(("langgraph.types", "Overwrite")) {
-                    out.push(finding(
-                        t,
-                        "value.literal_overwrite",
-                        Severity::Error,
-                        &n.id,
-                        format!(
-                            "channel '{ch}' stores a literal langgraph.types.Overwrite wrapper (DeerFlow #4380): the next reader fails with \"'Overwrite' object is not subscriptable\""
-                        ),
-                    ));
-                }
-            }
-        }
-    }
-    for n in &t.nodes {
-        for w in &n.writes {
-            let is_messages = w.channel == MESSAGES;
-            match Write::from_row(w.clone(), &t.thread_id) {
-                Err(e) => out.push(finding(
-                    t,
-                    codec_code(&e),
-                    Severity::Error,
-                    &n.id,
-                    format!("{e}: replaying this write fails in LangGraph too"),
-                )),
-                Ok(dw) if is_messages => {
-                    let missing = count_missing_ids(&dw.value);
-                    if missing > 0 {
-                        out.push(finding(
-                            t,
-                            "message.missing_id",
-                            Severity::Warning,
-                            &n.id,
-                            format!(
-                                "{missing} message(s) without an id in the messages write of task {} (idx {}): delta replay assigns a new random id on every read",
-                                w.task_id, w.idx
-                            ),
-                        ));
-                    }
-                }
-                Ok(_) => {}
-            }
-        }
     }
     let analysis = fork_analysis(t);
     out.extend(fork_findings(t, &analysis));
@@ -248,9 +266,15 @@ pub fn verify_thread(
     let mut checkpoints = 0;
     let mut facts = ThreadFacts::default();
     for ns in store.namespaces(thread_id)? {
-        let t = LoadedThread::load(store, thread_id, &ns)?;
+        let mut values = ValueChecks {
+            thread_id: thread_id.to_owned(),
+            checkpoint_ns: ns.clone(),
+            findings: Vec::new(),
+        };
+        let t = LoadedThread::load_with(store, thread_id, &ns, &mut values)?;
         checkpoints += t.nodes.len() as u64;
         findings.extend(check_namespace(&t, opts, &mut facts));
+        findings.extend(values.findings);
     }
     if checkpoints == 0 {
         return Err(StoreError::ThreadNotFound {

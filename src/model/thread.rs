@@ -1,8 +1,11 @@
-//! One (thread, namespace) loaded whole: every checkpoint (decoded where possible), its
-//! pending writes, and the parent/child structure. Analyses that look at a whole thread
-//! (verify, lineage trees) read from this; memory follows the largest thread.
+//! One (thread, namespace) loaded whole for structural analysis: every checkpoint's
+//! lineage, metadata, versions and how it stores `messages`, and its pending writes' keys.
+//! Channel values and write values are shown to a [`LoadVisitor`] as they stream past and
+//! then dropped, so memory follows the number of checkpoints of the largest thread, not
+//! its bytes.
 
-use super::{Checkpoint, parse_metadata};
+use super::{Checkpoint, MessagesEncoding, parse_metadata};
+use crate::codec::Value;
 use crate::error::{ModelError, StoreError};
 use crate::store::{Store, WriteRow};
 use serde_json::{Map, Value as Json};
@@ -17,9 +20,12 @@ pub struct Node {
     pub parent: Option<String>,
     /// Metadata (empty when unreadable).
     pub metadata: Map<String, Json>,
-    /// The decoded checkpoint, or why it could not be decoded.
+    /// The decoded checkpoint (channel values reduced to their keys, except small
+    /// bookkeeping channels), or why it could not be decoded.
     pub checkpoint: Result<Checkpoint, ModelError>,
-    /// Pending writes stored on this checkpoint, canonical order.
+    /// How `messages` was stored (before the values were dropped).
+    pub messages_encoding: Option<MessagesEncoding>,
+    /// Pending writes stored on this checkpoint, canonical order, values dropped.
     pub writes: Vec<WriteRow>,
     /// Indexes of the children (checkpoints naming this one as parent), by id.
     pub children: Vec<usize>,
@@ -39,6 +45,29 @@ impl Node {
     }
 }
 
+/// Sees every checkpoint and write while a thread loads, before values are dropped.
+pub trait LoadVisitor {
+    /// A decoded checkpoint, values intact.
+    fn checkpoint(&mut self, _ck: &Checkpoint) {}
+    /// A write row, value intact.
+    fn write(&mut self, _w: &WriteRow) {}
+}
+
+/// A visitor that looks at nothing.
+pub struct NoVisitor;
+
+impl LoadVisitor for NoVisitor {}
+
+/// Keeps what structural analysis reads: trigger channels (nil) and queued `Send`s; every
+/// other value becomes nil (the key stays, so "stores a value" still holds).
+fn compact(ck: &mut Checkpoint) {
+    for (name, v) in ck.channel_values.iter_mut() {
+        if name != "__pregel_tasks" {
+            *v = Value::Nil;
+        }
+    }
+}
+
 /// A whole (thread, ns).
 #[derive(Debug)]
 pub struct LoadedThread {
@@ -55,6 +84,16 @@ pub struct LoadedThread {
 impl LoadedThread {
     /// Reads every checkpoint and write of (thread, ns).
     pub fn load(store: &dyn Store, thread_id: &str, ns: &str) -> Result<Self, StoreError> {
+        Self::load_with(store, thread_id, ns, &mut NoVisitor)
+    }
+
+    /// Reads every checkpoint and write of (thread, ns), showing each to `visitor` first.
+    pub fn load_with(
+        store: &dyn Store,
+        thread_id: &str,
+        ns: &str,
+        visitor: &mut dyn LoadVisitor,
+    ) -> Result<Self, StoreError> {
         let mut nodes = Vec::new();
         store.scan_thread(thread_id, ns, &mut |row| {
             let what = format!(
@@ -65,12 +104,18 @@ impl LoadedThread {
             let metadata = parse_metadata(&row.metadata, &what).unwrap_or_default();
             let id = row.checkpoint_id.clone();
             let parent = row.parent_checkpoint_id.clone();
-            let checkpoint = Checkpoint::from_row(row);
+            let mut checkpoint = Checkpoint::from_row(row);
+            let messages_encoding = checkpoint.as_ref().ok().map(Checkpoint::messages_encoding);
+            if let Ok(ck) = &mut checkpoint {
+                visitor.checkpoint(ck);
+                compact(ck);
+            }
             nodes.push(Node {
                 id,
                 parent,
                 metadata,
                 checkpoint,
+                messages_encoding,
                 writes: Vec::new(),
                 children: Vec::new(),
                 parent_index: None,
@@ -91,8 +136,10 @@ impl LoadedThread {
         }
         let mut writes = store.thread_writes(thread_id, ns)?;
         crate::store::sort_writes(&mut writes);
-        for w in writes {
+        for mut w in writes {
             if let Some(&i) = index.get(&w.checkpoint_id) {
+                visitor.write(&w);
+                w.value = Vec::new();
                 nodes[i].writes.push(w);
             }
         }

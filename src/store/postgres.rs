@@ -608,7 +608,7 @@ impl Store for PostgresStore {
             what,
             &format!("{CHECKPOINT_SELECT} WHERE c.thread_id = $1 AND c.checkpoint_ns = $2"),
             &[&thread_id, &ns],
-            200,
+            32,
             &mut |r| f(checkpoint_row(r, what)?),
         )
     }
