@@ -325,6 +325,25 @@ fn postgres_body(checkpoint: &Json, blobs: Vec<BlobRow>, what: &str) -> Result<V
         if b.type_tag == "empty" {
             continue;
         }
+        if !b.complete {
+            // A scan's placeholder for a value the parent shares: keep only whether it is
+            // a snapshot (ext 7), which is all structural analysis asks of it.
+            let head = b.blob.as_deref().unwrap_or_default();
+            let snapshot = matches!(
+                head,
+                [0xc7, _, 7, ..]
+                    | [0xc8, _, _, 7, ..]
+                    | [0xc9, _, _, _, _, 7, ..]
+                    | [0xd4..=0xd8, 7, ..]
+            );
+            let v = if snapshot {
+                Value::new_ext(codec::EXT_DELTA_SNAPSHOT, Value::Array(Vec::new()))
+            } else {
+                Value::Nil
+            };
+            set_value(&mut values, &b.channel, v);
+            continue;
+        }
         let bytes = b.blob.unwrap_or_default();
         let v =
             codec::decode_typed(Some(&b.type_tag), bytes).map_err(|source| ModelError::Decode {
@@ -334,19 +353,20 @@ fn postgres_body(checkpoint: &Json, blobs: Vec<BlobRow>, what: &str) -> Result<V
                 ),
                 source,
             })?;
-        match values
-            .iter_mut()
-            .find(|(k, _)| k.as_str() == Some(b.channel.as_str()))
-        {
-            Some(slot) => slot.1 = v,
-            None => values.push((Value::Str(b.channel.clone()), v)),
-        }
+        set_value(&mut values, &b.channel, v);
     }
     match pos {
         Some(i) => entries[i].1 = Value::Map(values),
         None => entries.push((Value::Str("channel_values".into()), Value::Map(values))),
     }
     Ok(Value::Map(entries))
+}
+
+fn set_value(values: &mut Vec<(Value, Value)>, channel: &str, v: Value) {
+    match values.iter_mut().find(|(k, _)| k.as_str() == Some(channel)) {
+        Some(slot) => slot.1 = v,
+        None => values.push((Value::Str(channel.to_owned()), v)),
+    }
 }
 
 /// A decoded pending write.

@@ -36,6 +36,9 @@ pub struct BlobRow {
     pub type_tag: String,
     /// Serialized value (`None` when SQL NULL).
     pub blob: Option<Vec<u8>>,
+    /// False when `blob` holds only the first bytes of a value the parent checkpoint
+    /// shares (thread scans read each shared blob in full once).
+    pub complete: bool,
 }
 
 /// One `checkpoints` row.
@@ -200,7 +203,9 @@ pub trait Store {
         checkpoint_id: &str,
     ) -> Result<Option<Vec<u8>>, StoreError>;
 
-    /// Streams every checkpoint row of (thread, ns), in no particular order.
+    /// Streams every checkpoint row of (thread, ns), in no particular order. On Postgres a
+    /// value whose version the parent shares may come as a placeholder (see
+    /// [`BlobRow::complete`]); read values through [`Store::checkpoint`].
     fn scan_thread(
         &self,
         thread_id: &str,

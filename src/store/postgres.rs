@@ -409,22 +409,39 @@ fn nonneg(v: Option<i64>) -> u64 {
     v.unwrap_or(0).max(0) as u64
 }
 
-/// Checkpoint columns plus the blobs at its channel versions and the bytes of blobs it
-/// introduced (versions its parent does not share).
-const CHECKPOINT_SELECT: &str = "SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, \
+/// A point read: checkpoint columns plus every blob at its channel versions, in full.
+const POINT_SELECT: &str = "SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, \
+    c.checkpoint, c.metadata::text, \
+    (pg_column_size(c.checkpoint) + pg_column_size(c.metadata))::int8, \
+    b.channels, b.types, b.blobs, b.complete \
+    FROM checkpoints c \
+    LEFT JOIN LATERAL ( \
+        SELECT array_agg(bl.channel::text) AS channels, array_agg(bl.type::text) AS types, \
+               array_agg(bl.blob) AS blobs, array_agg(true) AS complete \
+        FROM jsonb_each_text(c.checkpoint -> 'channel_versions') cv \
+        JOIN checkpoint_blobs bl ON bl.thread_id = c.thread_id AND bl.checkpoint_ns = c.checkpoint_ns \
+            AND bl.channel = cv.key AND bl.version = cv.value \
+    ) b ON true";
+
+/// A scan: like [`POINT_SELECT`], but a blob the parent shares (same version) comes as its
+/// first 16 bytes only — enough to tell a snapshot from a list — so a thread scan reads each
+/// blob in full once, at the checkpoint that introduced it. The bytes column counts the
+/// blobs a checkpoint introduced.
+const SCAN_SELECT: &str = "SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, \
     c.checkpoint, c.metadata::text, \
     (pg_column_size(c.checkpoint) + pg_column_size(c.metadata))::int8 + coalesce(b.new_bytes, 0)::int8, \
-    b.channels, b.types, b.blobs \
+    b.channels, b.types, b.blobs, b.complete \
     FROM checkpoints c \
     LEFT JOIN checkpoints p ON p.thread_id = c.thread_id AND p.checkpoint_ns = c.checkpoint_ns \
         AND p.checkpoint_id = c.parent_checkpoint_id \
     LEFT JOIN LATERAL ( \
         SELECT array_agg(bl.channel::text) AS channels, array_agg(bl.type::text) AS types, \
-               array_agg(bl.blob) AS blobs, \
-               sum(CASE WHEN p.checkpoint IS NULL \
-                         OR (p.checkpoint -> 'channel_versions' ->> cv.key) IS DISTINCT FROM cv.value \
-                   THEN octet_length(bl.blob) ELSE 0 END) AS new_bytes \
+               array_agg(CASE WHEN n.is_new THEN bl.blob ELSE substring(bl.blob FROM 1 FOR 16) END) AS blobs, \
+               array_agg(n.is_new) AS complete, \
+               sum(CASE WHEN n.is_new THEN octet_length(bl.blob) ELSE 0 END) AS new_bytes \
         FROM jsonb_each_text(c.checkpoint -> 'channel_versions') cv \
+        CROSS JOIN LATERAL (SELECT (p.checkpoint IS NULL \
+            OR (p.checkpoint -> 'channel_versions' ->> cv.key) IS DISTINCT FROM cv.value) AS is_new) n \
         JOIN checkpoint_blobs bl ON bl.thread_id = c.thread_id AND bl.checkpoint_ns = c.checkpoint_ns \
             AND bl.channel = cv.key AND bl.version = cv.value \
     ) b ON true";
@@ -433,15 +450,18 @@ fn checkpoint_row(r: &Row, what: &str) -> Result<CheckpointRow, StoreError> {
     let channels: Option<Vec<String>> = get(r, 7, what)?;
     let types: Option<Vec<String>> = get(r, 8, what)?;
     let blobs: Option<Vec<Option<Vec<u8>>>> = get(r, 9, what)?;
+    let complete: Option<Vec<Option<bool>>> = get(r, 10, what)?;
     let blobs = channels
         .unwrap_or_default()
         .into_iter()
         .zip(types.unwrap_or_default())
         .zip(blobs.unwrap_or_default())
-        .map(|((channel, type_tag), blob)| BlobRow {
+        .zip(complete.unwrap_or_default())
+        .map(|(((channel, type_tag), blob), complete)| BlobRow {
             channel,
             type_tag,
             blob,
+            complete: complete.unwrap_or(true),
         })
         .collect();
     let metadata: Option<String> = get(r, 5, what)?;
@@ -570,7 +590,7 @@ impl Store for PostgresStore {
         self.query(
             what,
             &format!(
-                "{CHECKPOINT_SELECT} WHERE c.thread_id = $1 AND c.checkpoint_ns = $2 AND c.checkpoint_id = $3"
+                "{POINT_SELECT} WHERE c.thread_id = $1 AND c.checkpoint_ns = $2 AND c.checkpoint_id = $3"
             ),
             &[&thread_id, &ns, &checkpoint_id],
         )?
@@ -606,7 +626,7 @@ impl Store for PostgresStore {
         let what = "reading a thread's checkpoints";
         self.cursor(
             what,
-            &format!("{CHECKPOINT_SELECT} WHERE c.thread_id = $1 AND c.checkpoint_ns = $2"),
+            &format!("{SCAN_SELECT} WHERE c.thread_id = $1 AND c.checkpoint_ns = $2"),
             &[&thread_id, &ns],
             32,
             &mut |r| f(checkpoint_row(r, what)?),
