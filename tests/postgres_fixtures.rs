@@ -12,44 +12,8 @@ mod common;
 
 use common::*;
 
-/// The server URI, or `None` (and a printed line) when the tests cannot run.
 fn server() -> Option<String> {
-    match std::env::var("TEST_POSTGRES_URI") {
-        Ok(u) if !u.is_empty() => Some(u),
-        _ => {
-            if std::env::var("DFCK_REQUIRE_POSTGRES").is_ok_and(|v| v == "1") {
-                panic!(
-                    "TEST_POSTGRES_URI unset but DFCK_REQUIRE_POSTGRES=1: start scripts/pg-test-server.sh"
-                );
-            }
-            // Written to the real stderr (not the captured test output), so it always shows.
-            use std::io::Write as _;
-            let _ = writeln!(
-                std::io::stderr(),
-                "postgres tests skipped: TEST_POSTGRES_URI unset"
-            );
-            None
-        }
-    }
-}
-
-/// The server URI with another database (and optionally another password).
-fn with_db(uri: &str, db: &str) -> String {
-    let (base, query) = match uri.split_once('?') {
-        Some((b, q)) => (b, Some(q)),
-        None => (uri, None),
-    };
-    let scheme_end = base.find("://").map(|i| i + 3).unwrap_or(0);
-    let host_end = base[scheme_end..]
-        .find('/')
-        .map(|i| scheme_end + i)
-        .unwrap_or(base.len());
-    let mut out = format!("{}/{db}", &base[..host_end]);
-    if let Some(q) = query {
-        out.push('?');
-        out.push_str(q);
-    }
-    out
+    pg_server()
 }
 
 #[test]

@@ -144,24 +144,6 @@ fn lineage_chain_and_tree() {
     );
 }
 
-fn pg_server() -> Option<String> {
-    std::env::var("TEST_POSTGRES_URI")
-        .ok()
-        .filter(|u| !u.is_empty())
-}
-
-fn pg_db(uri: &str, db: &str) -> String {
-    let (base, query) = match uri.split_once('?') {
-        Some((b, q)) => (b, Some(q)),
-        None => (uri, None),
-    };
-    let cut = base.rfind('/').unwrap_or(base.len());
-    match query {
-        Some(q) => format!("{}/{db}?{q}", &base[..cut]),
-        None => format!("{}/{db}", &base[..cut]),
-    }
-}
-
 #[test]
 fn healthy_postgres_fixtures_have_no_error_findings() {
     let Some(uri) = pg_server() else {
@@ -174,7 +156,7 @@ fn healthy_postgres_fixtures_have_no_error_findings() {
     };
     let mut checkpoints = 0;
     for stem in stems_in("expected-pg") {
-        let (report, exit) = verify(&pg_db(&uri, &format!("dfck_{stem}")), &["--jobs", "2"]);
+        let (report, exit) = verify(&with_db(&uri, &format!("dfck_{stem}")), &["--jobs", "2"]);
         checkpoints += report["checkpoints_checked"].as_u64().unwrap();
         let errors: Vec<_> = codes(&report)
             .into_iter()
@@ -185,4 +167,149 @@ fn healthy_postgres_fixtures_have_no_error_findings() {
     }
     println!("verify (postgres): {checkpoints} checkpoints, no error findings");
     assert!(checkpoints > 500);
+}
+
+/// Checks one defect store against its entry in an expected.json: every primary expected
+/// finding is reported, nothing outside the expected list (secondaries included) is, and
+/// the exit code matches. Returns the number of findings matched.
+fn check_defect(target: &str, d: &Json) -> Result<usize, String> {
+    let name = d["name"].as_str().unwrap_or("?");
+    let mut args: Vec<&str> = Vec::new();
+    if let Some(t) = d["thread_id"].as_str() {
+        args.push(t);
+    }
+    let (report, exit) = verify(target, &args);
+    let got: BTreeSet<(String, String)> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["severity"] != "info")
+        .map(|f| {
+            (
+                f["code"].as_str().unwrap().to_owned(),
+                f["checkpoint_id"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect();
+    let entry = |e: &Json| {
+        (
+            e["code"].as_str().unwrap().to_owned(),
+            e["checkpoint_id"].as_str().unwrap_or("").to_owned(),
+        )
+    };
+    let expect = d["expect"].as_array().unwrap();
+    let allowed: BTreeSet<_> = expect.iter().map(entry).collect();
+    let primary: BTreeSet<_> = expect
+        .iter()
+        .filter(|e| e["secondary"] != true)
+        .map(entry)
+        .collect();
+    let missing: Vec<_> = primary.difference(&got).collect();
+    let extra: Vec<_> = got.difference(&allowed).collect();
+    if !missing.is_empty() || !extra.is_empty() {
+        return Err(format!("{name}: missing {missing:?}, unexpected {extra:?}"));
+    }
+    let want_exit = d["exit"].as_i64().unwrap_or(0) as i32;
+    if exit != want_exit {
+        return Err(format!("{name}: exit {exit}, expected {want_exit}"));
+    }
+    Ok(primary.len())
+}
+
+#[test]
+fn sqlite_defects_yield_exactly_their_codes() {
+    let exp = expected_in("defects", "expected");
+    let mut matched = 0;
+    let mut bad = Vec::new();
+    let defects = exp["defects"].as_array().expect("defects");
+    for d in defects {
+        let file = root()
+            .join("fixtures/defects")
+            .join(d["file"].as_str().unwrap());
+        match check_defect(&file.to_string_lossy(), d) {
+            Ok(n) => matched += n,
+            Err(e) => bad.push(e),
+        }
+    }
+    println!(
+        "verify: {} sqlite defect stores, {matched} expected findings matched",
+        defects.len()
+    );
+    assert!(bad.is_empty(), "{bad:#?}");
+    assert!(defects.len() >= 14);
+}
+
+#[test]
+fn one_bad_row_does_not_stop_the_scan() {
+    // The whole store is checked around a truncated blob: every thread is counted.
+    let db = root().join("fixtures/defects/truncated_blob.db");
+    let db = db.to_string_lossy();
+    let summary = dfck_json(&db, &["inspect", "--format", "json"]);
+    let (report, exit) = verify(&db, &[]);
+    assert_eq!(exit, 1);
+    assert_eq!(report["threads_checked"], summary["counts"]["threads"]);
+    assert_eq!(
+        report["checkpoints_checked"],
+        summary["counts"]["checkpoints"]
+    );
+}
+
+#[test]
+fn lineage_marks_contaminated_branches() {
+    let exp = expected_in("defects", "expected");
+    let d = exp["defects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == "contaminated_fork")
+        .expect("contaminated_fork defect");
+    let db = root()
+        .join("fixtures/defects")
+        .join(d["file"].as_str().unwrap());
+    let thread = d["thread_id"].as_str().unwrap();
+    let out = dfck(
+        &db.to_string_lossy(),
+        &["lineage", thread, "--tree", "--format", "json"],
+    );
+    assert_eq!(out.status.code(), Some(1), "error findings give exit 1");
+    let tree: Json = serde_json::from_slice(&out.stdout).unwrap();
+    let marked: BTreeSet<&str> = tree["checkpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["contaminated"] == true)
+        .map(|e| e["checkpoint_id"].as_str().unwrap())
+        .collect();
+    let expected: BTreeSet<&str> = d["expect"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["code"] == "delta.fork_contaminated")
+        .map(|e| e["checkpoint_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(marked, expected);
+    let text = dfck(&db.to_string_lossy(), &["lineage", thread, "--tree"]);
+    assert!(String::from_utf8_lossy(&text.stdout).contains("[CONTAMINATED]"));
+}
+
+#[test]
+fn postgres_defects_yield_exactly_their_codes() {
+    let Some(uri) = pg_server() else { return };
+    let exp = expected_in("defects-pg", "expected");
+    let mut matched = 0;
+    let mut bad = Vec::new();
+    let defects = exp["defects"].as_array().expect("defects");
+    for d in defects {
+        let stem = d["file"].as_str().unwrap().trim_end_matches(".sql");
+        match check_defect(&with_db(&uri, &format!("dfck_defect_{stem}")), d) {
+            Ok(n) => matched += n,
+            Err(e) => bad.push(e),
+        }
+    }
+    println!(
+        "verify: {} postgres defect stores, {matched} expected findings matched",
+        defects.len()
+    );
+    assert!(bad.is_empty(), "{bad:#?}");
+    assert!(defects.len() >= 10);
 }

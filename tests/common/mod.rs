@@ -101,3 +101,42 @@ pub fn temp_copy(src: &Path) -> (tempfile::TempDir, PathBuf) {
     std::fs::copy(src, &dst).expect("copy fixture");
     (dir, dst)
 }
+
+/// A Postgres URI with another database name (query options kept).
+pub fn with_db(uri: &str, db: &str) -> String {
+    let (base, query) = match uri.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (uri, None),
+    };
+    let scheme_end = base.find("://").map(|i| i + 3).unwrap_or(0);
+    let host_end = base[scheme_end..]
+        .find('/')
+        .map(|i| scheme_end + i)
+        .unwrap_or(base.len());
+    match query {
+        Some(q) => format!("{}/{db}?{q}", &base[..host_end]),
+        None => format!("{}/{db}", &base[..host_end]),
+    }
+}
+
+/// The test server's URI, or `None` after printing (on the real stderr, so it always
+/// shows) that the Postgres tests are skipped. With `DFCK_REQUIRE_POSTGRES=1` (CI) a
+/// missing server is a failure.
+pub fn pg_server() -> Option<String> {
+    match std::env::var("TEST_POSTGRES_URI") {
+        Ok(u) if !u.is_empty() => Some(u),
+        _ => {
+            if std::env::var("DFCK_REQUIRE_POSTGRES").is_ok_and(|v| v == "1") {
+                panic!(
+                    "TEST_POSTGRES_URI unset but DFCK_REQUIRE_POSTGRES=1: start scripts/pg-test-server.sh"
+                );
+            }
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr(),
+                "postgres tests skipped: TEST_POSTGRES_URI unset"
+            );
+            None
+        }
+    }
+}
