@@ -313,3 +313,45 @@ fn postgres_defects_yield_exactly_their_codes() {
     assert!(bad.is_empty(), "{bad:#?}");
     assert!(defects.len() >= 10);
 }
+
+#[test]
+fn duration_only_checkpoints_are_information() {
+    // DeerFlow's run-duration writer: the head's body under a new id, parent = the head,
+    // the head's metadata plus source "update", run_durations and writes.runtime_run_duration.
+    let (_dir, db) = temp_copy(&sqlite_fixture("deerflow"));
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let (head, ty, body, meta): (String, String, Vec<u8>, Vec<u8>) = conn
+        .query_row(
+            "SELECT checkpoint_id, type, checkpoint, metadata FROM checkpoints \
+             WHERE thread_id = 't-deerflow' AND checkpoint_ns = '' ORDER BY checkpoint_id DESC LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )
+        .unwrap();
+    let new_id = format!("{}ffffffffffff", &head[..head.len() - 12]);
+    assert!(new_id > head);
+    let mut m: serde_json::Map<String, Json> = serde_json::from_slice(&meta).unwrap();
+    m.insert("source".into(), "update".into());
+    m.insert("run_durations".into(), serde_json::json!({"run-1": 3}));
+    m.insert(
+        "writes".into(),
+        serde_json::json!({"runtime_run_duration": {"run_ids": ["run-1"]}}),
+    );
+    conn.execute(
+        "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata) \
+         VALUES ('t-deerflow', '', ?1, ?2, ?3, ?4, ?5)",
+        rusqlite::params![new_id, head, ty, body, serde_json::to_vec(&m).unwrap()],
+    )
+    .unwrap();
+    drop(conn);
+    let (report, exit) = verify(&db.to_string_lossy(), &["t-deerflow"]);
+    assert_eq!(exit, 0, "{report}");
+    let found = codes(&report);
+    assert!(
+        found.contains(&("info".into(), "lineage.duration_only".into())),
+        "{found:?}"
+    );
+    assert!(found.iter().all(|(s, _)| s == "info"), "{found:?}");
+    let chain = dfck_json(&db.to_string_lossy(), &["lineage", "t-deerflow", "--format", "json"]);
+    assert_eq!(chain["checkpoints"][0]["duration_only"], true);
+}
