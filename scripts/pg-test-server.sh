@@ -16,7 +16,8 @@
 # TCP connections need a password (scram-sha-256): role "dfck", password "dfck-test-pw",
 # superuser. The server has TLS on (a self-signed certificate made with openssl); role
 # "dfck_tls" (same password, member of dfck) may connect over TLS only. Every fixtures/postgres/<stem>.sql is loaded into its own database
-# "dfck_<stem>" owned by dfck (stem lower-cased, other characters than [a-z0-9_] -> "_").
+# "dfck_<stem>" owned by dfck (stem lower-cased, other characters than [a-z0-9_] -> "_"), and every
+# fixtures/defects-pg/<stem>.sql (gen_defects.py) into "dfck_defect_<stem>" the same way.
 #
 # stdout carries only the URI (last line of `start`, only line of `env`); progress and
 # errors go to stderr, so  TEST_POSTGRES_URI=$(scripts/pg-test-server.sh start)  works.
@@ -27,7 +28,8 @@
 #
 # Environment: DFCK_PG_DIR (default /tmp/dfck-pg), DFCK_PG_BIN (default
 # /usr/lib/postgresql/15/bin), DFCK_PG_PORT (first port tried, default 55432),
-# DFCK_PG_FIXTURES (default <repo>/fixtures/postgres), DFCK_PG_USER (default dfckpg).
+# DFCK_PG_FIXTURES (default <repo>/fixtures/postgres), DFCK_PG_DEFECT_FIXTURES (default
+# <repo>/fixtures/defects-pg), DFCK_PG_USER (default dfckpg).
 set -euo pipefail
 
 PG_DIR="${DFCK_PG_DIR:-/tmp/dfck-pg}"
@@ -38,6 +40,7 @@ ROLE=dfck
 PASSWORD=dfck-test-pw
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 FIXTURES="${DFCK_PG_FIXTURES:-$SCRIPT_DIR/../fixtures/postgres}"
+DEFECT_FIXTURES="${DFCK_PG_DEFECT_FIXTURES:-$SCRIPT_DIR/../fixtures/defects-pg}"
 
 DATA="$PG_DIR/data"
 SOCK="$PG_DIR/sock"
@@ -184,19 +187,22 @@ EOF
     psql_local -U postgres -d postgres \
         -c "CREATE ROLE dfck_tls LOGIN PASSWORD '$PASSWORD' IN ROLE $ROLE" >&2
 
-    local f stem db n=0
+    local f stem db n=0 i
+    local dirs=("$FIXTURES" "$DEFECT_FIXTURES") prefixes=(dfck_ dfck_defect_)
     shopt -s nullglob
-    for f in "$FIXTURES"/*.sql; do
-        stem=$(basename "$f" .sql)
-        db="dfck_$(echo "$stem" | tr 'A-Z' 'a-z' | tr -c 'a-z0-9_\n' '_')"
-        psql_local -U postgres -d postgres -c "CREATE DATABASE \"$db\" OWNER $ROLE" >&2
-        # loaded as dfck so that every object belongs to dfck
-        psql_local -U "$ROLE" -d "$db" -f "$f" >/dev/null \
-            || die "loading $f into $db failed"
-        n=$((n + 1))
+    for i in 0 1; do
+        for f in "${dirs[$i]}"/*.sql; do
+            stem=$(basename "$f" .sql)
+            db="${prefixes[$i]}$(echo "$stem" | tr 'A-Z' 'a-z' | tr -c 'a-z0-9_\n' '_')"
+            psql_local -U postgres -d postgres -c "CREATE DATABASE \"$db\" OWNER $ROLE" >&2
+            # loaded as dfck so that every object belongs to dfck
+            psql_local -U "$ROLE" -d "$db" -f "$f" >/dev/null \
+                || die "loading $f into $db failed"
+            n=$((n + 1))
+        done
     done
     shopt -u nullglob
-    say "loaded $n fixture dump(s) from $FIXTURES"
+    say "loaded $n fixture dump(s) from $FIXTURES and $DEFECT_FIXTURES"
 
     local uri
     uri=$(uri_of "$PORT")
