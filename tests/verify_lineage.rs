@@ -352,6 +352,9 @@ fn duration_only_checkpoints_are_information() {
         "{found:?}"
     );
     assert!(found.iter().all(|(s, _)| s == "info"), "{found:?}");
-    let chain = dfck_json(&db.to_string_lossy(), &["lineage", "t-deerflow", "--format", "json"]);
+    let chain = dfck_json(
+        &db.to_string_lossy(),
+        &["lineage", "t-deerflow", "--format", "json"],
+    );
     assert_eq!(chain["checkpoints"][0]["duration_only"], true);
 }
