@@ -358,3 +358,90 @@ fn duration_only_checkpoints_are_information() {
     );
     assert_eq!(chain["checkpoints"][0]["duration_only"], true);
 }
+
+/// Removes `messages` from a SQLite checkpoint's stored values and gives it delta counters,
+/// as if LangGraph had not forced a snapshot there.
+fn strip_snapshot(conn: &rusqlite::Connection, thread: &str, id: &str) {
+    use dfck::codec::{Value, decode, encode};
+    let (body, meta): (Vec<u8>, Vec<u8>) = conn
+        .query_row(
+            "SELECT checkpoint, metadata FROM checkpoints WHERE thread_id = ?1 AND checkpoint_id = ?2",
+            [thread, id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    let mut v = decode(&body).unwrap();
+    if let Value::Map(entries) = &mut v {
+        for (k, val) in entries.iter_mut() {
+            if k.as_str() == Some("channel_values") {
+                if let Value::Map(cv) = val {
+                    cv.retain(|(c, _)| c.as_str() != Some("messages"));
+                }
+            }
+        }
+    }
+    let mut m: serde_json::Map<String, Json> = serde_json::from_slice(&meta).unwrap();
+    m.insert(
+        "counters_since_delta_snapshot".into(),
+        serde_json::json!({"messages": [1, 1]}),
+    );
+    conn.execute(
+        "UPDATE checkpoints SET checkpoint = ?1, metadata = ?2 WHERE thread_id = ?3 AND checkpoint_id = ?4",
+        rusqlite::params![encode(&v), serde_json::to_vec(&m).unwrap(), thread, id],
+    )
+    .unwrap();
+}
+
+#[test]
+fn loop_and_update_children_replaying_one_fork_point_are_ambiguous() {
+    // In t-fork, a loop checkpoint P has a loop child and an update child, both with
+    // snapshots LangGraph forced. Without them both replay P's node writes.
+    let (_dir, db) = temp_copy(&sqlite_fixture("delta_k3"));
+    let target = db.to_string_lossy().into_owned();
+    let tree = dfck_json(
+        &target,
+        &["lineage", "t-fork", "--tree", "--format", "json"],
+    );
+    let entries = tree["checkpoints"].as_array().unwrap();
+    let by_id = |id: &str| entries.iter().find(|e| e["checkpoint_id"] == id).unwrap();
+    let p = entries
+        .iter()
+        .find(|e| {
+            let kids: Vec<&Json> = e["children"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|k| by_id(k.as_str().unwrap()))
+                .collect();
+            e["writes"].as_u64().unwrap() > 0
+                && kids.iter().any(|k| k["source"] == "loop")
+                && kids.iter().any(|k| k["source"] == "update")
+        })
+        .expect("a fork point with loop and update children");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    for k in p["children"].as_array().unwrap() {
+        let k = by_id(k.as_str().unwrap());
+        if k["source"] == "loop" || k["source"] == "update" {
+            strip_snapshot(&conn, "t-fork", k["checkpoint_id"].as_str().unwrap());
+        }
+    }
+    drop(conn);
+    let (report, exit) = verify(&target, &["t-fork"]);
+    let found: Vec<_> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["severity"] != "info")
+        .map(|f| {
+            (
+                f["code"].as_str().unwrap(),
+                f["checkpoint_id"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        found,
+        vec![("delta.fork_ambiguous", p["checkpoint_id"].as_str().unwrap())]
+    );
+    assert_eq!(exit, 0, "ambiguity is a warning");
+}
