@@ -93,7 +93,8 @@ pub fn is_duration_only(t: &LoadedThread, i: usize) -> bool {
     }
 }
 
-fn finding(
+/// A finding located in `t`.
+pub(crate) fn finding(
     t: &LoadedThread,
     code: &'static str,
     severity: Severity,

@@ -70,14 +70,7 @@ fn finding(
     checkpoint_id: &str,
     message: String,
 ) -> Finding {
-    Finding {
-        code,
-        severity,
-        thread_id: t.thread_id.clone(),
-        checkpoint_ns: t.checkpoint_ns.clone(),
-        checkpoint_id: Some(checkpoint_id.to_owned()),
-        message,
-    }
+    crate::lineage::finding(t, code, severity, Some(checkpoint_id), message)
 }
 
 /// Messages without an id inside one persisted `messages` write value.
