@@ -498,6 +498,7 @@ pub fn state_report(
         view: match view {
             View::State => "state",
             View::Stored => "stored",
+            View::Raw => "raw",
         },
         reducer: match reducer_used {
             Reducer::Langgraph => "langgraph",

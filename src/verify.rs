@@ -6,6 +6,7 @@ use crate::codec::Value;
 use crate::error::{CodecError, Error, ModelError, StoreError};
 use crate::finding::{Finding, Severity};
 use crate::lineage::{fork_analysis, fork_findings, integrity};
+use crate::materialize::reducers::coerce_message;
 use crate::model::thread::{LoadVisitor, LoadedThread};
 use crate::model::{
     Checkpoint, DELTA_COUNTERS, MESSAGES, MODE_MARKER, MessagesEncoding, Mode, Write,
@@ -73,13 +74,19 @@ fn finding(
     crate::lineage::finding(t, code, severity, Some(checkpoint_id), message)
 }
 
+/// The items of one persisted `messages` write (an Overwrite's value unwrapped; an
+/// `Overwrite(None)` has none).
+fn write_items(v: &Value) -> Vec<&Value> {
+    match v.overwrite_value().unwrap_or(v) {
+        Value::Array(items) => items.iter().collect(),
+        Value::Nil if v.overwrite_value().is_some() => Vec::new(),
+        other => vec![other],
+    }
+}
+
 /// Messages without an id inside one persisted `messages` write value.
 fn count_missing_ids(v: &Value) -> usize {
-    let items: Vec<&Value> = match v.overwrite_value().unwrap_or(v) {
-        Value::Array(items) => items.iter().collect(),
-        other => vec![other],
-    };
-    items
+    write_items(v)
         .into_iter()
         .filter(|m| {
             if m.is_model() {
@@ -138,6 +145,20 @@ impl LoadVisitor for ValueChecks {
                 format!("{e}: replaying this write fails in LangGraph too"),
             ),
             Ok(dw) if w.channel == MESSAGES => {
+                if let Some(err) = write_items(&dw.value)
+                    .into_iter()
+                    .find_map(|m| coerce_message(m.clone()).err())
+                {
+                    self.push(
+                        "value.undecodable",
+                        Severity::Error,
+                        &w.checkpoint_id,
+                        format!(
+                            "the messages write of task {} (idx {}) holds something that is not a message ({err}): LangGraph's replay fails on it",
+                            w.task_id, w.idx
+                        ),
+                    );
+                }
                 let missing = count_missing_ids(&dw.value);
                 if missing > 0 {
                     self.push(

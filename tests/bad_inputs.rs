@@ -329,3 +329,127 @@ fn read_only_commands_change_nothing() {
     assert_eq!(out["counts"]["threads"], 2);
     drop(conn);
 }
+
+#[test]
+fn special_files_are_refused_without_blocking() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    let made = Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .map(|s| s.success());
+    if made.unwrap_or(false) {
+        // Opening a FIFO for reading would block forever: it must be refused up front.
+        assert_clean_failure(&dfck(&s(&fifo), &["inspect"]), "not a regular file");
+    }
+    assert_clean_failure(&dfck("/dev/null", &["inspect"]), "not a regular file");
+}
+
+#[test]
+fn python_nonfinite_floats_in_metadata_are_read() {
+    // Python's json.dumps writes NaN / Infinity for float metadata values.
+    let (_dir, db) = temp_copy(&sqlite_fixture("full"));
+    let head = head_of(&db, "t-linear");
+    let conn = Connection::open(&db).unwrap();
+    let meta: Vec<u8> = conn
+        .query_row(
+            "SELECT metadata FROM checkpoints WHERE checkpoint_id = ?1",
+            [&head],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let text = String::from_utf8(meta).unwrap();
+    let patched = text.replacen(
+        '{',
+        r#"{"score": NaN, "hi": Infinity, "lo": -Infinity, "note": "NaN stays", "#,
+        1,
+    );
+    conn.execute(
+        "UPDATE checkpoints SET metadata = ?1 WHERE checkpoint_id = ?2",
+        params![patched.as_bytes(), head],
+    )
+    .unwrap();
+    drop(conn);
+    let j = dfck_json(
+        &s(&db),
+        &["inspect", "t-linear", "--state", "--format", "json"],
+    );
+    assert_eq!(j["metadata"]["score"], "NaN");
+    assert_eq!(j["metadata"]["hi"], "Infinity");
+    assert_eq!(j["metadata"]["lo"], "-Infinity");
+    assert_eq!(j["metadata"]["note"], "NaN stays");
+}
+
+#[test]
+fn a_write_that_is_not_a_message_fails_like_langgraph() {
+    // LangGraph's convert_to_messages raises on an int; dfck must not append it silently.
+    let (_dir, db) = temp_copy(&sqlite_fixture("delta_k10"));
+    let conn = Connection::open(&db).unwrap();
+    conn.execute(
+        "UPDATE writes SET type = 'msgpack', value = X'05' WHERE thread_id = 't-linear' AND channel = 'messages'",
+        [],
+    )
+    .unwrap();
+    drop(conn);
+    let out = dfck(&s(&db), &["inspect", "t-linear", "--state"]);
+    assert_clean_failure(&out, "unsupported message type in messages: int");
+}
+
+#[test]
+fn raw_view_shows_snapshots_as_stored() {
+    let db = s(&sqlite_fixture("deerflow"));
+    let j = dfck_json(
+        &db,
+        &[
+            "inspect",
+            "t-deerflow",
+            "--state",
+            "--raw",
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(j["view"], "raw");
+    assert!(
+        j["values"]["messages"]["$delta_snapshot"].is_array(),
+        "{}",
+        j["values"]
+    );
+}
+
+#[test]
+fn empty_dfck_db_means_unset() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_dfck"))
+        .arg("inspect")
+        .env("DFCK_DB", "")
+        .env_remove("DEER_FLOW_CONFIG_PATH")
+        .env_remove("DEER_FLOW_PROJECT_ROOT")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_clean_failure(&out, "no store given");
+}
+
+#[test]
+fn verify_reports_a_write_that_is_not_a_message() {
+    let (_dir, db) = temp_copy(&sqlite_fixture("delta_k10"));
+    let conn = Connection::open(&db).unwrap();
+    conn.execute(
+        "UPDATE writes SET type = 'msgpack', value = X'05' WHERE thread_id = 't-linear' AND channel = 'messages'",
+        [],
+    )
+    .unwrap();
+    drop(conn);
+    let out = dfck(&s(&db), &["verify", "t-linear", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        j["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["code"] == "value.undecodable"
+                && f["message"].as_str().unwrap().contains("not a message"))
+    );
+}

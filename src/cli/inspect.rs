@@ -24,6 +24,9 @@ pub struct InspectArgs {
     /// Show the value stored at the checkpoint, without its own pending writes.
     #[arg(long, requires = "state")]
     pub stored: bool,
+    /// Show the channel values exactly as stored (no delta replay; snapshots as `$delta_snapshot`).
+    #[arg(long, requires = "state", conflicts_with = "stored")]
+    pub raw: bool,
     /// Messages reducer for delta replay.
     #[arg(long, value_enum, default_value_t = ReducerArg::Auto)]
     pub reducer: ReducerArg,
@@ -55,7 +58,9 @@ pub fn run(global: &GlobalArgs, args: &InspectArgs) -> Result<i32, Error> {
                 ReducerArg::Deerflow => ReducerChoice::Fixed(Reducer::Deerflow),
                 ReducerArg::Langgraph => ReducerChoice::Fixed(Reducer::Langgraph),
             };
-            let view = if args.stored {
+            let view = if args.raw {
+                View::Raw
+            } else if args.stored {
                 View::Stored
             } else {
                 View::State

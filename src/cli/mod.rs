@@ -98,7 +98,7 @@ impl GlobalArgs {
             },
             (t, _) => t,
         };
-        if let Some(db) = &self.db {
+        if let Some(db) = self.db.as_ref().filter(|d| !d.trim().is_empty()) {
             return Ok((with_schema(Target::parse(db)?), None));
         }
         let cwd = std::env::current_dir()?;

@@ -75,6 +75,8 @@ pub enum View {
     State,
     /// The value stored *at* the checkpoint (what a full-mode checkpoint holds).
     Stored,
+    /// The channel values exactly as stored: no replay, `_DeltaSnapshot`s not unwrapped.
+    Raw,
 }
 
 /// The materialized channels of one checkpoint, in order (internal channels included).
@@ -274,6 +276,16 @@ pub fn materialize(
     let mut replay_depth = 0;
     let reducer;
     // Delta channels: versioned but not stored. Only `messages` has a known reducer.
+    if view == View::Raw {
+        reducer = choose(&ck, &[]);
+        let ck = owned(ck);
+        return Ok(Materialized {
+            values: ck.channel_values.clone(),
+            checkpoint: Rc::new(ck),
+            replay_depth: 0,
+            reducer,
+        });
+    }
     if ck.value(MESSAGES).is_none() && ck.version(MESSAGES).is_some() {
         let mut hist = delta_history(src, &ck, MESSAGES)?;
         replay_depth = hist.chain.len();

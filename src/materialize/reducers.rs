@@ -20,7 +20,7 @@ impl Reducer {
     /// Folds `writes` into `state` in one batch call.
     pub fn apply(self, state: Vec<Value>, writes: &[&Value]) -> Result<Vec<Value>, String> {
         match self {
-            Reducer::Langgraph => Ok(langgraph_delta(state, writes)),
+            Reducer::Langgraph => langgraph_delta(state, writes),
             Reducer::Deerflow => deerflow_merge(state, writes),
         }
     }
@@ -126,14 +126,14 @@ fn make_message(role: &str, content: Value, extra: &Value) -> Option<Value> {
 }
 
 /// `convert_to_messages` for one item: messages pass through (chunks become messages);
-/// strings, `(role, content)` pairs and role dicts become messages; anything else passes
-/// through unchanged.
-pub fn coerce_message(v: Value) -> Value {
+/// strings, `(role, content)` pairs and role dicts become messages; anything else is an
+/// error, as it is for LangGraph (`Unsupported message type`).
+pub fn coerce_message(v: Value) -> Result<Value, String> {
     if v.is_model() {
-        return match v.ext_class() {
+        return Ok(match v.ext_class() {
             Some((_, class)) if class.ends_with("Chunk") => chunk_to_message(&v),
             _ => v,
-        };
+        });
     }
     let none = Value::Map(vec![]);
     let made = match &v {
@@ -153,7 +153,23 @@ pub fn coerce_message(v: Value) -> Value {
         }
         _ => None,
     };
-    made.unwrap_or(v)
+    made.ok_or_else(|| {
+        let kind = match &v {
+            Value::Nil => "None".to_owned(),
+            Value::Bool(_) => "bool".to_owned(),
+            Value::Int(_) | Value::UInt(_) => "int".to_owned(),
+            Value::F32(_) | Value::F64(_) => "float".to_owned(),
+            Value::Bin(_) => "bytes".to_owned(),
+            Value::Array(a) => format!("list of {}", a.len()),
+            Value::Map(_) => "dict without a known 'role'/'type'".to_owned(),
+            Value::Ext(_) => match v.ext_class() {
+                Some((m, c)) => format!("{m}.{c}"),
+                None => "ext value".to_owned(),
+            },
+            Value::Str(_) => "str".to_owned(),
+        };
+        format!("unsupported message type in messages: {kind}")
+    })
 }
 
 /// `message_chunk_to_message`: a `*MessageChunk` becomes its message class (dropping the
@@ -210,8 +226,11 @@ fn flatten<'a>(writes: &[&'a Value]) -> Vec<&'a Value> {
 
 /// LangGraph 1.2's `_messages_delta_reducer`: id-indexed in-place replace, silent removal
 /// of unknown ids, no `REMOVE_ALL`, no id assignment.
-pub fn langgraph_delta(state: Vec<Value>, writes: &[&Value]) -> Vec<Value> {
-    let mut slots: Vec<Option<Value>> = state.into_iter().map(coerce_message).map(Some).collect();
+pub fn langgraph_delta(state: Vec<Value>, writes: &[&Value]) -> Result<Vec<Value>, String> {
+    let mut slots: Vec<Option<Value>> = state
+        .into_iter()
+        .map(|m| coerce_message(m).map(Some))
+        .collect::<Result<_, _>>()?;
     let mut index: HashMap<String, usize> = HashMap::new();
     for (i, m) in slots.iter().enumerate() {
         if let Some(id) = m.as_ref().and_then(message_id) {
@@ -219,7 +238,7 @@ pub fn langgraph_delta(state: Vec<Value>, writes: &[&Value]) -> Vec<Value> {
         }
     }
     for w in flatten(writes) {
-        let m = coerce_message(w.clone());
+        let m = coerce_message(w.clone())?;
         let Some(id) = message_id(&m).map(str::to_owned) else {
             slots.push(Some(m));
             continue;
@@ -235,7 +254,7 @@ pub fn langgraph_delta(state: Vec<Value>, writes: &[&Value]) -> Vec<Value> {
             slots.push(Some(m));
         }
     }
-    slots.into_iter().flatten().collect()
+    Ok(slots.into_iter().flatten().collect())
 }
 
 /// DeerFlow's `merge_message_writes`: per write, `REMOVE_ALL` resets to the items after
@@ -244,14 +263,21 @@ pub fn langgraph_delta(state: Vec<Value>, writes: &[&Value]) -> Vec<Value> {
 pub fn deerflow_merge(state: Vec<Value>, writes: &[&Value]) -> Result<Vec<Value>, String> {
     const NULL_ARG: &str =
         "Must specify non-null arguments for both 'left' and 'right'. Only received: 'left'.";
-    let mut state: Vec<Value> = state.into_iter().map(coerce_message).collect();
+    let mut state: Vec<Value> = state
+        .into_iter()
+        .map(coerce_message)
+        .collect::<Result<_, _>>()?;
     for w in writes {
         if matches!(w, Value::Nil) {
             return Err(NULL_ARG.into());
         }
         let items: Vec<Value> = match w {
-            Value::Array(items) => items.iter().cloned().map(coerce_message).collect(),
-            other => vec![coerce_message((*other).clone())],
+            Value::Array(items) => items
+                .iter()
+                .cloned()
+                .map(coerce_message)
+                .collect::<Result<_, _>>()?,
+            other => vec![coerce_message((*other).clone())?],
         };
         if let Some(last) = items
             .iter()
@@ -328,7 +354,7 @@ mod tests {
         let state = vec![msg("a", "1"), msg("b", "2")];
         let w1 = Value::Array(vec![msg("c", "3"), rm("a"), rm("zzz")]);
         let w2 = msg("b", "2'");
-        let out = langgraph_delta(state, &[&w1, &w2]);
+        let out = langgraph_delta(state, &[&w1, &w2]).unwrap();
         assert_eq!(ids(&out), ["b", "c"]);
         assert_eq!(content(&out[0]), "2'");
     }
@@ -369,7 +395,7 @@ mod tests {
 
     #[test]
     fn coercion() {
-        let m = coerce_message(s("hello"));
+        let m = coerce_message(s("hello")).unwrap();
         assert_eq!(
             m.ext_class(),
             Some(("langchain_core.messages.human", "HumanMessage"))
@@ -379,7 +405,10 @@ mod tests {
             (s("content"), s("x")),
             (s("id"), s("q")),
         ]);
-        let m = coerce_message(d);
+        let m = coerce_message(d).unwrap();
+        assert!(coerce_message(Value::Int(5)).unwrap_err().contains("int"));
+        let no_role = Value::Map(vec![(s("id"), s("x"))]);
+        assert!(coerce_message(no_role).is_err());
         assert_eq!(message_id(&m), Some("q"));
         assert_eq!(m.ext_class().unwrap().1, "AIMessage");
     }

@@ -104,7 +104,13 @@ pub fn parse_metadata(bytes: &[u8], what: &str) -> Result<Map<String, Json>, Mod
     if bytes.is_empty() {
         return Ok(Map::new());
     }
-    match serde_json::from_slice::<Json>(bytes) {
+    let parsed = serde_json::from_slice::<Json>(bytes).or_else(|e| {
+        // Python's json.dumps writes NaN/Infinity/-Infinity for non-finite floats.
+        python_nonfinite_as_strings(bytes)
+            .and_then(|fixed| serde_json::from_slice::<Json>(&fixed).ok())
+            .ok_or(e)
+    });
+    match parsed {
         Ok(Json::Object(m)) => Ok(m),
         Ok(Json::Null) => Ok(Map::new()),
         Ok(_) => Err(ModelError::Malformed {
@@ -116,6 +122,51 @@ pub fn parse_metadata(bytes: &[u8], what: &str) -> Result<Map<String, Json>, Mod
             reason: format!("metadata is not valid JSON ({e})"),
         }),
     }
+}
+
+/// Rewrites Python's bare `NaN`, `Infinity` and `-Infinity` tokens (outside strings) as the
+/// strings dfck renders non-finite floats as; `None` when there are none.
+fn python_nonfinite_as_strings(bytes: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(bytes.len() + 16);
+    let (mut in_str, mut escaped, mut changed) = (false, false, false);
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if in_str {
+            out.push(b);
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_str = false,
+                _ => {}
+            }
+            i += 1;
+            continue;
+        }
+        let rest = &bytes[i..];
+        let token = [&b"-Infinity"[..], b"Infinity", b"NaN"]
+            .into_iter()
+            .find(|t| rest.starts_with(t));
+        match (b, token) {
+            (b'"', _) => {
+                in_str = true;
+                out.push(b);
+                i += 1;
+            }
+            (_, Some(t)) => {
+                out.push(b'"');
+                out.extend_from_slice(t);
+                out.push(b'"');
+                changed = true;
+                i += t.len();
+            }
+            _ => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    changed.then_some(out)
 }
 
 /// DeerFlow's detection rule (`checkpoint_metadata_uses_delta`): delta iff the marker is

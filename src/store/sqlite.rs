@@ -50,6 +50,9 @@ impl SqliteStore {
         if meta.is_dir() {
             return Err(open_err("is a directory".into()));
         }
+        if !meta.is_file() {
+            return Err(open_err("not a regular file".into()));
+        }
         let mut header = [0u8; 100];
         let n = std::fs::File::open(path)
             .and_then(|mut f| f.read(&mut header))
