@@ -71,9 +71,12 @@ impl SqliteStore {
         }
         // A WAL-mode file (header bytes 18/19 = 2) with no -wal sidecar has no unmerged
         // content and no live writer: open it immutable so that reading creates no -shm.
+        // A -wal without frames (32-byte header at most) holds nothing either. (A -wal with
+        // frames but no -shm, left by a crashed writer, can only be read by letting SQLite
+        // create the -shm: the one case where a read leaves a file behind.)
         let wal_mode = header[18] == 2 && header[19] == 2;
-        let wal_exists = sidecar(path, "-wal").exists();
-        let uri = file_uri(path, wal_mode && !wal_exists);
+        let wal_has_frames = std::fs::metadata(sidecar(path, "-wal")).is_ok_and(|m| m.len() > 32);
+        let uri = file_uri(path, wal_mode && !wal_has_frames);
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
             | OpenFlags::SQLITE_OPEN_URI
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
