@@ -381,3 +381,92 @@ fn apply_null_writes(
     }
     Ok(())
 }
+
+/// Whole-thread materialization, incrementally: `M(C)` = the value stored at C (a
+/// `_DeltaSnapshot` unwrapped), else `replay(M(parent), parent's messages writes)`, else `[]`
+/// at a root — root to leaves, each checkpoint once, so a thread costs time linear in its
+/// writes. Equals LangGraph's ancestor walk because the messages reducers are
+/// batching-invariant and replay resets at every Overwrite (deerflow-semantics §5.5).
+///
+/// `f` sees every checkpoint reachable from a root, parents before children, with its
+/// stored view (without its own pending writes — what a full-mode checkpoint holds).
+/// Checkpoints on a parent cycle are never reached.
+pub fn for_each_stored_messages(
+    t: &crate::model::thread::LoadedThread,
+    reducer: Reducer,
+    f: &mut dyn FnMut(usize, &[Value]) -> Result<(), MaterializeError>,
+) -> Result<(), MaterializeError> {
+    let reducer_err = |i: usize, reason: String| MaterializeError::Reducer {
+        thread_id: t.thread_id.clone(),
+        checkpoint_id: t.nodes[i].id.clone(),
+        reason,
+    };
+    // Depth-first from every root, carrying the parent's value; a fork clones it per child.
+    let mut stack: Vec<(usize, Rc<Vec<Value>>)> = t
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| n.parent_index.is_none())
+        .map(|(i, _)| (i, Rc::new(Vec::new())))
+        .rev()
+        .collect();
+    let mut is_root = vec![false; t.nodes.len()];
+    for (i, _) in &stack {
+        is_root[*i] = true;
+    }
+    while let Some((i, from_parent)) = stack.pop() {
+        let node = &t.nodes[i];
+        let ck = node.checkpoint.as_ref().map_err(|e| {
+            MaterializeError::Model(crate::error::ModelError::Malformed {
+                what: format!("thread '{}' checkpoint {}", t.thread_id, node.id),
+                reason: e.to_string(),
+            })
+        })?;
+        let value: Vec<Value> = match ck.value(MESSAGES) {
+            Some(v) => unwrap_seed(v.clone()),
+            // Never written on this branch, or nothing above to replay from.
+            None if is_root[i] || ck.version(MESSAGES).is_none() => Vec::new(),
+            None => {
+                // The parent's writes to `messages` replayed onto the parent's value.
+                let p = node.parent_index.unwrap_or(i);
+                let mut writes = Vec::new();
+                for w in t.nodes[p].writes.iter().filter(|w| w.channel == MESSAGES) {
+                    writes.push(Write::from_row(w.clone(), &t.thread_id)?);
+                }
+                let refs: Vec<&Value> = writes.iter().map(|w| &w.value).collect();
+                let base = Rc::try_unwrap(from_parent).unwrap_or_else(|rc| (*rc).clone());
+                replay_writes(base, &refs, reducer).map_err(|e| reducer_err(i, e))?
+            }
+        };
+        f(i, &value)?;
+        let value = Rc::new(value);
+        for &c in node.children.iter().rev() {
+            stack.push((c, value.clone()));
+        }
+    }
+    Ok(())
+}
+
+/// The state view of `messages` at checkpoint `i` from its stored view: its own
+/// `NULL_TASK_ID` writes applied as one batch (what `get_state(checkpoint_id=…)` shows).
+pub fn with_own_writes(
+    t: &crate::model::thread::LoadedThread,
+    i: usize,
+    stored: &[Value],
+    reducer: Reducer,
+) -> Result<Vec<Value>, MaterializeError> {
+    let mut own = Vec::new();
+    for w in t.nodes[i]
+        .writes
+        .iter()
+        .filter(|w| w.task_id == NULL_TASK_ID && w.channel == MESSAGES)
+    {
+        own.push(Write::from_row(w.clone(), &t.thread_id)?);
+    }
+    let refs: Vec<&Value> = own.iter().map(|w| &w.value).collect();
+    update_messages(stored.to_vec(), &refs, reducer).map_err(|reason| MaterializeError::Reducer {
+        thread_id: t.thread_id.clone(),
+        checkpoint_id: t.nodes[i].id.clone(),
+        reason,
+    })
+}

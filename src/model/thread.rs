@@ -94,8 +94,29 @@ impl LoadedThread {
         ns: &str,
         visitor: &mut dyn LoadVisitor,
     ) -> Result<Self, StoreError> {
+        Self::load_inner(store, thread_id, ns, visitor, false)
+    }
+
+    /// Reads every checkpoint and write of (thread, ns) and keeps every value (for
+    /// whole-thread materialization; memory follows the thread's bytes).
+    pub fn load_full(store: &dyn Store, thread_id: &str, ns: &str) -> Result<Self, StoreError> {
+        Self::load_inner(store, thread_id, ns, &mut NoVisitor, true)
+    }
+
+    fn load_inner(
+        store: &dyn Store,
+        thread_id: &str,
+        ns: &str,
+        visitor: &mut dyn LoadVisitor,
+        keep_values: bool,
+    ) -> Result<Self, StoreError> {
         let mut nodes = Vec::new();
-        store.scan_thread(thread_id, ns, &mut |row| {
+        let scan = if keep_values {
+            Store::scan_thread_values
+        } else {
+            Store::scan_thread
+        };
+        scan(store, thread_id, ns, &mut |row| {
             let what = format!(
                 "thread '{}' checkpoint {}",
                 row.thread_id, row.checkpoint_id
@@ -108,7 +129,9 @@ impl LoadedThread {
             let messages_encoding = checkpoint.as_ref().ok().map(Checkpoint::messages_encoding);
             if let Ok(ck) = &mut checkpoint {
                 visitor.checkpoint(ck);
-                compact(ck);
+                if !keep_values {
+                    compact(ck);
+                }
             }
             nodes.push(Node {
                 id,
@@ -139,7 +162,9 @@ impl LoadedThread {
         for mut w in writes {
             if let Some(&i) = index.get(&w.checkpoint_id) {
                 visitor.write(&w);
-                w.value = Vec::new();
+                if !keep_values {
+                    w.value = Vec::new();
+                }
                 nodes[i].writes.push(w);
             }
         }

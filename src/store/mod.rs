@@ -195,6 +195,16 @@ pub trait Store {
         checkpoint_id: &str,
     ) -> Result<Option<CheckpointRow>, StoreError>;
 
+    /// Like [`Store::scan_thread`], but every channel value complete (no placeholders).
+    fn scan_thread_values(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        f: &mut dyn FnMut(CheckpointRow) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        self.scan_thread(thread_id, ns, f)
+    }
+
     /// The metadata JSON bytes of one checkpoint, without its channel values.
     fn metadata(
         &self,

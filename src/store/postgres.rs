@@ -537,6 +537,22 @@ impl Store for PostgresStore {
         )
     }
 
+    fn scan_thread_values(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        f: &mut dyn FnMut(CheckpointRow) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let what = "reading a thread's checkpoints";
+        self.cursor(
+            what,
+            &format!("{POINT_SELECT} WHERE c.thread_id = $1 AND c.checkpoint_ns = $2"),
+            &[&thread_id, &ns],
+            16,
+            &mut |r| f(checkpoint_row(r, what)?),
+        )
+    }
+
     fn thread_writes(&self, thread_id: &str, ns: &str) -> Result<Vec<WriteRow>, StoreError> {
         let what = "reading a thread's pending writes";
         let sql = format!(
