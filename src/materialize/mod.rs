@@ -382,6 +382,10 @@ fn apply_null_writes(
     Ok(())
 }
 
+/// Receives each checkpoint (by index) with its stored `messages` view.
+pub type StoredMessagesVisitor<'a> =
+    dyn FnMut(usize, &[Value]) -> Result<(), MaterializeError> + 'a;
+
 /// Whole-thread materialization, incrementally: `M(C)` = the value stored at C (a
 /// `_DeltaSnapshot` unwrapped), else `replay(M(parent), parent's messages writes)`, else `[]`
 /// at a root — root to leaves, each checkpoint once, so a thread costs time linear in its
@@ -394,7 +398,7 @@ fn apply_null_writes(
 pub fn for_each_stored_messages(
     t: &crate::model::thread::LoadedThread,
     reducer: Reducer,
-    f: &mut dyn FnMut(usize, &[Value]) -> Result<(), MaterializeError>,
+    f: &mut StoredMessagesVisitor<'_>,
 ) -> Result<(), MaterializeError> {
     let reducer_err = |i: usize, reason: String| MaterializeError::Reducer {
         thread_id: t.thread_id.clone(),
