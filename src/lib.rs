@@ -14,6 +14,7 @@ pub mod finding;
 pub mod inspect;
 pub mod lineage;
 pub mod materialize;
+pub mod migrate;
 pub mod model;
 pub mod progress;
 pub mod render;

@@ -3,6 +3,7 @@
 
 mod inspect;
 mod lineage;
+mod migrate;
 mod verify;
 
 use crate::error::Error;
@@ -78,6 +79,8 @@ pub enum Command {
     Verify(verify::VerifyArgs),
     /// Walk a thread's parent chain to the root, or draw its whole tree (--tree).
     Lineage(lineage::LineageArgs),
+    /// Plan the conversion of delta threads to full mode (dry run).
+    Migrate(migrate::MigrateArgs),
 }
 
 impl GlobalArgs {
@@ -189,5 +192,6 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
         Command::Inspect(args) => inspect::run(&cli.global, args),
         Command::Verify(args) => verify::run(&cli.global, args),
         Command::Lineage(args) => lineage::run(&cli.global, args),
+        Command::Migrate(args) => migrate::run(&cli.global, args),
     }
 }

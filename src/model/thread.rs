@@ -18,6 +18,8 @@ pub struct Node {
     pub id: String,
     /// Parent id as stored.
     pub parent: Option<String>,
+    /// Stored bytes (checkpoint + metadata).
+    pub bytes: u64,
     /// Metadata (empty when unreadable).
     pub metadata: Map<String, Json>,
     /// The decoded checkpoint (channel values reduced to their keys, except small
@@ -125,6 +127,7 @@ impl LoadedThread {
             let metadata = parse_metadata(&row.metadata, &what).unwrap_or_default();
             let id = row.checkpoint_id.clone();
             let parent = row.parent_checkpoint_id.clone();
+            let bytes = row.bytes;
             let mut checkpoint = Checkpoint::from_row(row);
             let messages_encoding = checkpoint.as_ref().ok().map(Checkpoint::messages_encoding);
             if let Ok(ck) = &mut checkpoint {
@@ -136,6 +139,7 @@ impl LoadedThread {
             nodes.push(Node {
                 id,
                 parent,
+                bytes,
                 metadata,
                 checkpoint,
                 messages_encoding,

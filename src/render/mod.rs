@@ -8,6 +8,7 @@ pub use progress::TerminalProgress;
 use crate::finding::{Finding, Severity};
 use crate::inspect::{StateReport, StoreSummary, ThreadReport};
 use crate::lineage::{LineageEntry, LineageReport};
+use crate::migrate::MigrateReport;
 use crate::model::Mode;
 use crate::verify::VerifyReport;
 use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
@@ -391,5 +392,42 @@ pub fn lineage_text(r: &LineageReport) -> String {
         let _ = writeln!(out, "findings: {}", severity_counts(&r.findings));
         let _ = writeln!(out, "{}", findings_table(&r.findings));
     }
+    out
+}
+
+/// `dfck migrate delta-to-full` (plan) as text.
+pub fn migrate_table(r: &MigrateReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{}threads: {} to convert, {} refused, {} skipped (no delta checkpoint)",
+        if r.dry_run {
+            "dry run, nothing written — "
+        } else {
+            ""
+        },
+        r.converted,
+        r.refused,
+        r.skipped
+    );
+    let mut t = table(&[
+        "thread",
+        "status",
+        "checkpoints",
+        "bytes before",
+        "bytes after",
+        "reason",
+    ]);
+    for p in &r.threads {
+        t.add_row(vec![
+            p.thread_id.clone(),
+            p.status.to_owned(),
+            p.checkpoints_rewritten.to_string(),
+            human_bytes(p.bytes_before),
+            human_bytes(p.bytes_after),
+            opt(&p.reason),
+        ]);
+    }
+    let _ = writeln!(out, "{t}");
     out
 }

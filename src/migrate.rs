@@ -1,0 +1,281 @@
+//! `migrate delta-to-full`, the plan: which threads a conversion would rewrite, which it
+//! must refuse and why (deerflow-semantics §5.7), and the bytes before and after. Reads
+//! only; the write path (`--apply`) is not built yet.
+
+use crate::codec::{self, EXT_DELTA_SNAPSHOT, Value};
+use crate::error::{Error, StoreError};
+use crate::lineage::{fork_analysis, integrity};
+use crate::materialize::{Reducer, for_each_stored_messages};
+use crate::model::thread::LoadedThread;
+use crate::model::{DELTA_COUNTERS, MESSAGES, MessagesEncoding, has_marker, metadata_is_delta};
+use crate::progress::Progress;
+use crate::store::Store;
+use serde::Serialize;
+use serde_json::Value as Json;
+use std::collections::HashMap;
+
+/// Options of a migration plan.
+#[derive(Debug, Clone, Default)]
+pub struct MigrateOptions {
+    /// Convert contaminated or ambiguous delta forks to exactly what delta mode shows.
+    pub accept_delta_view: bool,
+}
+
+/// One thread of the plan.
+#[derive(Debug, Clone, Serialize)]
+pub struct ThreadPlan {
+    /// Thread id.
+    pub thread_id: String,
+    /// `converted` (would be, in a dry run), `refused` or `skipped` (no delta checkpoint).
+    pub status: &'static str,
+    /// Checkpoints that would be rewritten.
+    pub checkpoints_rewritten: usize,
+    /// Why the thread is refused or skipped.
+    pub reason: Option<String>,
+    /// Bytes of the thread's checkpoints now.
+    pub bytes_before: u64,
+    /// Estimated bytes after conversion (every versioned checkpoint holds its full list).
+    pub bytes_after: u64,
+    /// Checkpoints whose delta view includes a sibling branch's writes (converted as
+    /// delta mode shows them, with `--accept-delta-view`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub accepted_delta_view: Vec<String>,
+}
+
+/// `dfck migrate delta-to-full` (plan).
+#[derive(Debug, Clone, Serialize)]
+pub struct MigrateReport {
+    /// Nothing was written.
+    pub dry_run: bool,
+    /// Per thread.
+    pub threads: Vec<ThreadPlan>,
+    /// Threads converted (would be, in a dry run).
+    pub converted: usize,
+    /// Threads refused.
+    pub refused: usize,
+    /// Threads without delta checkpoints.
+    pub skipped: usize,
+}
+
+fn refuse(mut p: ThreadPlan, reason: String) -> ThreadPlan {
+    p.status = "refused";
+    p.reason = Some(reason);
+    p.checkpoints_rewritten = 0;
+    p.bytes_after = p.bytes_before;
+    p
+}
+
+/// Plans one thread (every namespace).
+pub fn plan_thread(
+    store: &dyn Store,
+    thread_id: &str,
+    opts: &MigrateOptions,
+) -> Result<ThreadPlan, Error> {
+    let mut plan = ThreadPlan {
+        thread_id: thread_id.to_owned(),
+        status: "skipped",
+        checkpoints_rewritten: 0,
+        reason: None,
+        bytes_before: 0,
+        bytes_after: 0,
+        accepted_delta_view: Vec::new(),
+    };
+    let namespaces = store.namespaces(thread_id)?;
+    if namespaces.is_empty() {
+        return Err(StoreError::ThreadNotFound {
+            thread_id: thread_id.to_owned(),
+            checkpoint_ns: String::new(),
+        }
+        .into());
+    }
+    let mut threads = Vec::new();
+    for ns in &namespaces {
+        let t = LoadedThread::load_full(store, thread_id, ns)?;
+        plan.bytes_before += t.nodes.iter().map(|n| n.bytes).sum::<u64>();
+        threads.push(t);
+    }
+    plan.bytes_after = plan.bytes_before;
+    let is_delta = |t: &LoadedThread| {
+        t.nodes.iter().any(|n| {
+            metadata_is_delta(&n.metadata)
+                || matches!(
+                    n.messages_encoding,
+                    Some(MessagesEncoding::Snapshot | MessagesEncoding::Absent)
+                )
+        })
+    };
+    if !threads.iter().any(is_delta) {
+        plan.reason = Some("no delta checkpoint".into());
+        return Ok(plan);
+    }
+    plan.status = "converted";
+    let mut rewritten = 0;
+    let mut after = plan.bytes_before as i64;
+    for t in &threads {
+        if !is_delta(t) {
+            continue;
+        }
+        let ns = &t.checkpoint_ns;
+        if !ns.is_empty() {
+            return Ok(refuse(
+                plan,
+                format!(
+                    "namespace '{ns}' holds delta data: DeerFlow never writes subgraph namespaces, convert them deliberately"
+                ),
+            ));
+        }
+        for f in integrity(t, usize::MAX) {
+            if matches!(f.code, "lineage.dangling_parent" | "lineage.cycle") {
+                return Ok(refuse(
+                    plan,
+                    format!(
+                        "{} at {}: {}",
+                        f.code,
+                        f.checkpoint_id.unwrap_or_default(),
+                        f.message
+                    ),
+                ));
+            }
+        }
+        for n in &t.nodes {
+            if let Err(e) = &n.checkpoint {
+                return Ok(refuse(plan, format!("unreadable checkpoint: {e}")));
+            }
+            for w in &n.writes {
+                if let Err(e) = codec::decode_typed(w.type_tag.as_deref(), w.value.clone()) {
+                    return Ok(refuse(plan, format!("unreadable write on {}: {e}", n.id)));
+                }
+            }
+            if let Some(Json::Object(c)) = n.metadata.get(DELTA_COUNTERS) {
+                if let Some(other) = c.keys().find(|k| k.as_str() != MESSAGES) {
+                    return Ok(refuse(
+                        plan,
+                        format!(
+                            "{DELTA_COUNTERS} names channel '{other}' at {}: not DeerFlow's delta data",
+                            n.id
+                        ),
+                    ));
+                }
+            }
+        }
+        let forks = fork_analysis(t);
+        if !forks.contaminated.is_empty() || !forks.ambiguous.is_empty() {
+            let ids: Vec<String> = forks
+                .contaminated
+                .iter()
+                .map(|&(k, _)| t.nodes[k].id.clone())
+                .chain(forks.ambiguous.iter().map(|&p| t.nodes[p].id.clone()))
+                .collect();
+            if !opts.accept_delta_view {
+                return Ok(refuse(
+                    plan,
+                    format!(
+                        "delta forks replay another branch's writes (DeerFlow #4458) at {}; --accept-delta-view converts exactly what delta mode shows",
+                        ids.join(", ")
+                    ),
+                ));
+            }
+            plan.accepted_delta_view.extend(ids);
+        }
+        let reducer = if t.nodes.iter().any(|n| has_marker(&n.metadata)) {
+            Reducer::Deerflow
+        } else {
+            Reducer::Langgraph
+        };
+        // Postgres shares blobs by version: one list per (messages, version).
+        let mut by_version: HashMap<String, String> = HashMap::new();
+        let mut conflict = None;
+        let mut reached = 0;
+        let result = for_each_stored_messages(t, reducer, &mut |i, stored| {
+            reached += 1;
+            let n = &t.nodes[i];
+            let Ok(ck) = &n.checkpoint else { return Ok(()) };
+            let bytes = codec::encode(&Value::Array(stored.to_vec()));
+            let encoded = bytes.len() as i64;
+            if let Some(v) = ck.version(MESSAGES) {
+                if store.info().backend == "postgres" {
+                    let hash = sha1_smol::Sha1::from(&bytes).digest().to_string();
+                    if let Some(prev) = by_version.insert(v.to_owned(), hash.clone()) {
+                        if prev != hash && conflict.is_none() {
+                            conflict = Some(n.id.clone());
+                        }
+                    }
+                }
+            }
+            let changes = metadata_is_delta(&n.metadata)
+                || n.metadata.contains_key(crate::model::MODE_MARKER)
+                || matches!(
+                    n.messages_encoding,
+                    Some(MessagesEncoding::Snapshot | MessagesEncoding::Absent)
+                );
+            if changes {
+                rewritten += 1;
+                let old = match ck.value(MESSAGES) {
+                    Some(Value::Ext(e)) if e.code == EXT_DELTA_SNAPSHOT => {
+                        codec::encode(&Value::Ext(e.clone())).len() as i64
+                    }
+                    _ => 0,
+                };
+                if ck.version(MESSAGES).is_some() {
+                    after += encoded - old;
+                }
+            }
+            Ok(())
+        });
+        if let Err(e) = result {
+            return Ok(refuse(plan, format!("materialization fails: {e}")));
+        }
+        if reached != t.nodes.len() {
+            return Ok(refuse(
+                plan,
+                "some checkpoints are not reachable from a root".into(),
+            ));
+        }
+        if let Some(id) = conflict {
+            return Ok(refuse(
+                plan,
+                format!(
+                    "checkpoints sharing one Postgres messages version need different lists (at {id})"
+                ),
+            ));
+        }
+    }
+    plan.checkpoints_rewritten = rewritten;
+    plan.bytes_after = after.max(0) as u64;
+    Ok(plan)
+}
+
+/// Plans every given thread (or every thread with `all`).
+pub fn plan(
+    store: &dyn Store,
+    threads: &[String],
+    all: bool,
+    opts: &MigrateOptions,
+    progress: &dyn Progress,
+) -> Result<MigrateReport, Error> {
+    let ids: Vec<String> = if all || threads.is_empty() {
+        let mut v = Vec::new();
+        store.scan_thread_ids(&mut |t| {
+            v.push(t);
+            Ok(())
+        })?;
+        v
+    } else {
+        threads.to_vec()
+    };
+    progress.start("planning threads", Some(ids.len() as u64));
+    let mut out = Vec::new();
+    for id in &ids {
+        out.push(plan_thread(store, id, opts)?);
+        progress.inc(1);
+    }
+    progress.finish();
+    let count = |s: &str| out.iter().filter(|p| p.status == s).count();
+    Ok(MigrateReport {
+        dry_run: true,
+        converted: count("converted"),
+        refused: count("refused"),
+        skipped: count("skipped"),
+        threads: out,
+    })
+}
