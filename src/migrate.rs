@@ -279,3 +279,281 @@ pub fn plan(
         threads: out,
     })
 }
+
+/// Test-only crash injection: `DFCK_FAILPOINT=migrate-abort-after:N` aborts the process
+/// (no rollback, no destructors — as a SIGKILL would) after the N-th checkpoint rewrite.
+fn failpoint_after() -> Option<usize> {
+    std::env::var("DFCK_FAILPOINT")
+        .ok()?
+        .strip_prefix("migrate-abort-after:")?
+        .parse()
+        .ok()
+}
+
+/// Python `json.dumps` separators (`", "`, `": "`), so rewritten metadata looks like
+/// LangGraph's.
+struct PyJson;
+
+impl serde_json::ser::Formatter for PyJson {
+    fn begin_array_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        if first { Ok(()) } else { w.write_all(b", ") }
+    }
+
+    fn begin_object_key<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        if first { Ok(()) } else { w.write_all(b", ") }
+    }
+
+    fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        w.write_all(b": ")
+    }
+}
+
+/// The metadata a full-mode checkpoint carries: no marker, no `messages` counters.
+fn full_metadata(raw: &[u8], what: &str) -> Result<Vec<u8>, String> {
+    let mut m: serde_json::Map<String, Json> = serde_json::from_slice(raw)
+        .map_err(|e| format!("{what}: metadata is not plain JSON ({e}); not rewriting it"))?;
+    m.remove(crate::model::MODE_MARKER);
+    let drop_counters = match m.get_mut(DELTA_COUNTERS) {
+        Some(Json::Object(c)) => {
+            c.remove(MESSAGES);
+            c.is_empty()
+        }
+        _ => false,
+    };
+    if drop_counters {
+        m.remove(DELTA_COUNTERS);
+    }
+    let mut out = Vec::new();
+    let mut ser = serde_json::Serializer::with_formatter(&mut out, PyJson);
+    m.serialize(&mut ser).map_err(|e| e.to_string())?;
+    Ok(out)
+}
+
+/// A checkpoint body with `messages` stored as the plain list (or, when unversioned, any
+/// `_DeltaSnapshot` unwrapped); every other byte re-encoded as it was.
+fn full_body(body: Value, list: Option<Vec<Value>>) -> Value {
+    let Value::Map(mut entries) = body else {
+        return body;
+    };
+    for (k, v) in entries.iter_mut() {
+        if k.as_str() != Some("channel_values") {
+            continue;
+        }
+        let Value::Map(cv) = v else { continue };
+        let pos = cv.iter().position(|(c, _)| c.as_str() == Some(MESSAGES));
+        match (list.clone(), pos) {
+            (Some(l), Some(i)) => cv[i].1 = Value::Array(l),
+            (Some(l), None) => cv.push((Value::Str(MESSAGES.into()), Value::Array(l))),
+            (None, Some(i)) => {
+                let old = std::mem::replace(&mut cv[i].1, Value::Nil);
+                cv[i].1 = crate::materialize::unwrap_snapshot(old);
+            }
+            (None, None) => {}
+        }
+    }
+    Value::Map(entries)
+}
+
+fn digest(list: &[Value]) -> String {
+    sha1_smol::Sha1::from(codec::encode(&Value::Array(list.to_vec())))
+        .digest()
+        .to_string()
+}
+
+/// Rewrites every delta checkpoint of one thread inside the caller's transaction and checks
+/// the result before returning; `Err` means: roll back, refuse with this reason.
+fn convert_thread(
+    store: &crate::store::sqlite::SqliteStore,
+    thread_id: &str,
+    rewrites: &mut usize,
+) -> Result<usize, String> {
+    let abort_after = failpoint_after();
+    let mut converted = 0;
+    for ns in store.namespaces(thread_id).map_err(|e| e.to_string())? {
+        let t = LoadedThread::load_full(store, thread_id, &ns).map_err(|e| e.to_string())?;
+        let needs = |n: &crate::model::thread::Node| {
+            metadata_is_delta(&n.metadata)
+                || n.metadata.contains_key(crate::model::MODE_MARKER)
+                || matches!(
+                    n.messages_encoding,
+                    Some(MessagesEncoding::Snapshot | MessagesEncoding::Absent)
+                )
+        };
+        if !t.nodes.iter().any(needs) {
+            continue;
+        }
+        let reducer = if t.nodes.iter().any(|n| has_marker(&n.metadata)) {
+            Reducer::Deerflow
+        } else {
+            Reducer::Langgraph
+        };
+        let mut expect: HashMap<String, String> = HashMap::new();
+        let mut failure: Option<String> = None;
+        let res = for_each_stored_messages(&t, reducer, &mut |i, stored| {
+            let n = &t.nodes[i];
+            let Ok(ck) = &n.checkpoint else { return Ok(()) };
+            let versioned = ck.version(MESSAGES).is_some();
+            if versioned {
+                expect.insert(n.id.clone(), digest(stored));
+            }
+            if !needs(n) || failure.is_some() {
+                return Ok(());
+            }
+            let step = (|| -> Result<(), String> {
+                let row = store
+                    .checkpoint(thread_id, &ns, &n.id)
+                    .map_err(|e| e.to_string())?
+                    .ok_or_else(|| format!("checkpoint {} vanished", n.id))?;
+                let crate::store::CheckpointBody::Serialized { type_tag, bytes } = row.body else {
+                    return Err("not a SQLite checkpoint".into());
+                };
+                if type_tag.as_deref() != Some("msgpack") {
+                    return Err(format!(
+                        "checkpoint {} has serializer type {:?}",
+                        n.id, type_tag
+                    ));
+                }
+                let body = codec::decode(&bytes).map_err(|e| e.to_string())?;
+                let list = versioned.then(|| stored.to_vec());
+                let new_body = codec::encode(&full_body(body, list));
+                let new_meta = full_metadata(&row.metadata, &n.id)?;
+                store
+                    .update_checkpoint(thread_id, &ns, &n.id, &new_body, &new_meta)
+                    .map_err(|e| e.to_string())?;
+                *rewrites += 1;
+                if abort_after == Some(*rewrites) {
+                    std::process::abort();
+                }
+                Ok(())
+            })();
+            match step {
+                Ok(()) => converted += 1,
+                Err(e) => failure = Some(e),
+            }
+            Ok(())
+        });
+        if let Err(e) = res {
+            return Err(format!("materialization fails: {e}"));
+        }
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        // Verify before commit: no delta signal left, and every versioned checkpoint stores
+        // exactly the list delta mode showed.
+        let after = LoadedThread::load_full(store, thread_id, &ns).map_err(|e| e.to_string())?;
+        for n in &after.nodes {
+            if metadata_is_delta(&n.metadata) || n.metadata.contains_key(crate::model::MODE_MARKER)
+            {
+                return Err(format!(
+                    "verification failed: {} still carries a delta marker",
+                    n.id
+                ));
+            }
+            let Ok(ck) = &n.checkpoint else {
+                return Err(format!(
+                    "verification failed: {} unreadable after rewrite",
+                    n.id
+                ));
+            };
+            match (expect.get(&n.id), ck.value(MESSAGES)) {
+                (Some(want), Some(v)) if !v.is_delta_snapshot() => {
+                    let got = match v {
+                        Value::Array(items) => digest(items),
+                        other => digest(std::slice::from_ref(other)),
+                    };
+                    if &got != want {
+                        return Err(format!(
+                            "verification failed: {} differs from its delta view",
+                            n.id
+                        ));
+                    }
+                }
+                (Some(_), _) => {
+                    return Err(format!(
+                        "verification failed: {} does not store its messages",
+                        n.id
+                    ));
+                }
+                (None, Some(v)) if v.is_delta_snapshot() => {
+                    return Err(format!(
+                        "verification failed: {} still holds a snapshot",
+                        n.id
+                    ));
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(converted)
+}
+
+/// `migrate delta-to-full --apply` on SQLite: per thread, one `BEGIN IMMEDIATE`
+/// transaction that plans (under the write lock), rewrites, verifies and commits — or rolls
+/// back and refuses. Killing the process at any moment leaves each thread old or new.
+pub fn apply_sqlite(
+    store: &crate::store::sqlite::SqliteStore,
+    threads: &[String],
+    all: bool,
+    opts: &MigrateOptions,
+    progress: &dyn Progress,
+) -> Result<MigrateReport, Error> {
+    let ids: Vec<String> = if all || threads.is_empty() {
+        let mut v = Vec::new();
+        store.scan_thread_ids(&mut |t| {
+            v.push(t);
+            Ok(())
+        })?;
+        v
+    } else {
+        threads.to_vec()
+    };
+    progress.start("converting threads", Some(ids.len() as u64));
+    let mut out = Vec::new();
+    let mut rewrites = 0;
+    for id in &ids {
+        store.begin_immediate()?;
+        let planned = match plan_thread(store, id, opts) {
+            Ok(p) => p,
+            Err(e) => {
+                store.rollback()?;
+                return Err(e);
+            }
+        };
+        if planned.status != "converted" {
+            store.rollback()?;
+            out.push(planned);
+            progress.inc(1);
+            continue;
+        }
+        match convert_thread(store, id, &mut rewrites) {
+            Ok(n) => {
+                store.commit()?;
+                let mut p = planned;
+                p.checkpoints_rewritten = n;
+                out.push(p);
+            }
+            Err(reason) => {
+                store.rollback()?;
+                out.push(refuse(planned, reason));
+            }
+        }
+        progress.inc(1);
+    }
+    progress.finish();
+    let count = |s: &str| out.iter().filter(|p| p.status == s).count();
+    Ok(MigrateReport {
+        dry_run: false,
+        converted: count("converted"),
+        refused: count("refused"),
+        skipped: count("skipped"),
+        threads: out,
+    })
+}

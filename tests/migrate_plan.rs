@@ -1,6 +1,6 @@
 //! `dfck migrate delta-to-full` plans (dry run): which threads convert, which are refused
 //! and why, what is skipped — on the real-library fixtures and the defect stores; nothing
-//! is written, and `--apply` is refused until the write path exists.
+//! is written.
 
 mod common;
 
@@ -148,11 +148,14 @@ fn refusals_name_their_reason() {
 }
 
 #[test]
-fn apply_is_refused_until_it_exists() {
+fn usage_errors() {
     let db = sqlite_fixture("delta_k3").to_string_lossy().into_owned();
     assert_clean_failure(
-        &dfck(&db, &["migrate", "delta-to-full", "--all", "--apply"]),
-        "--apply is not available",
+        &dfck(
+            &db,
+            &["migrate", "delta-to-full", "--all", "--backup", "/tmp/x.db"],
+        ),
+        "--backup goes with --apply",
     );
     assert_clean_failure(&dfck(&db, &["migrate", "delta-to-full"]), "pass --all");
     assert_clean_failure(

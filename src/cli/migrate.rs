@@ -1,9 +1,11 @@
-//! `dfck migrate delta-to-full [THREAD …] [--all]` (the plan; `--apply` is not built yet).
+//! `dfck migrate delta-to-full [THREAD …] [--all] [--apply]`: the plan, or (SQLite) the conversion.
 
 use super::{GlobalArgs, ReducerArg, output};
 use crate::error::{EXIT_FINDINGS, EXIT_OK, Error};
-use crate::migrate::{MigrateOptions, plan};
+use crate::migrate::{MigrateOptions, apply_sqlite, plan};
 use crate::render::{self, TerminalProgress};
+use crate::store::sqlite::SqliteStore;
+use crate::target::Target;
 use clap::{Args, Subcommand};
 
 /// `dfck migrate …`.
@@ -29,7 +31,7 @@ pub struct DeltaToFullArgs {
     /// Every thread of the store.
     #[arg(long, conflicts_with = "threads")]
     pub all: bool,
-    /// Write the conversion (not available yet: this version plans only).
+    /// Write the conversion (SQLite; one transaction per thread, verified before commit).
     #[arg(long)]
     pub apply: bool,
     /// Convert contaminated delta forks to exactly what delta mode shows.
@@ -46,17 +48,18 @@ pub struct DeltaToFullArgs {
 /// Runs `dfck migrate`: exit 1 when a thread is refused.
 pub fn run(global: &GlobalArgs, args: &MigrateArgs) -> Result<i32, Error> {
     let Direction::DeltaToFull(args) = &args.direction;
-    if args.apply {
-        return Err(Error::Usage(
-            "--apply is not available in this version of dfck: the conversion itself is not built yet; run without --apply for the plan".into(),
-        ));
-    }
     if args.threads.is_empty() && !args.all {
         return Err(Error::Usage(
             "name the threads to convert, or pass --all".into(),
         ));
     }
-    let (target, _) = global.resolve()?;
+    let (target, discovered) = global.resolve()?;
+    if args.apply {
+        return apply(global, args, &target, discovered.as_ref());
+    }
+    if args.backup.is_some() {
+        return Err(Error::Usage("--backup goes with --apply".into()));
+    }
     let store = target.open_read_only()?;
     let opts = MigrateOptions {
         accept_delta_view: args.accept_delta_view,
@@ -69,6 +72,52 @@ pub fn run(global: &GlobalArgs, args: &MigrateArgs) -> Result<i32, Error> {
         &TerminalProgress::stderr(),
     )?;
     output(global.format(), &report, render::migrate_table)?;
+    Ok(if report.refused > 0 {
+        EXIT_FINDINGS
+    } else {
+        EXIT_OK
+    })
+}
+
+fn apply(
+    global: &GlobalArgs,
+    args: &DeltaToFullArgs,
+    target: &Target,
+    discovered: Option<&crate::config::Discovered>,
+) -> Result<i32, Error> {
+    let Target::Sqlite(path) = target else {
+        return Err(Error::Usage(
+            "--apply is not built for PostgreSQL stores yet; run without --apply for the plan"
+                .into(),
+        ));
+    };
+    let store = SqliteStore::open_read_write(path)?;
+    if let Some(dest) = &args.backup {
+        store.backup_to(dest)?;
+        eprintln!("dfck: backup written to {}", dest.display());
+    }
+    let opts = MigrateOptions {
+        accept_delta_view: args.accept_delta_view,
+    };
+    let report = apply_sqlite(
+        &store,
+        &args.threads,
+        args.all,
+        &opts,
+        &TerminalProgress::stderr(),
+    )?;
+    output(global.format(), &report, render::migrate_table)?;
+    if report.converted > 0 {
+        eprintln!(
+            "dfck: {} thread(s) converted. Set database.checkpoint_channel_mode: full and restart every process sharing this store.",
+            report.converted
+        );
+        if discovered.is_some_and(|d| d.checkpoint_channel_mode == "delta") {
+            eprintln!(
+                "dfck: warning: the DeerFlow config still says checkpoint_channel_mode: delta"
+            );
+        }
+    }
     Ok(if report.refused > 0 {
         EXIT_FINDINGS
     } else {

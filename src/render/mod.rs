@@ -400,13 +400,14 @@ pub fn migrate_table(r: &MigrateReport) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{}threads: {} to convert, {} refused, {} skipped (no delta checkpoint)",
+        "{}threads: {} {}, {} refused, {} skipped (no delta checkpoint)",
         if r.dry_run {
             "dry run, nothing written — "
         } else {
-            ""
+            "applied — "
         },
         r.converted,
+        if r.dry_run { "to convert" } else { "converted" },
         r.refused,
         r.skipped
     );

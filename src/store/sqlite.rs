@@ -41,6 +41,16 @@ fn len_col(row: &Row<'_>, i: usize) -> rusqlite::Result<u64> {
 impl SqliteStore {
     /// Opens `path` read-only and checks that it is a LangGraph checkpoint store.
     pub fn open_read_only(path: &Path) -> Result<Self, StoreError> {
+        Self::open(path, false)
+    }
+
+    /// Opens `path` for writing (`migrate --apply`): WAL as LangGraph leaves it, a busy
+    /// timeout for concurrent writers, same schema checks.
+    pub fn open_read_write(path: &Path) -> Result<Self, StoreError> {
+        Self::open(path, true)
+    }
+
+    fn open(path: &Path, writable: bool) -> Result<Self, StoreError> {
         let shown = path.display().to_string();
         let open_err = |reason: String| StoreError::Open {
             path: shown.clone(),
@@ -76,13 +86,26 @@ impl SqliteStore {
         // create the -shm: the one case where a read leaves a file behind.)
         let wal_mode = header[18] == 2 && header[19] == 2;
         let wal_has_frames = std::fs::metadata(sidecar(path, "-wal")).is_ok_and(|m| m.len() > 32);
-        let uri = file_uri(path, wal_mode && !wal_has_frames);
-        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
-            | OpenFlags::SQLITE_OPEN_URI
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let (uri, flags) = if writable {
+            (
+                path.to_string_lossy().into_owned(),
+                OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )
+        } else {
+            (
+                file_uri(path, wal_mode && !wal_has_frames),
+                OpenFlags::SQLITE_OPEN_READ_ONLY
+                    | OpenFlags::SQLITE_OPEN_URI
+                    | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )
+        };
         let conn = Connection::open_with_flags(&uri, flags).map_err(|e| open_err(e.to_string()))?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))
-            .map_err(|e| open_err(e.to_string()))?;
+        conn.busy_timeout(std::time::Duration::from_secs(if writable {
+            30
+        } else {
+            5
+        }))
+        .map_err(|e| open_err(e.to_string()))?;
         // Plain reads by default: scans over the whole store keep a small resident set
         // (memory-mapped pages would count towards RSS up to the store's size).
         let _ = conn.pragma_update(None, "mmap_size", 0i64);
@@ -100,6 +123,67 @@ impl SqliteStore {
                 has_task_path,
             },
         })
+    }
+
+    /// `BEGIN IMMEDIATE`: takes the write lock now (waiting up to the busy timeout), so a
+    /// concurrent writer cannot interleave with one thread's conversion.
+    pub fn begin_immediate(&self) -> Result<(), StoreError> {
+        self.conn
+            .execute_batch("BEGIN IMMEDIATE")
+            .map_err(q("starting a write transaction"))
+    }
+
+    /// Commits the open transaction.
+    pub fn commit(&self) -> Result<(), StoreError> {
+        self.conn.execute_batch("COMMIT").map_err(q("committing"))
+    }
+
+    /// Rolls the open transaction back (nothing of it stays).
+    pub fn rollback(&self) -> Result<(), StoreError> {
+        self.conn
+            .execute_batch("ROLLBACK")
+            .map_err(q("rolling back"))
+    }
+
+    /// Replaces one checkpoint's body and metadata (ids, parent and type stay).
+    pub fn update_checkpoint(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        checkpoint_id: &str,
+        body: &[u8],
+        metadata: &[u8],
+    ) -> Result<(), StoreError> {
+        let n = self
+            .conn
+            .prepare_cached(
+                "UPDATE checkpoints SET checkpoint = ?1, metadata = ?2 \
+                 WHERE thread_id = ?3 AND checkpoint_ns = ?4 AND checkpoint_id = ?5",
+            )
+            .and_then(|mut st| st.execute(params![body, metadata, thread_id, ns, checkpoint_id]))
+            .map_err(q("rewriting a checkpoint"))?;
+        if n != 1 {
+            return Err(StoreError::CheckpointNotFound {
+                thread_id: thread_id.to_owned(),
+                checkpoint_ns: ns.to_owned(),
+                checkpoint_id: checkpoint_id.to_owned(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Writes a consistent copy of the store to `dest` (`VACUUM INTO`).
+    pub fn backup_to(&self, dest: &Path) -> Result<(), StoreError> {
+        if dest.exists() {
+            return Err(StoreError::Target(format!(
+                "backup target {} already exists",
+                dest.display()
+            )));
+        }
+        self.conn
+            .execute("VACUUM INTO ?1", [dest.to_string_lossy()])
+            .map(|_| ())
+            .map_err(q("writing the backup"))
     }
 
     fn task_path_expr(&self) -> &'static str {
