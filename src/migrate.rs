@@ -533,6 +533,25 @@ pub fn apply_sqlite(
             progress.inc(1);
             continue;
         }
+        // A full-mode thread can be far larger than its delta form (every checkpoint holds
+        // the whole list), and the WAL holds the transaction too: refuse rather than fill
+        // the disk.
+        let growth = planned.bytes_after.saturating_sub(planned.bytes_before);
+        if let Some(free) = store.available_space() {
+            if growth.saturating_mul(2) > free {
+                store.rollback()?;
+                out.push(refuse(
+                    planned,
+                    format!(
+                        "not enough disk space: converting needs about {} MiB (twice the growth, for the WAL) and {} MiB are free",
+                        growth.saturating_mul(2) / (1 << 20),
+                        free / (1 << 20)
+                    ),
+                ));
+                progress.inc(1);
+                continue;
+            }
+        }
         match convert_thread(store, id, &mut rewrites) {
             Ok(n) => {
                 store.commit()?;

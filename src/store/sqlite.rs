@@ -172,6 +172,15 @@ impl SqliteStore {
         Ok(())
     }
 
+    /// Free bytes on the file system holding the store (`None` when unknown).
+    pub fn available_space(&self) -> Option<u64> {
+        let dir = std::path::Path::new(&self.info.location)
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(std::path::Path::new("."));
+        fs4::available_space(dir).ok()
+    }
+
     /// Writes a consistent copy of the store to `dest` (`VACUUM INTO`).
     pub fn backup_to(&self, dest: &Path) -> Result<(), StoreError> {
         if dest.exists() {
