@@ -1,6 +1,8 @@
-//! `migrate delta-to-full`, the plan: which threads a conversion would rewrite, which it
-//! must refuse and why (deerflow-semantics §5.7), and the bytes before and after. Reads
-//! only; the write path (`--apply`) is not built yet.
+//! `migrate delta-to-full`: the plan — which threads a conversion rewrites, which it must
+//! refuse and why (deerflow-semantics §5.7), the bytes before and after — and, on SQLite,
+//! the conversion itself: one transaction per thread that plans under the write lock,
+//! rewrites every delta checkpoint to full form (P1–P3), verifies (P4) and commits, or
+//! rolls back and refuses.
 
 use crate::codec::{self, EXT_DELTA_SNAPSHOT, Value};
 use crate::error::{Error, StoreError};
