@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: starts a throwaway PostgreSQL 15 server (scripts/pg-test-server.sh)
-# with the fixture databases, runs every test (SQLite and Postgres) in release mode, and
-# stops the server again, whatever happens. This is the test command README.md names and
-# .ci/run calls.
+# with the fixture databases, runs every test (SQLite and Postgres) in release mode, checks
+# converted stores with the real Python LangGraph (scripts/check_migrated.py), and stops the
+# server again, whatever happens. This is the test command README.md names and .ci/run calls.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,3 +26,13 @@ export DFCK_REQUIRE_POSTGRES=1
 echo "test-all: PostgreSQL test server at ${TEST_POSTGRES_URI//dfck-test-pw/***}" >&2
 
 cargo test --release -- --show-output
+
+# The real library agrees: converted stores read through a full-mode (add_messages) graph by
+# the pinned Python LangGraph show exactly the delta view (installs the pins into .venv once).
+VENV="${DFCK_VENV:-.venv}"
+if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import langgraph" 2>/dev/null; then
+    echo "test-all: installing the pinned Python packages into $VENV (scripts/requirements.txt)" >&2
+    python3 -m venv "$VENV"
+    "$VENV/bin/pip" install -q -r scripts/requirements.txt
+fi
+"$VENV/bin/python" scripts/check_migrated.py --dfck target/release/dfck

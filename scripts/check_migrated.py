@@ -1,0 +1,304 @@
+#!/usr/bin/env python3
+"""Independent check of `dfck migrate delta-to-full --all --apply` with the real LangGraph.
+
+    .venv/bin/python scripts/check_migrated.py [--dfck target/release/dfck] [--fixtures fixtures]
+
+For each delta-bearing SQLite fixture (delta_k1, delta_k3, delta_k10, mixed, deerflow):
+
+1. copy fixtures/sqlite/<stem>.db to a temp dir and run
+   `dfck --db COPY migrate delta-to-full --all --apply --format json` (must exit 0);
+2. open the COPY with the real SqliteSaver and, for every thread / namespace / checkpoint of
+   fixtures/expected/<stem>.json, read
+   `graph.get_state({"configurable": {thread_id, checkpoint_ns, checkpoint_id}}).values`
+   through the same graph the generator used for that thread but with `messages` in FULL
+   mode (`messages_annotation("full")` = `Annotated[list, add_messages]`, no DeltaChannel),
+   render it with fixturelib and compare it with the expected (delta-mode) `values`
+   (keys in `graph_defaults` may be absent; set/frozenset members compare as multisets).
+   Each checkpoint is read twice: with LangGraph as shipped ("lenient": 1.2.22's full-mode
+   channel still unwraps _DeltaSnapshot and replays ancestors for a missing value, so this
+   pass alone would also pass on an unconverted store) and "strict", with that fallback
+   disabled for non-DeltaChannel channels, so values come only from the converted rows;
+3. check the raw rows: no checkpoint metadata carries `deerflow_checkpoint_channel_mode`
+   or `counters_since_delta_snapshot.messages`, no checkpoint blob holds an ext-7
+   `_DeltaSnapshot` under channel_values.messages, and the `writes` table is row-for-row
+   identical to the original fixture's.
+
+Exit 1 on any mismatch, 0 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import langgraph.pregel._checkpoint as lg_checkpoint  # noqa: E402
+from langgraph.channels import DeltaChannel  # noqa: E402
+from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: E402
+
+import fixturelib  # noqa: E402
+from gen_fixtures import build_deerflow_graph, build_subgraph_pair  # noqa: E402
+from graphs import build_conv_graph, messages_annotation  # noqa: E402
+
+STEMS = ["delta_k1", "delta_k3", "delta_k10", "mixed", "deerflow"]
+MARKER_KEY = "deerflow_checkpoint_channel_mode"
+
+# Which graph builder the generator registered for each thread (gen_fixtures.py:
+# gen_twin / gen_deerflow / gen_mixed / gen_subgraph). Here always with FULL messages.
+CONV, DEERFLOW, SUBGRAPH = "conv", "deerflow", "subgraph"
+THREAD_GRAPH = {
+    "t-deerflow": DEERFLOW,
+    "t-deerflow-full": DEERFLOW,
+    "t-mixed": DEERFLOW,
+    "t-mixed-lg": CONV,
+    "t-subgraph": SUBGRAPH,
+    "t-subgraph-delta": SUBGRAPH,
+}
+
+
+def full_graphs(kind: str, saver: Any) -> dict:
+    """{"graph": root graph, "subgraphs": {node: graph}} with messages in full mode."""
+    ann = messages_annotation("full")
+    if kind == CONV:
+        return {"graph": build_conv_graph(ann, saver), "subgraphs": {}}
+    if kind == DEERFLOW:
+        return {"graph": build_deerflow_graph(ann, saver), "subgraphs": {}}
+    if kind == SUBGRAPH:
+        parent, child = build_subgraph_pair(ann, saver)
+        return {"graph": parent, "subgraphs": {"call_child": child}}
+    raise ValueError(kind)
+
+
+def graph_for_ns(entry: dict, ns: str) -> Any:  # same rule as gen_fixtures.graph_for_ns
+    if ns == "":
+        return entry["graph"]
+    return entry["subgraphs"][ns.split("|")[-1].split(":")[0]]
+
+
+# LangGraph 1.2.22's full-mode channel (BinaryOperatorAggregate) is lenient: it unwraps a
+# _DeltaSnapshot and, when a versioned value is missing from channel_values, replays the
+# ancestors' writes (pregel/_checkpoint.py::_delta_channels_to_replay). So a full-mode
+# get_state sees the delta view even on an UNCONVERTED store. The strict pass disables that
+# fallback for non-DeltaChannel specs: values come only from the checkpoint's own stored
+# channel_values plus its pending writes, the contract of a plain full-mode reader.
+_LENIENT_REPLAY = lg_checkpoint._delta_channels_to_replay
+
+
+def _strict_replay(specs, checkpoint):
+    return [k for k in _LENIENT_REPLAY(specs, checkpoint) if isinstance(specs[k], DeltaChannel)]
+
+
+def set_strict(strict: bool) -> None:
+    lg_checkpoint._delta_channels_to_replay = _strict_replay if strict else _LENIENT_REPLAY
+
+
+# ---------------------------------------------------------------------------------------
+# comparison (mirrors tests/common/compare.rs)
+# ---------------------------------------------------------------------------------------
+
+
+def normalize(j: Any) -> Any:
+    if isinstance(j, list):
+        return [normalize(x) for x in j]
+    if isinstance(j, dict):
+        is_set = j.get("$class") in ("builtins.set", "builtins.frozenset")
+        out = {}
+        for k, v in j.items():
+            v = normalize(v)
+            if is_set and k == "$arg" and isinstance(v, list):
+                v = sorted(v, key=lambda x: json.dumps(x, sort_keys=True, ensure_ascii=False))
+            out[k] = v
+        return out
+    return j
+
+
+def short(j: Any, n: int = 600) -> str:
+    s = json.dumps(j, ensure_ascii=False)
+    return s if len(s) <= n else s[:n] + "…"
+
+
+def compare_values(got: dict, exp: dict, defaults: set) -> str | None:
+    for k, ev in exp.items():
+        if k in got:
+            if normalize(got[k]) != normalize(ev):
+                return f"channel {k!r}: got {short(got[k])} expected {short(ev)}"
+        elif k not in defaults:
+            return f"channel {k!r} missing (expected {short(ev)})"
+    for k in got:
+        if k not in exp:
+            return f"unexpected channel {k!r}: {short(got[k])}"
+    return None
+
+
+# ---------------------------------------------------------------------------------------
+# raw-row checks
+# ---------------------------------------------------------------------------------------
+
+
+def writes_rows(path: Path) -> list[tuple]:
+    conn = sqlite3.connect(f"file:{path}?immutable=1", uri=True)
+    try:
+        cols = [r[1] for r in conn.execute("PRAGMA table_info(writes)")]
+        order = ", ".join(cols)
+        return [tuple(r) for r in conn.execute(f"SELECT {order} FROM writes ORDER BY {order}")]
+    finally:
+        conn.close()
+
+
+def delta_ns_of(conn: sqlite3.Connection) -> set[tuple[str, str]]:
+    """(thread, ns) pairs whose checkpoints still carry a delta signal."""
+    out = set()
+    for tid, ns, md_raw in conn.execute("SELECT thread_id, checkpoint_ns, metadata FROM checkpoints"):
+        md = json.loads(bytes(md_raw).decode("utf-8")) if md_raw else {}
+        ctr = md.get("counters_since_delta_snapshot")
+        if md.get(MARKER_KEY) is not None or (isinstance(ctr, dict) and "messages" in ctr):
+            out.add((tid, ns))
+    return out
+
+
+def raw_row_problems(conn: sqlite3.Connection, skip_ns: set[tuple[str, str]]) -> list[str]:
+    probs = []
+    for tid, ns, cid, typ, blob, md_raw in conn.execute(
+        "SELECT thread_id, checkpoint_ns, checkpoint_id, type, checkpoint, metadata FROM checkpoints"
+        " ORDER BY thread_id, checkpoint_ns, checkpoint_id"
+    ):
+        where = f"{tid} ns={ns!r} {cid}"
+        if (tid, ns) in skip_ns:
+            continue
+        md = json.loads(bytes(md_raw).decode("utf-8")) if md_raw else {}
+        if MARKER_KEY in md:
+            probs.append(f"{where}: metadata still has {MARKER_KEY}={md[MARKER_KEY]!r}")
+        ctr = md.get("counters_since_delta_snapshot")
+        if isinstance(ctr, dict) and "messages" in ctr:
+            probs.append(f"{where}: metadata still has counters_since_delta_snapshot.messages={ctr['messages']!r}")
+        if typ != "msgpack":
+            continue
+        cp = fixturelib._unpack(bytes(blob))
+        cv = cp.get("channel_values", {}) if isinstance(cp, dict) else {}
+        m = cv.get("messages") if isinstance(cv, dict) else None
+        if isinstance(m, fixturelib._Ext) and m.code == 7:
+            probs.append(f"{where}: checkpoint blob holds an ext-7 _DeltaSnapshot under channel_values.messages")
+        versions = cp.get("channel_versions", {}) if isinstance(cp, dict) else {}
+        if "messages" in versions and not (isinstance(cv, dict) and "messages" in cv):
+            probs.append(f"{where}: messages is versioned but not stored (a full-mode checkpoint stores it)")
+    # inline blobs are not used by SqliteSaver, but be thorough about the schema we read
+    return probs
+
+
+# ---------------------------------------------------------------------------------------
+
+
+def check_stem(stem: str, dfck: str, fixtures: Path, tmp: Path) -> tuple[int, list[str], str]:
+    src = fixtures / "sqlite" / f"{stem}.db"
+    expected = json.loads((fixtures / "expected" / f"{stem}.json").read_text(encoding="utf-8"))
+    db = tmp / f"{stem}.db"
+    shutil.copyfile(src, db)
+    errs: list[str] = []
+
+    proc = subprocess.run(
+        [dfck, "--db", str(db), "migrate", "delta-to-full", "--all", "--apply", "--format", "json"],
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0:
+        return 0, [f"{stem}: dfck exited {proc.returncode}: {proc.stderr.strip()[:500]}"], "dfck failed"
+    try:
+        report = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        return 0, [f"{stem}: dfck printed no JSON: {proc.stdout[:300]!r}"], "dfck failed"
+    if report.get("refused"):
+        errs.append(f"{stem}: dfck refused {report['refused']} thread(s): "
+                    + short([t for t in report.get("threads", []) if t.get("status") == "refused"]))
+    summary = f"converted={report.get('converted')} refused={report.get('refused')} skipped={report.get('skipped')}"
+
+    # writes table must be untouched
+    if writes_rows(src) != writes_rows(db):
+        a, b = writes_rows(src), writes_rows(db)
+        errs.append(f"{stem}: writes table differs ({len(a)} rows before, {len(b)} after; "
+                    f"{len(set(a) ^ set(b))} rows in the symmetric difference)")
+
+    conn = sqlite3.connect(str(db), check_same_thread=False)
+    try:
+        still_delta = delta_ns_of(conn)
+        # dfck refuses delta subgraph namespaces: those may stay delta; root ns may not
+        skip_ns = {(t, ns) for (t, ns) in still_delta if ns != ""}
+        errs += [f"{stem}: {p}" for p in raw_row_problems(conn, skip_ns)]
+
+        error_threads = {e["thread_id"] for e in expected.get("errors", [])}
+        saver = SqliteSaver(conn)
+        graphs: dict[str, dict] = {}
+        n = 0
+        for th in expected["threads"]:
+            tid = th["thread_id"]
+            if tid in error_threads:
+                continue
+            kind = THREAD_GRAPH.get(tid, CONV)
+            entry = graphs.setdefault(kind, full_graphs(kind, saver))
+            for nsd in th["namespaces"]:
+                ns = nsd["checkpoint_ns"]
+                if (tid, ns) in skip_ns:
+                    continue
+                graph = graph_for_ns(entry, ns)
+                for cp, strict in [(cp, st) for cp in nsd["checkpoints"] for st in (False, True)]:
+                    set_strict(strict)
+                    how = "strict" if strict else "lenient"
+                    cid = cp["checkpoint_id"]
+                    cfg = {"configurable": {"thread_id": tid, "checkpoint_ns": ns, "checkpoint_id": cid}}
+                    try:
+                        snap = graph.get_state(cfg)
+                        got_id = snap.config["configurable"]["checkpoint_id"]
+                        if got_id != cid:
+                            errs.append(f"{stem} {tid} ns={ns!r} {cid} [{how}]: get_state returned checkpoint {got_id}")
+                            continue
+                        got = fixturelib.render_values(dict(snap.values))
+                    except Exception as e:  # noqa: BLE001
+                        errs.append(f"{stem} {tid} ns={ns!r} {cid} [{how}]: get_state raised {type(e).__name__}: {e}")
+                        continue
+                    n += strict  # a checkpoint counts once, when both passes have read it
+                    d = compare_values(got, cp["values"], set(cp.get("graph_defaults", [])))
+                    if d:
+                        errs.append(f"{stem} {tid} ns={ns!r} {cid} (step {cp.get('step')}) [{how}]: {d}")
+    finally:
+        set_strict(False)
+        conn.close()
+    return n, errs, summary
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dfck", default=str(HERE.parent / "target" / "release" / "dfck"))
+    ap.add_argument("--fixtures", default=str(HERE.parent / "fixtures"))
+    ap.add_argument("--stems", nargs="*", default=STEMS)
+    args = ap.parse_args()
+    fixtures = Path(args.fixtures)
+    total, mismatches = 0, []
+    with tempfile.TemporaryDirectory(prefix="dfck-check-migrated-") as t:
+        # snapshot the binary: a concurrent `cargo build` may replace target/release/dfck
+        dfck = str(Path(t) / "dfck")
+        shutil.copy2(args.dfck, dfck)
+        for stem in args.stems:
+            n, errs, summary = check_stem(stem, dfck, fixtures, Path(t))
+            total += n
+            mismatches += errs
+            print(f"{stem}: dfck {summary}; {n} checkpoints read through a full-mode graph, "
+                  f"{len(errs)} mismatch(es)")
+    for e in mismatches[:8]:
+        print("  MISMATCH " + e)
+    if len(mismatches) > 8:
+        print(f"  … and {len(mismatches) - 8} more")
+    print(f"{total} checkpoints read through a full-mode graph equal the delta view, {len(mismatches)} mismatches")
+    return 1 if mismatches else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
