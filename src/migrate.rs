@@ -90,6 +90,12 @@ pub fn plan_thread(
         }
         .into());
     }
+    if store.active_run(thread_id)? {
+        return Ok(refuse(
+            plan,
+            "DeerFlow's runs table has a pending or running run for this thread: stop DeerFlow (or let the run finish) first".into(),
+        ));
+    }
     let mut threads = Vec::new();
     for ns in &namespaces {
         let t = LoadedThread::load_full(store, thread_id, ns)?;

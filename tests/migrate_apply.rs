@@ -305,3 +305,32 @@ fn apply_on_postgres_is_refused_for_now() {
     );
     assert_clean_failure(&out, "not built for PostgreSQL");
 }
+
+#[test]
+fn an_active_deerflow_run_blocks_its_thread() {
+    let (_dir, db) = temp_copy(&sqlite_fixture("delta_k3"));
+    let conn = Connection::open(&db).unwrap();
+    conn.execute_batch(
+        "CREATE TABLE runs (run_id TEXT PRIMARY KEY, thread_id TEXT, status TEXT);
+         INSERT INTO runs VALUES ('r1', 't-linear', 'running'), ('r2', 't-fork', 'success');",
+    )
+    .unwrap();
+    drop(conn);
+    let (report, exit) = apply(&db, &[]);
+    assert_eq!(exit, 1, "{report}");
+    let linear = report["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["thread_id"] == "t-linear")
+        .unwrap();
+    assert_eq!(linear["status"], "refused");
+    assert!(linear["reason"].as_str().unwrap().contains("running run"));
+    let fork = report["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["thread_id"] == "t-fork")
+        .unwrap();
+    assert_eq!(fork["status"], "converted");
+}

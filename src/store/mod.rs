@@ -205,6 +205,12 @@ pub trait Store {
         self.scan_thread(thread_id, ns, f)
     }
 
+    /// Whether DeerFlow's `runs` table (when the store has one) holds a `pending` or
+    /// `running` row for the thread: a run may be writing it right now.
+    fn active_run(&self, _thread_id: &str) -> Result<bool, StoreError> {
+        Ok(false)
+    }
+
     /// The metadata JSON bytes of one checkpoint, without its channel values.
     fn metadata(
         &self,

@@ -523,6 +523,32 @@ impl Store for PostgresStore {
         self.scan_totals("checkpoint_blobs", "scanning blobs", f)
     }
 
+    fn active_run(&self, thread_id: &str) -> Result<bool, StoreError> {
+        let what = "checking DeerFlow's runs table";
+        let rows = self.query(
+            what,
+            "SELECT count(*) = 2 FROM pg_attribute \
+             WHERE attrelid = to_regclass('runs') AND attname IN ('thread_id', 'status') AND NOT attisdropped",
+            &[],
+        )?;
+        if !rows
+            .first()
+            .and_then(|r| r.try_get::<_, bool>(0).ok())
+            .unwrap_or(false)
+        {
+            return Ok(false);
+        }
+        let rows = self.query(
+            what,
+            "SELECT EXISTS (SELECT 1 FROM runs WHERE thread_id = $1 AND status IN ('pending', 'running'))",
+            &[&thread_id],
+        )?;
+        Ok(rows
+            .first()
+            .and_then(|r| r.try_get::<_, bool>(0).ok())
+            .unwrap_or(false))
+    }
+
     fn scan_thread_ids(
         &self,
         f: &mut dyn FnMut(String) -> Result<(), StoreError>,

@@ -376,6 +376,28 @@ impl Store for SqliteStore {
         Ok(())
     }
 
+    fn active_run(&self, thread_id: &str) -> Result<bool, StoreError> {
+        let what = "checking DeerFlow's runs table";
+        let has: bool = self
+            .conn
+            .query_row(
+                "SELECT count(*) = 2 FROM pragma_table_info('runs') WHERE name IN ('thread_id', 'status')",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(q(what))?;
+        if !has {
+            return Ok(false);
+        }
+        self.conn
+            .query_row(
+                "SELECT EXISTS (SELECT 1 FROM runs WHERE thread_id = ?1 AND status IN ('pending', 'running'))",
+                [thread_id],
+                |r| r.get(0),
+            )
+            .map_err(q(what))
+    }
+
     fn scan_thread_ids(
         &self,
         f: &mut dyn FnMut(String) -> Result<(), StoreError>,
