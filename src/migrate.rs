@@ -8,7 +8,7 @@ use crate::codec::{self, EXT_DELTA_SNAPSHOT, Value};
 use crate::error::{Error, StoreError};
 use crate::lineage::{fork_analysis, integrity};
 use crate::materialize::{Reducer, for_each_stored_messages};
-use crate::model::thread::LoadedThread;
+use crate::model::thread::{LoadedThread, Node};
 use crate::model::{DELTA_COUNTERS, MESSAGES, MessagesEncoding, has_marker, metadata_is_delta};
 use crate::progress::Progress;
 use crate::store::Store;
@@ -59,6 +59,20 @@ pub struct MigrateReport {
     pub skipped: usize,
 }
 
+/// Delta by metadata, or by structure (`messages` a snapshot or versioned but not stored).
+fn delta_encoded(n: &Node) -> bool {
+    metadata_is_delta(&n.metadata)
+        || matches!(
+            n.messages_encoding,
+            Some(MessagesEncoding::Snapshot | MessagesEncoding::Absent)
+        )
+}
+
+/// A checkpoint the conversion rewrites: delta, or carrying DeerFlow's marker key.
+fn needs_rewrite(n: &Node) -> bool {
+    delta_encoded(n) || n.metadata.contains_key(crate::model::MODE_MARKER)
+}
+
 fn refuse(mut p: ThreadPlan, reason: String) -> ThreadPlan {
     p.status = "refused";
     p.reason = Some(reason);
@@ -103,15 +117,7 @@ pub fn plan_thread(
         threads.push(t);
     }
     plan.bytes_after = plan.bytes_before;
-    let is_delta = |t: &LoadedThread| {
-        t.nodes.iter().any(|n| {
-            metadata_is_delta(&n.metadata)
-                || matches!(
-                    n.messages_encoding,
-                    Some(MessagesEncoding::Snapshot | MessagesEncoding::Absent)
-                )
-        })
-    };
+    let is_delta = |t: &LoadedThread| t.nodes.iter().any(delta_encoded);
     if !threads.iter().any(is_delta) {
         plan.reason = Some("no delta checkpoint".into());
         return Ok(plan);
@@ -210,13 +216,7 @@ pub fn plan_thread(
                     }
                 }
             }
-            let changes = metadata_is_delta(&n.metadata)
-                || n.metadata.contains_key(crate::model::MODE_MARKER)
-                || matches!(
-                    n.messages_encoding,
-                    Some(MessagesEncoding::Snapshot | MessagesEncoding::Absent)
-                );
-            if changes {
+            if needs_rewrite(n) {
                 rewritten += 1;
                 let old = match ck.value(MESSAGES) {
                     Some(Value::Ext(e)) if e.code == EXT_DELTA_SNAPSHOT => {
@@ -261,16 +261,7 @@ pub fn plan(
     opts: &MigrateOptions,
     progress: &dyn Progress,
 ) -> Result<MigrateReport, Error> {
-    let ids: Vec<String> = if all || threads.is_empty() {
-        let mut v = Vec::new();
-        store.scan_thread_ids(&mut |t| {
-            v.push(t);
-            Ok(())
-        })?;
-        v
-    } else {
-        threads.to_vec()
-    };
+    let ids = crate::store::select_threads(store, if all { &[] } else { threads })?;
     progress.start("planning threads", Some(ids.len() as u64));
     let mut out = Vec::new();
     for id in &ids {
@@ -387,15 +378,7 @@ fn convert_thread(
     let mut converted = 0;
     for ns in store.namespaces(thread_id).map_err(|e| e.to_string())? {
         let t = LoadedThread::load_full(store, thread_id, &ns).map_err(|e| e.to_string())?;
-        let needs = |n: &crate::model::thread::Node| {
-            metadata_is_delta(&n.metadata)
-                || n.metadata.contains_key(crate::model::MODE_MARKER)
-                || matches!(
-                    n.messages_encoding,
-                    Some(MessagesEncoding::Snapshot | MessagesEncoding::Absent)
-                )
-        };
-        if !t.nodes.iter().any(needs) {
+        if !t.nodes.iter().any(needs_rewrite) {
             continue;
         }
         let reducer = if t.nodes.iter().any(|n| has_marker(&n.metadata)) {
@@ -412,7 +395,7 @@ fn convert_thread(
             if versioned {
                 expect.insert(n.id.clone(), digest(stored));
             }
-            if !needs(n) || failure.is_some() {
+            if !needs_rewrite(n) || failure.is_some() {
                 return Ok(());
             }
             let step = (|| -> Result<(), String> {
@@ -513,16 +496,7 @@ pub fn apply_sqlite(
     opts: &MigrateOptions,
     progress: &dyn Progress,
 ) -> Result<MigrateReport, Error> {
-    let ids: Vec<String> = if all || threads.is_empty() {
-        let mut v = Vec::new();
-        store.scan_thread_ids(&mut |t| {
-            v.push(t);
-            Ok(())
-        })?;
-        v
-    } else {
-        threads.to_vec()
-    };
+    let ids = crate::store::select_threads(store, if all { &[] } else { threads })?;
     progress.start("converting threads", Some(ids.len() as u64));
     let mut out = Vec::new();
     let mut rewrites = 0;

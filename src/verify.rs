@@ -318,16 +318,7 @@ pub fn verify_store(
     opts: &VerifyOptions,
     progress: &(dyn Progress + Sync),
 ) -> Result<VerifyReport, Error> {
-    let ids: Vec<String> = if threads.is_empty() {
-        let mut v = Vec::new();
-        store.scan_thread_ids(&mut |t| {
-            v.push(t);
-            Ok(())
-        })?;
-        v
-    } else {
-        threads.to_vec()
-    };
+    let ids = crate::store::select_threads(store, threads)?;
     progress.start("verifying threads", Some(ids.len() as u64));
     let next = Mutex::new(0usize);
     let results: Mutex<Vec<(usize, Vec<Finding>, u64)>> = Mutex::new(Vec::new());

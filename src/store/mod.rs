@@ -87,6 +87,20 @@ impl WriteRow {
     }
 }
 
+/// The threads a command works on: the given ones, or every thread of the store when none
+/// are given.
+pub fn select_threads(store: &dyn Store, given: &[String]) -> Result<Vec<String>, StoreError> {
+    if !given.is_empty() {
+        return Ok(given.to_vec());
+    }
+    let mut v = Vec::new();
+    store.scan_thread_ids(&mut |t| {
+        v.push(t);
+        Ok(())
+    })?;
+    Ok(v)
+}
+
 /// Sorts writes in LangGraph's canonical order.
 pub fn sort_writes(writes: &mut [WriteRow]) {
     writes.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
