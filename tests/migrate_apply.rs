@@ -334,3 +334,33 @@ fn an_active_deerflow_run_blocks_its_thread() {
         .unwrap();
     assert_eq!(fork["status"], "converted");
 }
+
+#[test]
+fn a_full_disk_refuses_the_thread_and_writes_nothing() {
+    let (_dir, db) = temp_copy(&sqlite_fixture("delta_k3"));
+    let before = std::fs::read(&db).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_dfck"))
+        .args([
+            "--db",
+            &s(&db),
+            "migrate",
+            "delta-to-full",
+            "t-linear",
+            "--apply",
+            "--format",
+            "json",
+        ])
+        .env("DFCK_FAILPOINT", "free-bytes:1000")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let j: Json = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j["threads"][0]["status"], "refused");
+    assert!(
+        j["threads"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("not enough disk space")
+    );
+    assert_eq!(before, std::fs::read(&db).unwrap());
+}
