@@ -1,6 +1,7 @@
 //! Command-line interface: clap definitions and the dispatch into the library. One file
 //! per command; `main.rs` only parses, calls [`run`] and maps errors to exit codes.
 
+pub mod bench;
 mod inspect;
 mod lineage;
 mod migrate;
@@ -81,6 +82,8 @@ pub enum Command {
     Lineage(lineage::LineageArgs),
     /// Plan the conversion of delta threads to full mode (dry run).
     Migrate(migrate::MigrateArgs),
+    /// Benchmarks: paired full/delta channel and production cases, and their summaries.
+    Bench(bench::BenchArgs),
 }
 
 impl GlobalArgs {
@@ -193,5 +196,6 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
         Command::Verify(args) => verify::run(&cli.global, args),
         Command::Lineage(args) => lineage::run(&cli.global, args),
         Command::Migrate(args) => migrate::run(&cli.global, args),
+        Command::Bench(args) => bench::run(&cli.global, args),
     }
 }

@@ -1,0 +1,219 @@
+//! Case models of `dfck bench channels` (bench-harness.md §2.2) and the identity fields every row
+//! starts with (§2.10, schema v2 per §9.3). Shared by the controller (failure rows) and workers.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+/// The row schema dfck writes (bench-harness.md §9.3).
+pub const SCHEMA_VERSION: u64 = 2;
+/// The measured workload's version (unchanged from DeerFlow's harness).
+pub const BENCHMARK_VERSION: u64 = 1;
+
+/// A channel benchmark mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BenchMode {
+    /// Every checkpoint holds the whole message list.
+    Full,
+    /// DeltaChannel: snapshots every K updates plus per-step writes.
+    Delta,
+}
+
+impl BenchMode {
+    /// The mode's name in rows and flags.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BenchMode::Full => "full",
+            BenchMode::Delta => "delta",
+        }
+    }
+}
+
+/// Where a case stores its checkpoints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// In-process maps (LangGraph's InMemorySaver layout).
+    Memory,
+    /// A fresh SQLite file in the case's temporary directory.
+    Sqlite,
+    /// A real PostgreSQL server (`--pg-url` / `TEST_POSTGRES_URI`), unique thread per case.
+    Postgres,
+}
+
+impl Backend {
+    /// The backend's name in rows and flags.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Memory => "memory",
+            Backend::Sqlite => "sqlite",
+            Backend::Postgres => "postgres",
+        }
+    }
+}
+
+/// Which system under test runs the case (bench-harness.md §9.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Engine {
+    /// dfck's own writer and reader of the LangGraph 1.2 format.
+    Native,
+    /// The real Python LangGraph, through `scripts/bench_worker_langgraph.py`.
+    Langgraph,
+}
+
+impl Engine {
+    /// The engine's name in rows and flags.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Engine::Native => "native",
+            Engine::Langgraph => "langgraph",
+        }
+    }
+}
+
+/// One channel benchmark case: the eight fields DeerFlow's worker receives plus the engine.
+/// Serialized as the compact JSON handed to a worker child.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChannelCase {
+    /// full or delta.
+    pub mode: BenchMode,
+    /// memory, sqlite or postgres.
+    pub backend: Backend,
+    /// N: single-message updates.
+    pub update_count: u64,
+    /// Exact content size of every message.
+    pub payload_bytes: u64,
+    /// 0-based pass over the matrix.
+    pub repetition: u64,
+    /// Only used in the thread id.
+    pub seed: i64,
+    /// Always `append`.
+    #[serde(default = "default_scenario")]
+    pub scenario: String,
+    /// DeltaChannel cadence; full rows carry 10.
+    #[serde(default = "default_frequency")]
+    pub snapshot_frequency: u64,
+    /// The system under test.
+    #[serde(default = "default_engine")]
+    pub engine: Engine,
+}
+
+fn default_scenario() -> String {
+    "append".to_string()
+}
+fn default_frequency() -> u64 {
+    10
+}
+fn default_engine() -> Engine {
+    Engine::Native
+}
+
+impl ChannelCase {
+    /// Checks the case like DeerFlow's `BenchmarkCase.__post_init__`.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.update_count == 0 {
+            return Err("update_count must be positive".into());
+        }
+        if self.payload_bytes == 0 {
+            return Err("payload_bytes must be positive".into());
+        }
+        if self.snapshot_frequency == 0 {
+            return Err("snapshot_frequency must be positive".into());
+        }
+        if self.scenario != "append" {
+            return Err(format!("unsupported scenario: '{}'", self.scenario));
+        }
+        Ok(())
+    }
+
+    /// The thread the workload writes: `checkpoint-bench-{seed}-{repetition}` (§2.6).
+    pub fn thread_id(&self) -> String {
+        format!("checkpoint-bench-{}-{}", self.seed, self.repetition)
+    }
+
+    /// DeerFlow's lower bound of full-mode bytes (§2.4): `P × N × (N+1) / 2`.
+    pub fn estimated_full_bytes(&self) -> u128 {
+        let n = u128::from(self.update_count);
+        u128::from(self.payload_bytes) * n * (n + 1) / 2
+    }
+}
+
+/// Who ran a row: engine name/version and runtime, plus the DeerFlow-compatible fields.
+#[derive(Debug, Clone, Default)]
+pub struct RowEnv {
+    /// `git rev-parse HEAD` of the project, or `unknown`.
+    pub git_sha: String,
+    /// DeerFlow's `python_version`: the Python running the case, `null` for the native engine.
+    pub python_version: Option<String>,
+    /// DeerFlow's `langgraph_version`: the LangGraph package, `null` for the native engine.
+    pub langgraph_version: Option<String>,
+    /// e.g. `Linux-6.18.44-x86_64`.
+    pub platform: String,
+    /// `dfck 0.1.0` or `langgraph 1.2.22`.
+    pub engine_version: String,
+    /// `rustc …` or `CPython 3.11.7`.
+    pub runtime_version: String,
+}
+
+/// The identity fields every channel row starts with, in DeerFlow's key order (§2.10) plus the
+/// v2 additions (`engine`, `engine_version`, `runtime_version`), `success: true`, `error: null`.
+pub fn channel_base_row(case: &ChannelCase, env: &RowEnv) -> Map<String, Value> {
+    let v = json!({
+        "schema_version": SCHEMA_VERSION,
+        "benchmark_version": BENCHMARK_VERSION,
+        "success": true,
+        "error": null,
+        "profiled": false,
+        "git_sha": env.git_sha,
+        "python_version": env.python_version,
+        "langgraph_version": env.langgraph_version,
+        "platform": env.platform,
+        "engine": case.engine.as_str(),
+        "engine_version": env.engine_version,
+        "runtime_version": env.runtime_version,
+        "mode": case.mode.as_str(),
+        "backend": case.backend.as_str(),
+        "scenario": case.scenario,
+        "snapshot_frequency": case.snapshot_frequency,
+        "update_count": case.update_count,
+        "payload_bytes": case.payload_bytes,
+        "repetition": case.repetition,
+        "seed": case.seed,
+    });
+    match v {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn case_json_round_trip_and_identity_order() {
+        let c: ChannelCase = serde_json::from_str(
+            r#"{"mode":"delta","backend":"sqlite","update_count":10,"payload_bytes":128,"repetition":0,"seed":1,"scenario":"append","snapshot_frequency":10}"#,
+        )
+        .unwrap();
+        assert_eq!(c.engine, Engine::Native);
+        assert_eq!(c.thread_id(), "checkpoint-bench-1-0");
+        let row = channel_base_row(&c, &RowEnv::default());
+        let keys: Vec<&str> = row.keys().map(String::as_str).collect();
+        assert_eq!(keys[0], "schema_version");
+        assert_eq!(keys.last(), Some(&"seed"));
+        assert!(c.validate().is_ok());
+    }
+
+    #[test]
+    fn cap_boundary() {
+        let mut c: ChannelCase = serde_json::from_str(
+            r#"{"mode":"full","backend":"sqlite","update_count":4095,"payload_bytes":128,"repetition":0,"seed":1}"#,
+        )
+        .unwrap();
+        assert_eq!(c.estimated_full_bytes(), 1_073_479_680);
+        c.update_count = 4096;
+        assert!(c.estimated_full_bytes() > 1 << 30);
+    }
+}

@@ -1,0 +1,8 @@
+//! Benchmarks (bench-harness.md): the paired full/delta channel benchmark, the production-shaped
+//! benchmark, their case models and JSONL rows, and the summarizers. The library computes rows
+//! and summaries; the CLI (`crate::cli::bench`) parses flags and prints.
+//!
+//! Layout: [`case`] (case models and the identity part of every row, shared by controller and
+//! workers).
+
+pub mod case;

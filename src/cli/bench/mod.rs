@@ -1,0 +1,37 @@
+//! `dfck bench channels|production|summarize`: flags and dispatch. One file per subcommand.
+
+mod channels;
+mod production;
+mod summarize;
+
+use super::GlobalArgs;
+use crate::error::Error;
+use clap::{Args, Subcommand};
+
+/// Arguments of `dfck bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// The benchmark.
+    #[command(subcommand)]
+    pub command: BenchCommand,
+}
+
+/// The benchmarks.
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Paired full/delta benchmark of the `messages` channel, one child process per case.
+    Channels(channels::ChannelsArgs),
+    /// Production-shaped full/delta benchmark (DeerFlow turns, state and history reads).
+    Production(production::ProductionArgs),
+    /// Pair full/delta rows (DeerFlow v1 or dfck v2 JSONL) and print medians and delta/full ratios.
+    Summarize(summarize::SummarizeArgs),
+}
+
+/// Runs `dfck bench …`.
+pub fn run(global: &GlobalArgs, args: &BenchArgs) -> Result<i32, Error> {
+    match &args.command {
+        BenchCommand::Channels(a) => channels::run(global, a),
+        BenchCommand::Production(a) => production::run(global, a),
+        BenchCommand::Summarize(a) => summarize::run(global, a),
+    }
+}
