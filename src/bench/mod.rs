@@ -3,6 +3,8 @@
 //! and summaries; the CLI (`crate::cli::bench`) parses flags and prints.
 //!
 //! Layout: [`case`] (case models and the identity part of every row, shared by controller and
-//! workers).
+//! workers), [`stats`] (DeerFlow's statistics) and [`digest`] (correctness digests).
 
 pub mod case;
+pub mod digest;
+pub mod stats;
