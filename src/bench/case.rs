@@ -156,6 +156,18 @@ pub struct RowEnv {
     pub runtime_version: String,
 }
 
+/// What a worker child gets besides its case.
+#[derive(Debug, Clone)]
+pub struct WorkerContext {
+    /// A fresh temporary directory for this case, deleted after it (never named in rows).
+    pub work_dir: std::path::PathBuf,
+    /// The PostgreSQL server for `backend: postgres` (from `DFCK_BENCH_PG_URL`; never in argv
+    /// or rows).
+    pub pg_url: Option<String>,
+    /// Identity of the engine and machine.
+    pub env: RowEnv,
+}
+
 /// The identity fields every channel row starts with, in DeerFlow's key order (§2.10) plus the
 /// v2 additions (`engine`, `engine_version`, `runtime_version`), `success: true`, `error: null`.
 pub fn channel_base_row(case: &ChannelCase, env: &RowEnv) -> Map<String, Value> {

@@ -7,4 +7,5 @@
 
 pub mod case;
 pub mod digest;
+pub mod native;
 pub mod stats;
