@@ -3,7 +3,9 @@
 
     .venv/bin/python scripts/check_migrated.py [--dfck target/release/dfck] [--fixtures fixtures]
 
-For each delta-bearing SQLite fixture (delta_k1, delta_k3, delta_k10, mixed, deerflow):
+For each delta-bearing SQLite fixture (delta_k1, delta_k3, delta_k10, mixed, deerflow), and
+with --pg-url / TEST_POSTGRES_URI also for a copy of each Postgres fixture database
+(dfck_<stem> on scripts/pg-test-server.sh's server, read back with PostgresSaver):
 
 1. copy fixtures/sqlite/<stem>.db to a temp dir and run
    `dfck --db COPY migrate delta-to-full --all --apply --format json` (must exit 0);
@@ -198,6 +200,46 @@ def raw_row_problems(conn: sqlite3.Connection, skip_ns: set[tuple[str, str]]) ->
 # ---------------------------------------------------------------------------------------
 
 
+def read_all(stem: str, saver: Any, expected: dict, skip_ns: set, errs: list[str]) -> int:
+    """Reads every expected checkpoint through full-mode graphs (lenient and strict) and
+    compares with the expected delta-mode values; returns the checkpoints read."""
+    error_threads = {e["thread_id"] for e in expected.get("errors", [])}
+    graphs: dict[str, dict] = {}
+    n = 0
+    for th in expected["threads"]:
+        tid = th["thread_id"]
+        if tid in error_threads:
+            continue
+        kind = THREAD_GRAPH.get(tid, CONV)
+        entry = graphs.setdefault(kind, full_graphs(kind, saver))
+        for nsd in th["namespaces"]:
+            ns = nsd["checkpoint_ns"]
+            if (tid, ns) in skip_ns:
+                continue
+            graph = graph_for_ns(entry, ns)
+            for cp, strict in [(cp, st) for cp in nsd["checkpoints"] for st in (False, True)]:
+                set_strict(strict)
+                how = "strict" if strict else "lenient"
+                cid = cp["checkpoint_id"]
+                cfg = {"configurable": {"thread_id": tid, "checkpoint_ns": ns, "checkpoint_id": cid}}
+                try:
+                    snap = graph.get_state(cfg)
+                    got_id = snap.config["configurable"]["checkpoint_id"]
+                    if got_id != cid:
+                        errs.append(f"{stem} {tid} ns={ns!r} {cid} [{how}]: get_state returned checkpoint {got_id}")
+                        continue
+                    got = fixturelib.render_values(dict(snap.values))
+                except Exception as e:  # noqa: BLE001
+                    errs.append(f"{stem} {tid} ns={ns!r} {cid} [{how}]: get_state raised {type(e).__name__}: {e}")
+                    continue
+                n += strict  # a checkpoint counts once, when both passes have read it
+                d = compare_values(got, cp["values"], set(cp.get("graph_defaults", [])))
+                if d:
+                    errs.append(f"{stem} {tid} ns={ns!r} {cid} (step {cp.get('step')}) [{how}]: {d}")
+    set_strict(False)
+    return n
+
+
 def check_stem(stem: str, dfck: str, fixtures: Path, tmp: Path) -> tuple[int, list[str], str]:
     src = fixtures / "sqlite" / f"{stem}.db"
     expected = json.loads((fixtures / "expected" / f"{stem}.json").read_text(encoding="utf-8"))
@@ -234,43 +276,70 @@ def check_stem(stem: str, dfck: str, fixtures: Path, tmp: Path) -> tuple[int, li
         skip_ns = {(t, ns) for (t, ns) in still_delta if ns != ""}
         errs += [f"{stem}: {p}" for p in raw_row_problems(conn, skip_ns)]
 
-        error_threads = {e["thread_id"] for e in expected.get("errors", [])}
         saver = SqliteSaver(conn)
-        graphs: dict[str, dict] = {}
-        n = 0
-        for th in expected["threads"]:
-            tid = th["thread_id"]
-            if tid in error_threads:
-                continue
-            kind = THREAD_GRAPH.get(tid, CONV)
-            entry = graphs.setdefault(kind, full_graphs(kind, saver))
-            for nsd in th["namespaces"]:
-                ns = nsd["checkpoint_ns"]
-                if (tid, ns) in skip_ns:
-                    continue
-                graph = graph_for_ns(entry, ns)
-                for cp, strict in [(cp, st) for cp in nsd["checkpoints"] for st in (False, True)]:
-                    set_strict(strict)
-                    how = "strict" if strict else "lenient"
-                    cid = cp["checkpoint_id"]
-                    cfg = {"configurable": {"thread_id": tid, "checkpoint_ns": ns, "checkpoint_id": cid}}
-                    try:
-                        snap = graph.get_state(cfg)
-                        got_id = snap.config["configurable"]["checkpoint_id"]
-                        if got_id != cid:
-                            errs.append(f"{stem} {tid} ns={ns!r} {cid} [{how}]: get_state returned checkpoint {got_id}")
-                            continue
-                        got = fixturelib.render_values(dict(snap.values))
-                    except Exception as e:  # noqa: BLE001
-                        errs.append(f"{stem} {tid} ns={ns!r} {cid} [{how}]: get_state raised {type(e).__name__}: {e}")
-                        continue
-                    n += strict  # a checkpoint counts once, when both passes have read it
-                    d = compare_values(got, cp["values"], set(cp.get("graph_defaults", [])))
-                    if d:
-                        errs.append(f"{stem} {tid} ns={ns!r} {cid} (step {cp.get('step')}) [{how}]: {d}")
+        n = read_all(stem, saver, expected, skip_ns, errs)
     finally:
         set_strict(False)
         conn.close()
+    return n, errs, summary
+
+
+
+# ---------------------------------------------------------------------------------------
+# PostgreSQL: the same check on a copy of each fixture database the test server loaded
+# (scripts/pg-test-server.sh: dfck_<stem>), converted by dfck and read by PostgresSaver
+# ---------------------------------------------------------------------------------------
+
+PG_DELTA_SQL = """
+SELECT (SELECT count(*) FROM checkpoints WHERE metadata ? 'deerflow_checkpoint_channel_mode'
+          OR metadata -> 'counters_since_delta_snapshot' ? 'messages'
+          OR checkpoint -> 'channel_values' -> 'messages' = 'true'::jsonb),
+       (SELECT count(*) FROM checkpoint_blobs WHERE channel = 'messages' AND type = 'msgpack'
+          AND ((get_byte(blob, 0) = 199 AND get_byte(blob, 2) = 7)
+            OR (get_byte(blob, 0) = 200 AND get_byte(blob, 3) = 7)
+            OR (get_byte(blob, 0) = 201 AND get_byte(blob, 5) = 7)))
+"""
+
+PG_WRITES_SQL = "SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob FROM checkpoint_writes ORDER BY 1, 2, 3, 4, 6"
+
+
+def with_db(url: str, db: str) -> str:
+    base, _, query = url.partition("?")
+    head = base[: base.index("/", base.index("://") + 3)] if "/" in base[base.index("://") + 3:] else base
+    return f"{head}/{db}" + (f"?{query}" if query else "")
+
+
+def check_stem_pg(stem: str, dfck: str, fixtures: Path, server: str) -> tuple[int, list[str], str]:
+    import psycopg
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    expected = json.loads((fixtures / "expected-pg" / f"{stem}.json").read_text(encoding="utf-8"))
+    template, copy = f"dfck_{stem}", f"dfck_pycheck_{stem}"
+    with psycopg.connect(server, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{copy}"')
+        admin.execute(f'CREATE DATABASE "{copy}" TEMPLATE "{template}"')
+    url = with_db(server, copy)
+    errs: list[str] = []
+    proc = subprocess.run(
+        [dfck, "--db", url, "migrate", "delta-to-full", "--all", "--apply", "--format", "json"],
+        capture_output=True, text=True,
+    )
+    if proc.returncode != 0:
+        return 0, [f"pg {stem}: dfck exited {proc.returncode}: {proc.stderr.strip()[:500]}"], "dfck failed"
+    report = json.loads(proc.stdout)
+    summary = f"converted={report.get('converted')} refused={report.get('refused')} skipped={report.get('skipped')}"
+    with psycopg.connect(with_db(server, template)) as a, psycopg.connect(url) as b:
+        if a.execute(PG_WRITES_SQL).fetchall() != b.execute(PG_WRITES_SQL).fetchall():
+            errs.append(f"pg {stem}: checkpoint_writes differs from the original")
+        marked, snaps = b.execute(PG_DELTA_SQL).fetchone()
+        if marked or snaps:
+            errs.append(f"pg {stem}: {marked} checkpoint(s) with delta metadata/markers, {snaps} snapshot blob(s) remain")
+    with psycopg.connect(url, autocommit=True, prepare_threshold=0) as conn:
+        from psycopg.rows import dict_row
+        conn.row_factory = dict_row
+        n = read_all(f"pg {stem}", PostgresSaver(conn), expected, set(), errs)
+    with psycopg.connect(server, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{copy}"')
     return n, errs, summary
 
 
@@ -279,6 +348,8 @@ def main() -> int:
     ap.add_argument("--dfck", default=str(HERE.parent / "target" / "release" / "dfck"))
     ap.add_argument("--fixtures", default=str(HERE.parent / "fixtures"))
     ap.add_argument("--stems", nargs="*", default=STEMS)
+    ap.add_argument("--pg-url", default=os.environ.get("TEST_POSTGRES_URI"),
+                    help="test server (scripts/pg-test-server.sh) holding dfck_<stem> databases; default TEST_POSTGRES_URI")
     args = ap.parse_args()
     fixtures = Path(args.fixtures)
     total, mismatches = 0, []
@@ -292,6 +363,14 @@ def main() -> int:
             mismatches += errs
             print(f"{stem}: dfck {summary}; {n} checkpoints read through a full-mode graph, "
                   f"{len(errs)} mismatch(es)")
+        for stem in args.stems if args.pg_url else []:
+            n, errs, summary = check_stem_pg(stem, dfck, fixtures, args.pg_url)
+            total += n
+            mismatches += errs
+            print(f"postgres {stem}: dfck {summary}; {n} checkpoints read through a full-mode graph, "
+                  f"{len(errs)} mismatch(es)")
+        if not args.pg_url:
+            print("postgres: skipped (no --pg-url / TEST_POSTGRES_URI)")
     for e in mismatches[:8]:
         print("  MISMATCH " + e)
     if len(mismatches) > 8:

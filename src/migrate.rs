@@ -1,8 +1,9 @@
 //! `migrate delta-to-full`: the plan — which threads a conversion rewrites, which it must
-//! refuse and why (deerflow-semantics §5.7), the bytes before and after — and, on SQLite,
-//! the conversion itself: one transaction per thread that plans under the write lock,
-//! rewrites every delta checkpoint to full form (P1–P3), verifies (P4) and commits, or
-//! rolls back and refuses.
+//! refuse and why (deerflow-semantics §5.7), the bytes before and after — and the
+//! conversion itself on SQLite and PostgreSQL: one transaction per thread that locks the
+//! thread, plans under the lock, rewrites every delta checkpoint to full form (P1–P3),
+//! verifies (P4) and commits, or rolls back and refuses. The backends differ only in
+//! [`ConvertBackend`].
 
 use crate::codec::{self, EXT_DELTA_SNAPSHOT, Value};
 use crate::error::{Error, StoreError};
@@ -14,7 +15,9 @@ use crate::progress::Progress;
 use crate::store::Store;
 use serde::Serialize;
 use serde_json::Value as Json;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Options of a migration plan.
 #[derive(Debug, Clone, Default)]
@@ -367,13 +370,140 @@ fn digest(list: &[Value]) -> String {
         .to_string()
 }
 
+/// The backend half of a conversion: transactions and the rows one checkpoint rewrite
+/// touches. The algorithm ([`convert_thread`]) and its checks are shared.
+pub trait ConvertBackend {
+    /// The store, read inside the open transaction.
+    fn store(&self) -> &dyn Store;
+    /// Starts the thread's transaction and takes its locks; `Some(reason)` when the thread
+    /// cannot be locked now (nothing is open then).
+    fn begin(&self, thread_id: &str) -> Result<Option<String>, Error>;
+    /// Commits the thread's transaction.
+    fn commit(&self) -> Result<(), Error>;
+    /// Rolls the thread's transaction back.
+    fn rollback(&self) -> Result<(), Error>;
+    /// Free bytes where the store grows, when known.
+    fn free_space(&self) -> Option<u64> {
+        None
+    }
+    /// Rewrites checkpoint `id` to full form; `list` is its materialized `messages` when
+    /// the checkpoint versions the channel.
+    fn rewrite(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        id: &str,
+        list: Option<&[Value]>,
+    ) -> Result<(), String>;
+    /// Makes `messages` at `version` hold `list` where values live apart from checkpoints
+    /// (Postgres blobs, shared by version); called once per version. `current` is what is
+    /// stored there now.
+    fn store_version(
+        &self,
+        _thread_id: &str,
+        _ns: &str,
+        _version: &str,
+        _current: Option<&Value>,
+        _list: &[Value],
+    ) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+impl ConvertBackend for crate::store::sqlite::SqliteStore {
+    fn store(&self) -> &dyn Store {
+        self
+    }
+    fn begin(&self, _thread_id: &str) -> Result<Option<String>, Error> {
+        self.begin_immediate()?;
+        Ok(None)
+    }
+    fn commit(&self) -> Result<(), Error> {
+        Ok(crate::store::sqlite::SqliteStore::commit(self)?)
+    }
+    fn rollback(&self) -> Result<(), Error> {
+        Ok(crate::store::sqlite::SqliteStore::rollback(self)?)
+    }
+    fn free_space(&self) -> Option<u64> {
+        self.available_space()
+    }
+    fn rewrite(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        id: &str,
+        list: Option<&[Value]>,
+    ) -> Result<(), String> {
+        let row = self
+            .checkpoint(thread_id, ns, id)
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("checkpoint {id} vanished"))?;
+        let crate::store::CheckpointBody::Serialized { type_tag, bytes } = row.body else {
+            return Err("not a SQLite checkpoint".into());
+        };
+        if type_tag.as_deref() != Some("msgpack") {
+            return Err(format!("checkpoint {id} has serializer type {type_tag:?}"));
+        }
+        let body = codec::decode(&bytes).map_err(|e| e.to_string())?;
+        let new_body = codec::encode(&full_body(body, list.map(<[Value]>::to_vec)));
+        let new_meta = full_metadata(&row.metadata, id)?;
+        self.update_checkpoint(thread_id, ns, id, &new_body, &new_meta)
+            .map_err(|e| e.to_string())
+    }
+}
+
+impl ConvertBackend for crate::store::postgres::PostgresStore {
+    fn store(&self) -> &dyn Store {
+        self
+    }
+    fn begin(&self, thread_id: &str) -> Result<Option<String>, Error> {
+        Ok((!self.begin_thread(thread_id)?).then(|| {
+            "another dfck migrate holds this thread's lock; re-run when it is done".to_string()
+        }))
+    }
+    fn commit(&self) -> Result<(), Error> {
+        Ok(self.end_transaction("COMMIT")?)
+    }
+    fn rollback(&self) -> Result<(), Error> {
+        Ok(self.end_transaction("ROLLBACK")?)
+    }
+    fn rewrite(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        id: &str,
+        _list: Option<&[Value]>,
+    ) -> Result<(), String> {
+        self.rewrite_checkpoint_full(thread_id, ns, id)
+            .map_err(|e| e.to_string())
+    }
+    fn store_version(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        version: &str,
+        current: Option<&Value>,
+        list: &[Value],
+    ) -> Result<(), String> {
+        if let Some(Value::Array(items)) = current {
+            if digest(items) == digest(list) {
+                return Ok(());
+            }
+        }
+        let blob = codec::encode(&Value::Array(list.to_vec()));
+        self.upsert_messages_blob(thread_id, ns, version, &blob)
+            .map_err(|e| e.to_string())
+    }
+}
+
 /// Rewrites every delta checkpoint of one thread inside the caller's transaction and checks
 /// the result before returning; `Err` means: roll back, refuse with this reason.
 fn convert_thread(
-    store: &crate::store::sqlite::SqliteStore,
+    backend: &dyn ConvertBackend,
     thread_id: &str,
-    rewrites: &mut usize,
+    rewrites: &AtomicUsize,
 ) -> Result<usize, String> {
+    let store = backend.store();
     let abort_after = failpoint_after();
     let mut converted = 0;
     for ns in store.namespaces(thread_id).map_err(|e| e.to_string())? {
@@ -387,47 +517,37 @@ fn convert_thread(
             Reducer::Langgraph
         };
         let mut expect: HashMap<String, String> = HashMap::new();
+        let mut versions_done: HashSet<String> = HashSet::new();
         let mut failure: Option<String> = None;
         let res = for_each_stored_messages(&t, reducer, &mut |i, stored| {
             let n = &t.nodes[i];
             let Ok(ck) = &n.checkpoint else { return Ok(()) };
-            let versioned = ck.version(MESSAGES).is_some();
-            if versioned {
+            let version = ck.version(MESSAGES);
+            if version.is_some() {
                 expect.insert(n.id.clone(), digest(stored));
             }
-            if !needs_rewrite(n) || failure.is_some() {
+            if failure.is_some() {
                 return Ok(());
             }
             let step = (|| -> Result<(), String> {
-                let row = store
-                    .checkpoint(thread_id, &ns, &n.id)
-                    .map_err(|e| e.to_string())?
-                    .ok_or_else(|| format!("checkpoint {} vanished", n.id))?;
-                let crate::store::CheckpointBody::Serialized { type_tag, bytes } = row.body else {
-                    return Err("not a SQLite checkpoint".into());
-                };
-                if type_tag.as_deref() != Some("msgpack") {
-                    return Err(format!(
-                        "checkpoint {} has serializer type {:?}",
-                        n.id, type_tag
-                    ));
+                if let Some(v) = version {
+                    if versions_done.insert(v.to_owned()) {
+                        backend.store_version(thread_id, &ns, v, ck.value(MESSAGES), stored)?;
+                    }
                 }
-                let body = codec::decode(&bytes).map_err(|e| e.to_string())?;
-                let list = versioned.then(|| stored.to_vec());
-                let new_body = codec::encode(&full_body(body, list));
-                let new_meta = full_metadata(&row.metadata, &n.id)?;
-                store
-                    .update_checkpoint(thread_id, &ns, &n.id, &new_body, &new_meta)
-                    .map_err(|e| e.to_string())?;
-                *rewrites += 1;
-                if abort_after == Some(*rewrites) {
+                if !needs_rewrite(n) {
+                    return Ok(());
+                }
+                backend.rewrite(thread_id, &ns, &n.id, version.map(|_| stored))?;
+                converted += 1;
+                let done = rewrites.fetch_add(1, Ordering::SeqCst) + 1;
+                if abort_after == Some(done) {
                     std::process::abort();
                 }
                 Ok(())
             })();
-            match step {
-                Ok(()) => converted += 1,
-                Err(e) => failure = Some(e),
+            if let Err(e) = step {
+                failure = Some(e);
             }
             Ok(())
         });
@@ -437,53 +557,135 @@ fn convert_thread(
         if let Some(e) = failure {
             return Err(e);
         }
-        // Verify before commit: no delta signal left, and every versioned checkpoint stores
-        // exactly the list delta mode showed.
-        let after = LoadedThread::load_full(store, thread_id, &ns).map_err(|e| e.to_string())?;
-        for n in &after.nodes {
-            if metadata_is_delta(&n.metadata) || n.metadata.contains_key(crate::model::MODE_MARKER)
-            {
-                return Err(format!(
-                    "verification failed: {} still carries a delta marker",
-                    n.id
-                ));
-            }
-            let Ok(ck) = &n.checkpoint else {
-                return Err(format!(
-                    "verification failed: {} unreadable after rewrite",
-                    n.id
-                ));
-            };
-            match (expect.get(&n.id), ck.value(MESSAGES)) {
-                (Some(want), Some(v)) if !v.is_delta_snapshot() => {
-                    let got = match v {
-                        Value::Array(items) => digest(items),
-                        other => digest(std::slice::from_ref(other)),
-                    };
-                    if &got != want {
-                        return Err(format!(
-                            "verification failed: {} differs from its delta view",
-                            n.id
-                        ));
-                    }
-                }
-                (Some(_), _) => {
-                    return Err(format!(
-                        "verification failed: {} does not store its messages",
-                        n.id
-                    ));
-                }
-                (None, Some(v)) if v.is_delta_snapshot() => {
-                    return Err(format!(
-                        "verification failed: {} still holds a snapshot",
-                        n.id
-                    ));
-                }
-                _ => {}
-            }
-        }
+        verify_converted(store, thread_id, &ns, &expect)?;
     }
     Ok(converted)
+}
+
+/// The check before commit: no delta signal left, and every versioned checkpoint stores
+/// exactly the list delta mode showed (`expect`: checkpoint id → digest).
+fn verify_converted(
+    store: &dyn Store,
+    thread_id: &str,
+    ns: &str,
+    expect: &HashMap<String, String>,
+) -> Result<(), String> {
+    let after = LoadedThread::load_full(store, thread_id, ns).map_err(|e| e.to_string())?;
+    for n in &after.nodes {
+        if metadata_is_delta(&n.metadata) || n.metadata.contains_key(crate::model::MODE_MARKER) {
+            return Err(format!(
+                "verification failed: {} still carries a delta marker",
+                n.id
+            ));
+        }
+        let Ok(ck) = &n.checkpoint else {
+            return Err(format!(
+                "verification failed: {} unreadable after rewrite",
+                n.id
+            ));
+        };
+        match (expect.get(&n.id), ck.value(MESSAGES)) {
+            (Some(want), Some(v)) if !v.is_delta_snapshot() => {
+                let got = match v {
+                    Value::Array(items) => digest(items),
+                    other => digest(std::slice::from_ref(other)),
+                };
+                if &got != want {
+                    return Err(format!(
+                        "verification failed: {} differs from its delta view",
+                        n.id
+                    ));
+                }
+            }
+            (Some(_), _) => {
+                return Err(format!(
+                    "verification failed: {} does not store its messages",
+                    n.id
+                ));
+            }
+            (None, Some(v)) if v.is_delta_snapshot() => {
+                return Err(format!(
+                    "verification failed: {} still holds a snapshot",
+                    n.id
+                ));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Converts one thread in its own transaction: lock, plan under the lock, refuse when the
+/// disk cannot take the growth, rewrite, verify, commit — or roll back and refuse.
+fn apply_thread(
+    backend: &dyn ConvertBackend,
+    thread_id: &str,
+    opts: &MigrateOptions,
+    rewrites: &AtomicUsize,
+) -> Result<ThreadPlan, Error> {
+    if let Some(reason) = backend.begin(thread_id)? {
+        let mut p = ThreadPlan {
+            thread_id: thread_id.to_owned(),
+            status: "refused",
+            checkpoints_rewritten: 0,
+            reason: None,
+            bytes_before: 0,
+            bytes_after: 0,
+            accepted_delta_view: Vec::new(),
+        };
+        p.reason = Some(reason);
+        return Ok(p);
+    }
+    let planned = match plan_thread(backend.store(), thread_id, opts) {
+        Ok(p) => p,
+        Err(e) => {
+            backend.rollback()?;
+            return Err(e);
+        }
+    };
+    if planned.status != "converted" {
+        backend.rollback()?;
+        return Ok(planned);
+    }
+    // A full-mode thread can be far larger than its delta form (every checkpoint holds the
+    // whole list), and the WAL holds the transaction too: refuse rather than fill the disk.
+    let growth = planned.bytes_after.saturating_sub(planned.bytes_before);
+    if let Some(free) = backend.free_space() {
+        if growth.saturating_mul(2) > free {
+            backend.rollback()?;
+            return Ok(refuse(
+                planned,
+                format!(
+                    "not enough disk space: converting needs about {} MiB (twice the growth, for the WAL) and {} MiB are free",
+                    growth.saturating_mul(2) / (1 << 20),
+                    free / (1 << 20)
+                ),
+            ));
+        }
+    }
+    match convert_thread(backend, thread_id, rewrites) {
+        Ok(n) => {
+            backend.commit()?;
+            let mut p = planned;
+            p.checkpoints_rewritten = n;
+            Ok(p)
+        }
+        Err(reason) => {
+            backend.rollback()?;
+            Ok(refuse(planned, reason))
+        }
+    }
+}
+
+fn applied_report(out: Vec<ThreadPlan>) -> MigrateReport {
+    let count = |s: &str| out.iter().filter(|p| p.status == s).count();
+    MigrateReport {
+        dry_run: false,
+        converted: count("converted"),
+        refused: count("refused"),
+        skipped: count("skipped"),
+        threads: out,
+    }
 }
 
 /// `migrate delta-to-full --apply` on SQLite: per thread, one `BEGIN IMMEDIATE`
@@ -498,63 +700,85 @@ pub fn apply_sqlite(
 ) -> Result<MigrateReport, Error> {
     let ids = crate::store::select_threads(store, if all { &[] } else { threads })?;
     progress.start("converting threads", Some(ids.len() as u64));
+    let rewrites = AtomicUsize::new(0);
     let mut out = Vec::new();
-    let mut rewrites = 0;
     for id in &ids {
-        store.begin_immediate()?;
-        let planned = match plan_thread(store, id, opts) {
-            Ok(p) => p,
-            Err(e) => {
-                store.rollback()?;
-                return Err(e);
-            }
-        };
-        if planned.status != "converted" {
-            store.rollback()?;
-            out.push(planned);
-            progress.inc(1);
-            continue;
-        }
-        // A full-mode thread can be far larger than its delta form (every checkpoint holds
-        // the whole list), and the WAL holds the transaction too: refuse rather than fill
-        // the disk.
-        let growth = planned.bytes_after.saturating_sub(planned.bytes_before);
-        if let Some(free) = store.available_space() {
-            if growth.saturating_mul(2) > free {
-                store.rollback()?;
-                out.push(refuse(
-                    planned,
-                    format!(
-                        "not enough disk space: converting needs about {} MiB (twice the growth, for the WAL) and {} MiB are free",
-                        growth.saturating_mul(2) / (1 << 20),
-                        free / (1 << 20)
-                    ),
-                ));
-                progress.inc(1);
-                continue;
-            }
-        }
-        match convert_thread(store, id, &mut rewrites) {
-            Ok(n) => {
-                store.commit()?;
-                let mut p = planned;
-                p.checkpoints_rewritten = n;
-                out.push(p);
-            }
-            Err(reason) => {
-                store.rollback()?;
-                out.push(refuse(planned, reason));
-            }
-        }
+        out.push(apply_thread(store, id, opts, &rewrites)?);
         progress.inc(1);
     }
     progress.finish();
-    let count = |s: &str| out.iter().filter(|p| p.status == s).count();
-    Ok(MigrateReport {
-        dry_run: false,
-        converted: count("converted"),
-        refused: count("refused"),
-        skipped: count("skipped"),
-        threads: out,
-    })
+    Ok(applied_report(out))
+}
+
+/// `migrate delta-to-full --apply` on PostgreSQL: per thread one `REPEATABLE READ`
+/// transaction holding the thread's advisory lock and row locks, which plans, upserts one
+/// plain `msgpack` blob per `messages` version, strips the inline snapshot markers and the
+/// delta metadata, verifies and commits — or rolls back and refuses. `jobs` threads convert
+/// concurrently, each over its own connection (`open`).
+pub fn apply_postgres(
+    open: &(dyn Fn() -> Result<crate::store::postgres::PostgresStore, StoreError> + Sync),
+    threads: &[String],
+    all: bool,
+    opts: &MigrateOptions,
+    jobs: usize,
+    progress: &(dyn Progress + Sync),
+) -> Result<MigrateReport, Error> {
+    let first = open()?;
+    first.begin_read()?;
+    let ids = crate::store::select_threads(&first, if all { &[] } else { threads });
+    first.end_transaction("ROLLBACK")?;
+    let ids = ids?;
+    progress.start("converting threads", Some(ids.len() as u64));
+    let rewrites = AtomicUsize::new(0);
+    let next = Mutex::new(0usize);
+    let results: Mutex<Vec<(usize, ThreadPlan)>> = Mutex::new(Vec::new());
+    let failure: Mutex<Option<Error>> = Mutex::new(None);
+    let work = |backend: &crate::store::postgres::PostgresStore| loop {
+        let i = {
+            let Ok(mut n) = next.lock() else { return };
+            let i = *n;
+            *n += 1;
+            i
+        };
+        if i >= ids.len() || failure.lock().map(|f| f.is_some()).unwrap_or(true) {
+            return;
+        }
+        match apply_thread(backend, &ids[i], opts, &rewrites) {
+            Ok(p) => {
+                if let Ok(mut r) = results.lock() {
+                    r.push((i, p));
+                }
+            }
+            Err(e) => {
+                if let Ok(mut f) = failure.lock() {
+                    f.get_or_insert(e);
+                }
+                return;
+            }
+        }
+        progress.inc(1);
+    };
+    let jobs = jobs.max(1).min(ids.len().max(1));
+    std::thread::scope(|scope| {
+        for _ in 1..jobs {
+            scope.spawn(|| match open() {
+                Ok(s) => work(&s),
+                Err(e) => {
+                    if let Ok(mut f) = failure.lock() {
+                        f.get_or_insert(e.into());
+                    }
+                }
+            });
+        }
+        work(&first);
+    });
+    progress.finish();
+    if let Some(e) = failure.into_inner().ok().flatten() {
+        return Err(e);
+    }
+    let mut results = results.into_inner().unwrap_or_default();
+    results.sort_by_key(|r| r.0);
+    Ok(applied_report(
+        results.into_iter().map(|(_, p)| p).collect(),
+    ))
 }

@@ -1,9 +1,10 @@
-//! `dfck migrate delta-to-full [THREAD …] [--all] [--apply]`: the plan, or (SQLite) the conversion.
+//! `dfck migrate delta-to-full [THREAD …] [--all] [--apply]`: the plan, or the conversion.
 
 use super::{GlobalArgs, ReducerArg, output};
 use crate::error::{EXIT_FINDINGS, EXIT_OK, Error};
-use crate::migrate::{MigrateOptions, apply_sqlite, plan};
+use crate::migrate::{MigrateOptions, MigrateReport, apply_postgres, apply_sqlite, plan};
 use crate::render::{self, TerminalProgress};
+use crate::store::postgres::PostgresStore;
 use crate::store::sqlite::SqliteStore;
 use crate::target::Target;
 use clap::{Args, Subcommand};
@@ -31,9 +32,12 @@ pub struct DeltaToFullArgs {
     /// Every thread of the store.
     #[arg(long, conflicts_with = "threads")]
     pub all: bool,
-    /// Write the conversion (SQLite; one transaction per thread, verified before commit).
+    /// Write the conversion: one transaction per thread, verified before commit.
     #[arg(long)]
     pub apply: bool,
+    /// PostgreSQL: convert this many threads at once, each over its own connection.
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub jobs: u16,
     /// Convert contaminated delta forks to exactly what delta mode shows.
     #[arg(long)]
     pub accept_delta_view: bool,
@@ -85,27 +89,42 @@ fn apply(
     target: &Target,
     discovered: Option<&crate::config::Discovered>,
 ) -> Result<i32, Error> {
-    let Target::Sqlite(path) = target else {
-        return Err(Error::Usage(
-            "--apply is not built for PostgreSQL stores yet; run without --apply for the plan"
-                .into(),
-        ));
-    };
-    let store = SqliteStore::open_read_write(path)?;
-    if let Some(dest) = &args.backup {
-        store.backup_to(dest)?;
-        eprintln!("dfck: backup written to {}", dest.display());
-    }
     let opts = MigrateOptions {
         accept_delta_view: args.accept_delta_view,
     };
-    let report = apply_sqlite(
-        &store,
-        &args.threads,
-        args.all,
-        &opts,
-        &TerminalProgress::stderr(),
-    )?;
+    let progress = TerminalProgress::stderr();
+    let report: MigrateReport = match target {
+        Target::Sqlite(path) => {
+            if args.jobs > 1 {
+                return Err(Error::Usage(
+                    "--jobs applies to PostgreSQL stores (SQLite has one writer at a time)".into(),
+                ));
+            }
+            let store = SqliteStore::open_read_write(path)?;
+            if let Some(dest) = &args.backup {
+                store.backup_to(dest)?;
+                eprintln!("dfck: backup written to {}", dest.display());
+            }
+            apply_sqlite(&store, &args.threads, args.all, &opts, &progress)?
+        }
+        Target::Postgres { url, schema } => {
+            if args.backup.is_some() {
+                return Err(Error::Usage(
+                    "--backup is for SQLite stores; back a PostgreSQL store up with pg_dump first"
+                        .into(),
+                ));
+            }
+            let open = || PostgresStore::open_read_write(url, schema.as_deref());
+            apply_postgres(
+                &open,
+                &args.threads,
+                args.all,
+                &opts,
+                usize::from(args.jobs),
+                &progress,
+            )?
+        }
+    };
     output(global.format(), &report, render::migrate_table)?;
     if report.converted > 0 {
         eprintln!(

@@ -65,6 +65,36 @@ fn describe(e: &tokio_postgres::Error, password: Option<&str>) -> String {
 impl PostgresStore {
     /// Connects to `url`, opens a read-only transaction, checks the schema.
     pub fn open_read_only(url: &str, schema: Option<&str>) -> Result<Self, StoreError> {
+        let mut store = Self::connect(url, schema)?;
+        store.begin(schema)?;
+        let (version, has_task_path) = store.detect_schema(schema)?;
+        store.info.schema = format!("postgres (checkpoint_migrations v{version})");
+        store.info.has_task_path = has_task_path;
+        Ok(store)
+    }
+
+    /// Connects to `url` for a conversion: the session gets the statement timeout and the
+    /// schema's search_path; no transaction is left open (see [`Self::begin_thread`]).
+    pub fn open_read_write(url: &str, schema: Option<&str>) -> Result<Self, StoreError> {
+        let mut store = Self::connect(url, schema)?;
+        let mut sql = format!("SET statement_timeout = {STATEMENT_TIMEOUT_MS};");
+        if let Some(s) = schema {
+            sql.push_str(&format!(" SET search_path TO {};", quote_ident(s)));
+        }
+        sql.push_str(" BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;");
+        store
+            .rt
+            .block_on(store.client.batch_execute(&sql))
+            .map_err(|e| store.err("starting a session", e))?;
+        let detected = store.detect_schema(schema);
+        store.end_transaction("ROLLBACK")?;
+        let (version, has_task_path) = detected?;
+        store.info.schema = format!("postgres (checkpoint_migrations v{version})");
+        store.info.has_task_path = has_task_path;
+        Ok(store)
+    }
+
+    fn connect(url: &str, schema: Option<&str>) -> Result<Self, StoreError> {
         let shown = redact_url(url);
         let mut config = Config::from_str(url).map_err(|e| {
             StoreError::Target(format!(
@@ -108,7 +138,7 @@ impl PostgresStore {
                 Ok(client)
             }
         })?;
-        let mut store = PostgresStore {
+        Ok(PostgresStore {
             rt,
             client,
             info: StoreInfo {
@@ -122,12 +152,145 @@ impl PostgresStore {
             },
             password,
             cursor_seq: Cell::new(0),
+        })
+    }
+
+    /// Opens a short read-only transaction (listing threads on a read-write session).
+    pub fn begin_read(&self) -> Result<(), StoreError> {
+        self.rt
+            .block_on(
+                self.client
+                    .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"),
+            )
+            .map_err(|e| self.err("starting a read-only transaction", e))
+    }
+
+    /// Starts the conversion transaction of one thread: `REPEATABLE READ`, a transaction
+    /// advisory lock on the thread (another dfck converting it makes this return
+    /// `Ok(false)` at once), then row locks on every checkpoint and blob row of the thread
+    /// (waiting at most `lock_timeout` for a live writer). `Ok(false)`: not locked, the
+    /// transaction is already rolled back.
+    pub fn begin_thread(&self, thread_id: &str) -> Result<bool, StoreError> {
+        self.rt
+            .block_on(self.client.batch_execute(
+                "BEGIN ISOLATION LEVEL REPEATABLE READ; SET LOCAL lock_timeout = '30s'",
+            ))
+            .map_err(|e| self.err("starting a write transaction", e))?;
+        let locked = self
+            .query(
+                "taking the thread's advisory lock",
+                "SELECT pg_try_advisory_xact_lock(hashtextextended('dfck migrate ' || $1, 0))",
+                &[&thread_id],
+            )
+            .map(|rows| {
+                rows.first()
+                    .and_then(|r| r.try_get::<_, bool>(0).ok())
+                    .unwrap_or(false)
+            });
+        let locked = match locked {
+            Ok(l) => l,
+            Err(e) => {
+                let _ = self.end_transaction("ROLLBACK");
+                return Err(e);
+            }
         };
-        store.begin(schema)?;
-        let (version, has_task_path) = store.detect_schema(schema)?;
-        store.info.schema = format!("postgres (checkpoint_migrations v{version})");
-        store.info.has_task_path = has_task_path;
-        Ok(store)
+        if !locked {
+            self.end_transaction("ROLLBACK")?;
+            return Ok(false);
+        }
+        for (what, sql) in [
+            (
+                "locking the thread's checkpoints",
+                "SELECT 1 FROM checkpoints WHERE thread_id = $1 FOR UPDATE",
+            ),
+            (
+                "locking the thread's blobs",
+                "SELECT 1 FROM checkpoint_blobs WHERE thread_id = $1 FOR UPDATE",
+            ),
+        ] {
+            if let Err(e) = self.query(what, sql, &[&thread_id]) {
+                let _ = self.end_transaction("ROLLBACK");
+                return Err(e);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Ends the open transaction with `COMMIT` or `ROLLBACK`.
+    pub fn end_transaction(&self, how: &str) -> Result<(), StoreError> {
+        let sql = if how == "COMMIT" {
+            "COMMIT"
+        } else {
+            "ROLLBACK"
+        };
+        self.rt
+            .block_on(self.client.batch_execute(sql))
+            .map_err(|e| self.err(&format!("{} the transaction", sql.to_lowercase()), e))
+    }
+
+    /// Turns one checkpoint into its full-mode form, in SQL so every other JSONB byte stays
+    /// as stored: the inline `messages: true` snapshot marker goes, and the metadata loses
+    /// DeerFlow's mode marker and the `messages` delta counter (the counters key when it
+    /// becomes empty).
+    pub fn rewrite_checkpoint_full(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        checkpoint_id: &str,
+    ) -> Result<(), StoreError> {
+        let what = "rewriting a checkpoint";
+        let sql = "UPDATE checkpoints SET \
+            checkpoint = CASE WHEN checkpoint -> 'channel_values' -> 'messages' = 'true'::jsonb \
+                THEN checkpoint #- '{channel_values,messages}' ELSE checkpoint END, \
+            metadata = (SELECT CASE WHEN m -> 'counters_since_delta_snapshot' = '{}'::jsonb \
+                THEN m - 'counters_since_delta_snapshot' ELSE m END \
+                FROM (SELECT (metadata - 'deerflow_checkpoint_channel_mode') \
+                    #- '{counters_since_delta_snapshot,messages}' AS m) s) \
+            WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3";
+        let n = self
+            .rt
+            .block_on(self.client.execute_typed(
+                sql,
+                &[
+                    (&thread_id, Type::TEXT),
+                    (&ns, Type::TEXT),
+                    (&checkpoint_id, Type::TEXT),
+                ],
+            ))
+            .map_err(|e| self.err(what, e))?;
+        if n != 1 {
+            return Err(StoreError::Query {
+                what: what.into(),
+                reason: format!("checkpoint {checkpoint_id} vanished"),
+            });
+        }
+        Ok(())
+    }
+
+    /// Stores `messages` at `version` as a plain `msgpack` blob, overwriting a snapshot.
+    pub fn upsert_messages_blob(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        version: &str,
+        blob: &[u8],
+    ) -> Result<(), StoreError> {
+        let sql = "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob) \
+            VALUES ($1, $2, 'messages', $3, 'msgpack', $4) \
+            ON CONFLICT (thread_id, checkpoint_ns, channel, version) \
+            DO UPDATE SET type = EXCLUDED.type, blob = EXCLUDED.blob";
+        self.rt
+            .block_on(self.client.execute_typed(
+                sql,
+                &[
+                    (&thread_id, Type::TEXT),
+                    (&ns, Type::TEXT),
+                    (&version, Type::TEXT),
+                    (&blob, Type::BYTEA),
+                ],
+            ))
+            .map(|_| ())
+            .map_err(|e| self.err("writing a messages blob", e))
     }
 
     fn err(&self, what: &str, e: tokio_postgres::Error) -> StoreError {
