@@ -10,6 +10,9 @@ Writes, with the real LangGraph (StateGraph + SqliteSaver, durability="sync"):
 * delta_10k.db  thread "t-delta-10k": 10,000 messages, same (5,000 invokes). With K=10
                 a snapshot every 10 invokes makes this store ~1 GB (quadratic); --delta-k
                 changes K for both delta stores;
+* delta_many.db threads "t-many-000", ...: DeerFlow-marked delta threads (K=--delta-k) of
+                --many-messages messages (default 500) until the file reaches
+                --many-target-mb (default 110 MB): the migrate benchmark's store;
 * full_400mb.db threads "t-full-00", "t-full-01", ...: add_messages (full mode), each
                 thread grows to --full-messages messages (default 1,000) two at a time,
                 new threads until the file reaches --full-target-mb (default 450 MB).
@@ -145,6 +148,29 @@ def gen_delta(out: Path, name: str, thread_id: str, n_messages: int, k: int) -> 
     return {"db": str(path), "thread_id": thread_id, "messages": n, "seconds": round(secs, 1), "bytes": path.stat().st_size}
 
 
+def gen_delta_many(out: Path, per_thread: int, target_mb: float, k: int) -> dict:
+    """Many moderate DeerFlow-marked delta threads until the file reaches target_mb."""
+    path = out / "delta_many.db"
+    conn, saver = open_saver(path)
+    g = build_append_graph(messages_annotation("delta", k), saver)
+    target = int(target_mb * 1024 * 1024)
+    t0 = time.perf_counter()
+    threads = []
+    for t in range(10_000):
+        tid = f"t-many-{t:03d}"
+        cfg = {"configurable": {"thread_id": tid}, "metadata": {"deerflow_checkpoint_channel_mode": "delta"}}
+        for i in range(per_thread // 2):
+            g.invoke({"messages": pair(i)}, cfg, durability="sync")
+        threads.append(tid)
+        conn.commit()
+        if db_bytes(conn) >= target:
+            break
+    secs = time.perf_counter() - t0
+    close(conn)
+    return {"db": str(path), "threads": len(threads), "messages_per_thread": per_thread, "k": k,
+            "seconds": round(secs, 1), "bytes": path.stat().st_size}
+
+
 def gen_full(out: Path, per_thread: int, target_mb: float, max_threads: int) -> dict:
     path = out / "full_400mb.db"
     conn, saver = open_saver(path)
@@ -175,13 +201,15 @@ def gen_full(out: Path, per_thread: int, target_mb: float, max_threads: int) -> 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", help="directory of the SQLite stores (required for those)")
-    ap.add_argument("--only", nargs="*", choices=["delta_1k", "delta_10k", "full_400mb", "delta_1k_pg", "delta_10k_pg"])
+    ap.add_argument("--only", nargs="*", choices=["delta_1k", "delta_10k", "full_400mb", "delta_many", "delta_1k_pg", "delta_10k_pg"])
     ap.add_argument("--pg-url", help="Postgres server URL for the *_pg stores")
     ap.add_argument("--pg-db", default="dfck_perf", help="database for the *_pg stores (re-created; default dfck_perf)")
     ap.add_argument("--delta-k", type=int, default=10, help="snapshot_frequency of the delta stores (default 10)")
     ap.add_argument("--full-messages", type=int, default=1000, help="messages per full-mode thread")
     ap.add_argument("--full-target-mb", type=float, default=450.0)
     ap.add_argument("--full-max-threads", type=int, default=12)
+    ap.add_argument("--many-messages", type=int, default=500, help="messages per delta_many thread")
+    ap.add_argument("--many-target-mb", type=float, default=110.0)
     args = ap.parse_args()
     todo = args.only or ["delta_1k", "delta_10k", "full_400mb"]
     pg_todo = [w for w in todo if w.endswith("_pg")]
@@ -208,6 +236,8 @@ def main() -> int:
             r = gen_delta(out, "delta_1k", "t-delta-1k", 1000, args.delta_k)
         elif what == "delta_10k":
             r = gen_delta(out, "delta_10k", "t-delta-10k", 10000, args.delta_k)
+        elif what == "delta_many":
+            r = gen_delta_many(out, args.many_messages, args.many_target_mb, args.delta_k)
         else:
             r = gen_full(out, args.full_messages, args.full_target_mb, args.full_max_threads)
         print(json.dumps(r), flush=True)

@@ -207,11 +207,10 @@ pub fn plan_thread(
             reached += 1;
             let n = &t.nodes[i];
             let Ok(ck) = &n.checkpoint else { return Ok(()) };
-            let bytes = codec::encode(&Value::Array(stored.to_vec()));
-            let encoded = bytes.len() as i64;
+            let encoded = encoded_len(stored) as i64;
             if let Some(v) = ck.version(MESSAGES) {
                 if store.info().backend == "postgres" {
-                    let hash = sha1_smol::Sha1::from(&bytes).digest().to_string();
+                    let hash = digest(stored);
                     if let Some(prev) = by_version.insert(v.to_owned(), hash.clone()) {
                         if prev != hash && conflict.is_none() {
                             conflict = Some(n.id.clone());
@@ -364,10 +363,46 @@ fn full_body(body: Value, list: Option<Vec<Value>>) -> Value {
     Value::Map(entries)
 }
 
+/// A fast fingerprint of a list as it is stored (msgpack array), computed without building
+/// the encoding: ext items (messages) feed their stored bytes straight into the hash.
 fn digest(list: &[Value]) -> String {
-    sha1_smol::Sha1::from(codec::encode(&Value::Array(list.to_vec())))
-        .digest()
-        .to_string()
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    let mut buf = Vec::with_capacity(64);
+    codec::write_array_header(&mut buf, list.len());
+    h.update(&buf);
+    for item in list {
+        buf.clear();
+        match item {
+            Value::Ext(e) => {
+                codec::write_ext_header(&mut buf, e.code, e.raw().len());
+                h.update(&buf);
+                h.update(e.raw());
+            }
+            other => {
+                codec::write_value(&mut buf, other);
+                h.update(&buf);
+            }
+        }
+    }
+    format!("{:032x}", h.digest128())
+}
+
+/// The encoded size of a list, without encoding it.
+fn encoded_len(list: &[Value]) -> usize {
+    let mut buf = Vec::with_capacity(16);
+    codec::write_array_header(&mut buf, list.len());
+    let mut n = buf.len();
+    for item in list {
+        n += match item {
+            Value::Ext(e) => {
+                buf.clear();
+                codec::write_ext_header(&mut buf, e.code, e.raw().len());
+                buf.len() + e.raw().len()
+            }
+            other => codec::encode(other).len(),
+        };
+    }
+    n
 }
 
 /// The backend half of a conversion: transactions and the rows one checkpoint rewrite

@@ -8,4 +8,5 @@
 pub mod case;
 pub mod digest;
 pub mod native;
+pub mod production;
 pub mod stats;

@@ -35,7 +35,7 @@ pub fn write_value(out: &mut Vec<u8>, v: &Value) {
             out.extend_from_slice(b);
         }
         Value::Array(items) => {
-            write_len(out, items.len(), Some((0x90, 15)), None, 0xdc, 0xdd);
+            write_array_header(out, items.len());
             for it in items {
                 write_value(out, it);
             }
@@ -48,19 +48,28 @@ pub fn write_value(out: &mut Vec<u8>, v: &Value) {
             }
         }
         Value::Ext(e) => {
-            let n = e.raw().len();
-            match n {
-                1 => out.push(0xd4),
-                2 => out.push(0xd5),
-                4 => out.push(0xd6),
-                8 => out.push(0xd7),
-                16 => out.push(0xd8),
-                _ => write_len(out, n, None, Some(0xc7), 0xc8, 0xc9),
-            }
-            out.push(e.code as u8);
+            write_ext_header(out, e.code, e.raw().len());
             out.extend_from_slice(e.raw());
         }
     }
+}
+
+/// Appends the header of an array of `n` items.
+pub fn write_array_header(out: &mut Vec<u8>, n: usize) {
+    write_len(out, n, Some((0x90, 15)), None, 0xdc, 0xdd);
+}
+
+/// Appends the header of an ext value of type `code` with an `n`-byte payload.
+pub fn write_ext_header(out: &mut Vec<u8>, code: i8, n: usize) {
+    match n {
+        1 => out.push(0xd4),
+        2 => out.push(0xd5),
+        4 => out.push(0xd6),
+        8 => out.push(0xd7),
+        16 => out.push(0xd8),
+        _ => write_len(out, n, None, Some(0xc7), 0xc8, 0xc9),
+    }
+    out.push(code as u8);
 }
 
 fn write_len(

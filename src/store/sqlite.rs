@@ -9,7 +9,10 @@ use rusqlite::{Connection, OpenFlags, Row, params};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-/// A LangGraph SQLite checkpoint store opened read-only.
+/// Page cache of a read-write connection, in KiB (SQLite's negative `cache_size`).
+pub const WRITE_CACHE_KIB: i64 = 256 * 1024;
+
+/// A LangGraph SQLite checkpoint store (read-only, or read-write for conversions).
 pub struct SqliteStore {
     conn: Connection,
     info: StoreInfo,
@@ -109,6 +112,12 @@ impl SqliteStore {
         // Plain reads by default: scans over the whole store keep a small resident set
         // (memory-mapped pages would count towards RSS up to the store's size).
         let _ = conn.pragma_update(None, "mmap_size", 0i64);
+        if writable {
+            // A conversion rewrites a whole thread in one transaction: a page cache that
+            // holds it avoids spilling dirty pages to the WAL mid-transaction and serves
+            // the verification read-back (pages are allocated only as used).
+            let _ = conn.pragma_update(None, "cache_size", -WRITE_CACHE_KIB);
+        }
         let has_task_path = detect_schema(&conn, &shown)?;
         Ok(SqliteStore {
             conn,
@@ -135,14 +144,23 @@ impl SqliteStore {
 
     /// Commits the open transaction.
     pub fn commit(&self) -> Result<(), StoreError> {
-        self.conn.execute_batch("COMMIT").map_err(q("committing"))
+        self.conn.execute_batch("COMMIT").map_err(q("committing"))?;
+        self.release_cache();
+        Ok(())
+    }
+
+    /// Returns the page cache's memory (one converted thread's pages) to the system.
+    fn release_cache(&self) {
+        let _ = self.conn.execute_batch("PRAGMA shrink_memory");
     }
 
     /// Rolls the open transaction back (nothing of it stays).
     pub fn rollback(&self) -> Result<(), StoreError> {
         self.conn
             .execute_batch("ROLLBACK")
-            .map_err(q("rolling back"))
+            .map_err(q("rolling back"))?;
+        self.release_cache();
+        Ok(())
     }
 
     /// Replaces one checkpoint's body and metadata (ids, parent and type stay).

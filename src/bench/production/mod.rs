@@ -1,0 +1,378 @@
+//! `dfck bench production` (bench-harness.md §4, §9): the production-shaped case model, its
+//! matrix (per-group mode alternation), the cross-mode gate on the four-value signature, the
+//! DeerFlow-shaped turn workload and the replay of an operator's own threads.
+
+pub mod reader;
+pub mod workload;
+
+use super::case::{BENCHMARK_VERSION, Backend, BenchMode, Engine, RowEnv, SCHEMA_VERSION};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+/// DeerFlow discards the first turns from the latency statistics (`WARMUP_TURNS`).
+pub const WARMUP_TURNS: u64 = 2;
+/// The Gateway's history route caps `limit` at 100 (`ThreadHistoryRequest.limit le=100`).
+pub const HISTORY_LIMIT_CAP: u64 = 100;
+/// `benchmark` of production rows.
+pub const BENCHMARK: &str = "checkpoint_production";
+
+/// Where a replayed case's messages come from (`--replay-from`): never in rows but as hashes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReplaySource {
+    /// A file (in the controller's temp dir) holding the source thread's messages, one
+    /// msgpack document per message; the worker reads it.
+    pub messages_file: String,
+    /// SHA-256 of the source thread id: what rows say about the source.
+    pub source_thread_sha256: String,
+}
+
+/// One production case: DeerFlow's eight fields plus engine, backend and an optional replay.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProductionCase {
+    /// full or delta.
+    pub mode: BenchMode,
+    /// Conversation turns.
+    pub turns: u64,
+    /// Exact content size of generated messages.
+    pub payload_bytes: u64,
+    /// DeltaChannel cadence; `null` for full.
+    pub snapshot_frequency: Option<u64>,
+    /// Configured history limits (effective = min(limit, 100), deduplicated).
+    pub history_limits: Vec<u64>,
+    /// Warm samples per read.
+    pub read_repetitions: u64,
+    /// 0-based pass.
+    pub repetition: u64,
+    /// Only used in the thread id.
+    pub seed: i64,
+    /// The system under test.
+    #[serde(default = "native")]
+    pub engine: Engine,
+    /// sqlite or postgres.
+    #[serde(default = "sqlite")]
+    pub backend: Backend,
+    /// Replay an operator's thread instead of the generated workload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<ReplaySource>,
+}
+
+fn native() -> Engine {
+    Engine::Native
+}
+fn sqlite() -> Backend {
+    Backend::Sqlite
+}
+
+impl ProductionCase {
+    /// Checks the case like DeerFlow's `ProductionCase.__post_init__`.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.turns <= WARMUP_TURNS {
+            return Err("turns must exceed the 2-turn warm-up".into());
+        }
+        if self.payload_bytes == 0 {
+            return Err("payload_bytes must be positive".into());
+        }
+        match (self.mode, self.snapshot_frequency) {
+            (BenchMode::Full, Some(_)) => {
+                return Err("snapshot_frequency is a delta-only axis".into());
+            }
+            (BenchMode::Delta, None | Some(0)) => {
+                return Err("delta cases need a positive snapshot_frequency".into());
+            }
+            _ => {}
+        }
+        if self.history_limits.contains(&0) {
+            return Err("history limits must be positive".into());
+        }
+        if self.read_repetitions == 0 {
+            return Err("read_repetitions must be positive".into());
+        }
+        if self.backend == Backend::Memory {
+            return Err("bench production runs on sqlite or postgres".into());
+        }
+        Ok(())
+    }
+
+    /// `checkpoint-production-{seed}-{repetition}` (§4.3).
+    pub fn thread_id(&self) -> String {
+        format!("checkpoint-production-{}-{}", self.seed, self.repetition)
+    }
+
+    /// The effective history limits: `min(l, 100)`, duplicates dropped, order kept.
+    pub fn effective_history_limits(&self) -> Vec<u64> {
+        let mut out = Vec::new();
+        for l in &self.history_limits {
+            let e = (*l).min(HISTORY_LIMIT_CAP);
+            if !out.contains(&e) {
+                out.push(e);
+            }
+        }
+        out
+    }
+}
+
+/// The matrix of `bench production` (§4.2 with §9.4): loops repetition → backend → payload →
+/// turns, one global group counter; the mode order flips on every odd group; delta expands
+/// into one case per cadence, full into one case with `snapshot_frequency: null`.
+#[derive(Debug, Clone)]
+pub struct ProductionMatrix {
+    /// Modes in CLI order.
+    pub modes: Vec<BenchMode>,
+    /// Backends in CLI order.
+    pub backends: Vec<Backend>,
+    /// Turn counts.
+    pub turns: Vec<u64>,
+    /// Payload sizes.
+    pub payload_bytes: Vec<u64>,
+    /// Delta cadences.
+    pub snapshot_frequencies: Vec<u64>,
+    /// History limits.
+    pub history_limits: Vec<u64>,
+    /// Warm samples per read.
+    pub read_repetitions: u64,
+    /// Passes.
+    pub repetitions: u64,
+    /// Seed.
+    pub seed: i64,
+    /// Engine.
+    pub engine: Engine,
+}
+
+impl ProductionMatrix {
+    /// Expands the matrix into cases in execution order.
+    pub fn expand(&self) -> Vec<ProductionCase> {
+        let mut out = Vec::new();
+        let mut group = 0u64;
+        for repetition in 0..self.repetitions {
+            for &backend in &self.backends {
+                for &payload_bytes in &self.payload_bytes {
+                    for &turns in &self.turns {
+                        let mut modes = self.modes.clone();
+                        if group % 2 == 1 {
+                            modes.reverse();
+                        }
+                        group += 1;
+                        for mode in modes {
+                            let freqs: Vec<Option<u64>> = match mode {
+                                BenchMode::Full => vec![None],
+                                BenchMode::Delta => {
+                                    self.snapshot_frequencies.iter().map(|f| Some(*f)).collect()
+                                }
+                            };
+                            for snapshot_frequency in freqs {
+                                out.push(ProductionCase {
+                                    mode,
+                                    turns,
+                                    payload_bytes,
+                                    snapshot_frequency,
+                                    history_limits: self.history_limits.clone(),
+                                    read_repetitions: self.read_repetitions,
+                                    repetition,
+                                    seed: self.seed,
+                                    engine: self.engine,
+                                    backend,
+                                    replay: None,
+                                });
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The identity fields of a production row (§4.8, v2): DeerFlow's order plus `engine`,
+/// `engine_version`, `runtime_version`, `backend` and, for replays, `source_thread_sha256`.
+pub fn production_base_row(case: &ProductionCase, env: &RowEnv) -> Map<String, Value> {
+    let v = json!({
+        "schema_version": SCHEMA_VERSION,
+        "benchmark_version": BENCHMARK_VERSION,
+        "benchmark": BENCHMARK,
+        "success": true,
+        "error": null,
+        "profiled": false,
+        "git_sha": env.git_sha,
+        "python_version": env.python_version,
+        "langgraph_version": env.langgraph_version,
+        "platform": env.platform,
+        "engine": case.engine.as_str(),
+        "engine_version": env.engine_version,
+        "runtime_version": env.runtime_version,
+        "backend": case.backend.as_str(),
+        "mode": case.mode.as_str(),
+        "snapshot_frequency": case.snapshot_frequency,
+        "turns": case.turns,
+        "payload_bytes": case.payload_bytes,
+        "history_limits": case.history_limits,
+        "read_repetitions": case.read_repetitions,
+        "repetition": case.repetition,
+        "seed": case.seed,
+    });
+    let mut m = match v {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    };
+    if let Some(r) = &case.replay {
+        m.insert(
+            "source_thread_sha256".into(),
+            Value::String(r.source_thread_sha256.clone()),
+        );
+    }
+    m
+}
+
+/// The cross-mode gate (§4.7, over every cadence): within each (engine, backend, turns,
+/// payload, repetition, source) group holding successful rows of both modes, more than one
+/// distinct (message_count, seed_content_sha256, state_wire_sha256, history_wire_sha256)
+/// fails every successful row. Returns how many rows it failed.
+pub fn production_gate(rows: &mut [Map<String, Value>]) -> usize {
+    use std::collections::{BTreeMap, BTreeSet};
+    let key = |r: &Map<String, Value>| {
+        [
+            "engine",
+            "backend",
+            "turns",
+            "payload_bytes",
+            "repetition",
+            "source_thread_sha256",
+        ]
+        .iter()
+        .map(|k| r.get(*k).map(Value::to_string).unwrap_or_default())
+        .collect::<Vec<_>>()
+        .join("|")
+    };
+    let ok = |r: &Map<String, Value>| r.get("success") == Some(&Value::Bool(true));
+    let mut groups: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for (i, r) in rows.iter().enumerate() {
+        if ok(r) {
+            groups.entry(key(r)).or_default().push(i);
+        }
+    }
+    let mut failed = 0;
+    for idx in groups.values() {
+        let modes: BTreeSet<String> = idx
+            .iter()
+            .map(|&i| rows[i].get("mode").map(Value::to_string).unwrap_or_default())
+            .collect();
+        if modes.len() < 2 {
+            continue;
+        }
+        let sigs: BTreeSet<String> = idx
+            .iter()
+            .map(|&i| {
+                [
+                    "message_count",
+                    "seed_content_sha256",
+                    "state_wire_sha256",
+                    "history_wire_sha256",
+                ]
+                .iter()
+                .map(|k| rows[i].get(*k).map(Value::to_string).unwrap_or_default())
+                .collect::<Vec<_>>()
+                .join("|")
+            })
+            .collect();
+        if sigs.len() > 1 {
+            for &i in idx {
+                rows[i].insert("success".into(), Value::Bool(false));
+                rows[i].insert(
+                    "error".into(),
+                    Value::String("cross-mode materialized state mismatch".into()),
+                );
+                failed += 1;
+            }
+        }
+    }
+    failed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn matrix() -> ProductionMatrix {
+        ProductionMatrix {
+            modes: vec![BenchMode::Full, BenchMode::Delta],
+            backends: vec![Backend::Sqlite],
+            turns: vec![10, 30],
+            payload_bytes: vec![128],
+            snapshot_frequencies: vec![5, 10],
+            history_limits: vec![10, 50, 200],
+            read_repetitions: 3,
+            repetitions: 2,
+            seed: 1,
+            engine: Engine::Native,
+        }
+    }
+
+    #[test]
+    fn sweep_is_delta_only_and_order_flips_every_group() {
+        let cases = matrix().expand();
+        let sig: Vec<(u64, u64, &str, Option<u64>)> = cases
+            .iter()
+            .map(|c| (c.repetition, c.turns, c.mode.as_str(), c.snapshot_frequency))
+            .collect();
+        assert_eq!(
+            sig,
+            vec![
+                (0, 10, "full", None),
+                (0, 10, "delta", Some(5)),
+                (0, 10, "delta", Some(10)),
+                (0, 30, "delta", Some(5)),
+                (0, 30, "delta", Some(10)),
+                (0, 30, "full", None),
+                (1, 10, "full", None),
+                (1, 10, "delta", Some(5)),
+                (1, 10, "delta", Some(10)),
+                (1, 30, "delta", Some(5)),
+                (1, 30, "delta", Some(10)),
+                (1, 30, "full", None),
+            ]
+        );
+        for c in &cases {
+            assert!(c.validate().is_ok());
+        }
+    }
+
+    #[test]
+    fn validation() {
+        let mut c = matrix().expand()[0].clone();
+        for t in [0, 1, 2] {
+            c.turns = t;
+            assert!(c.validate().is_err());
+        }
+        c.turns = 3;
+        assert!(c.validate().is_ok());
+        c.snapshot_frequency = Some(10);
+        assert!(c.validate().unwrap_err().contains("delta-only"));
+        assert_eq!(c.effective_history_limits(), vec![10, 50, 100]);
+    }
+
+    #[test]
+    fn gate_fails_every_row_of_a_mismatching_group_and_tolerates_missing_pairs() {
+        let row = |mode: &str, f: Value, d: &str| {
+            let mut m = Map::new();
+            m.insert("success".into(), Value::Bool(true));
+            m.insert("mode".into(), json!(mode));
+            m.insert("snapshot_frequency".into(), f);
+            m.insert("turns".into(), json!(10));
+            m.insert("repetition".into(), json!(0));
+            m.insert("message_count".into(), json!(41));
+            m.insert("seed_content_sha256".into(), json!(d));
+            m
+        };
+        let mut rows = vec![
+            row("full", Value::Null, "a"),
+            row("delta", json!(5), "a"),
+            row("delta", json!(10), "a"),
+        ];
+        assert_eq!(production_gate(&mut rows), 0);
+        rows[2].insert("seed_content_sha256".into(), json!("b"));
+        assert_eq!(production_gate(&mut rows), 3);
+        assert!(rows.iter().all(|r| r["success"] == false));
+        let mut lonely = vec![row("delta", json!(5), "a"), row("delta", json!(10), "b")];
+        assert_eq!(production_gate(&mut lonely), 0);
+    }
+}
