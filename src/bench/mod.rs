@@ -8,4 +8,6 @@
 pub mod case;
 pub mod digest;
 pub mod native;
+pub mod plot;
 pub mod stats;
+pub mod summarize;
