@@ -11,9 +11,10 @@
 //! * production rows: `db_bytes`, `state_cold_ms` and warm read (`state_warm_p50_ms`, else the
 //!   largest-limit `history_limit_{L}_warm_p50_ms`) against `turns`.
 //!
-//! One series per (engine, backend, payload when several, mode, cadence): full dashed, every
-//! delta cadence its own solid line; a point is the median of the successful, non-profiled rows
-//! at that x.
+//! One series per (engine, backend, payload when several, mode, cadence). The colour says the
+//! mode and cadence (full is drawn thicker), the stroke pattern says the engine/backend/payload;
+//! a point is the median of the successful, non-profiled rows at that x. An axis is logarithmic
+//! when its values are positive and span a wide range (x: 10×, bytes: 10×, times: 100×).
 
 use crate::bench::stats::median;
 use crate::bench::summarize::Row;
@@ -59,8 +60,12 @@ pub struct Series {
     pub label: String,
     /// Points sorted by x.
     pub points: Vec<(f64, f64)>,
-    /// Dashed stroke (full mode).
-    pub dashed: bool,
+    /// Palette index (one per mode/cadence).
+    pub color: usize,
+    /// Stroke-pattern index (one per engine/backend/payload).
+    pub pattern: usize,
+    /// Drawn thicker (full mode).
+    pub bold: bool,
 }
 
 /// Identity of a series: sortable parts and its label.
@@ -167,25 +172,37 @@ fn panel(
     y: Chooser<'_>,
     bytes: bool,
 ) -> Panel {
+    let colors: BTreeSet<(u8, Option<u64>, &str)> = groups
+        .keys()
+        .map(|k| (k.mode, k.cadence, k.cadence_text.as_str()))
+        .collect();
+    let patterns: BTreeSet<(&str, Option<&String>)> = groups
+        .keys()
+        .map(|k| (k.prefix.as_str(), k.payload.as_ref()))
+        .collect();
     let series: Vec<Series> = groups
         .iter()
         .map(|(k, rows)| {
             let f = y(rows);
+            let c = (k.mode, k.cadence, k.cadence_text.as_str());
+            let p = (k.prefix.as_str(), k.payload.as_ref());
             Series {
                 label: k.label(),
                 points: points(rows, x_field, &*f),
-                dashed: k.mode == 0,
+                color: colors.iter().position(|x| *x == c).unwrap_or(0),
+                pattern: patterns.iter().position(|x| *x == p).unwrap_or(0),
+                bold: k.mode == 0,
             }
         })
         .filter(|s| !s.points.is_empty())
         .collect();
-    let wide = |vals: Vec<f64>| {
+    let wide = |vals: Vec<f64>, factor: f64| {
         let (lo, hi) = vals
             .iter()
             .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
                 (lo.min(*v), hi.max(*v))
             });
-        lo > 0.0 && hi / lo >= 10.0
+        lo > 0.0 && hi / lo >= factor
     };
     let xs: Vec<f64> = series
         .iter()
@@ -199,8 +216,8 @@ fn panel(
         title: title.into(),
         x_label: x_label.into(),
         y_label: y_label.into(),
-        log_x: !xs.is_empty() && wide(xs),
-        log_y: bytes && !ys.is_empty() && wide(ys),
+        log_x: !xs.is_empty() && wide(xs, 10.0),
+        log_y: !ys.is_empty() && wide(ys, if bytes { 10.0 } else { 100.0 }),
         series,
     }
 }
@@ -302,7 +319,8 @@ const PALETTE: &[&str] = &[
     "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
     "#7f7f7f", "#bcbd22",
 ];
-const WIDTH: f64 = 980.0;
+const PATTERNS: &[&str] = &["", "8 4", "2 3", "10 3 2 3", "4 4"];
+const WIDTH: f64 = 1040.0;
 const PANEL_H: f64 = 400.0;
 const TITLE_H: f64 = 40.0;
 const LEFT: f64 = 90.0;
@@ -527,12 +545,12 @@ fn write_panel(out: &mut String, p: &Panel, top: f64) {
         s = if p.log_y { " (log)" } else { "" }
     );
     for (i, s) in p.series.iter().enumerate() {
-        let color = PALETTE[i % PALETTE.len()];
-        let dash = if s.dashed {
-            r#" stroke-dasharray="7 4""#
-        } else {
-            ""
+        let color = PALETTE[s.color % PALETTE.len()];
+        let dash = match PATTERNS[s.pattern % PATTERNS.len()] {
+            "" => String::new(),
+            p => format!(r#" stroke-dasharray="{p}""#),
         };
+        let width = if s.bold { 3 } else { 2 };
         let pts: Vec<String> = s
             .points
             .iter()
@@ -540,7 +558,7 @@ fn write_panel(out: &mut String, p: &Panel, top: f64) {
             .collect();
         let _ = writeln!(
             out,
-            r#"<polyline class="series" data-label="{l}" points="{p}" fill="none" stroke="{color}" stroke-width="2"{dash}/>"#,
+            r#"<polyline class="series" data-label="{l}" points="{p}" fill="none" stroke="{color}" stroke-width="{width}"{dash}/>"#,
             l = esc(&s.label),
             p = pts.join(" ")
         );
@@ -555,9 +573,9 @@ fn write_panel(out: &mut String, p: &Panel, top: f64) {
         let ly = y0 + 8.0 + 18.0 * i as f64;
         let _ = writeln!(
             out,
-            r#"<line x1="{LEGEND_X}" y1="{ly}" x2="{x2}" y2="{ly}" stroke="{color}" stroke-width="2"{dash}/><text x="{xt}" y="{yt}" font-size="12">{l}</text>"#,
-            x2 = LEGEND_X + 28.0,
-            xt = LEGEND_X + 34.0,
+            r#"<line x1="{LEGEND_X}" y1="{ly}" x2="{x2}" y2="{ly}" stroke="{color}" stroke-width="{width}"{dash}/><text x="{xt}" y="{yt}" font-size="12">{l}</text>"#,
+            x2 = LEGEND_X + 34.0,
+            xt = LEGEND_X + 40.0,
             yt = ly + 4.0,
             l = esc(&s.label)
         );
@@ -624,12 +642,16 @@ mod tests {
                     Series {
                         label: "a".into(),
                         points: vec![(1.0, 2.0), (2.0, 3.0)],
-                        dashed: true,
+                        color: 0,
+                        pattern: 1,
+                        bold: true,
                     },
                     Series {
                         label: "b".into(),
                         points: vec![(1.0, 1.0)],
-                        dashed: false,
+                        color: 1,
+                        pattern: 0,
+                        bold: false,
                     },
                 ],
             }],
