@@ -70,11 +70,11 @@ pub fn run(global: &GlobalArgs, args: &SummarizeArgs) -> Result<i32, Error> {
             .map_err(|e| Error::Usage(format!("cannot write plot {}: {e}", path.display())))?;
         eprintln!("dfck: plot written to {}", path.display());
     }
-    let json = args.json || matches!(global.format, FormatArg::Json);
-    let text = if json {
-        render::summary_json(&report)?
-    } else if args.csv {
+    // `--csv` beats the global `--format json`; `--json` and `--csv` exclude each other.
+    let text = if args.csv {
         render::summary_csv(&report)
+    } else if args.json || matches!(global.format, FormatArg::Json) {
+        render::summary_json(&report)?
     } else {
         render::summary_table(&report)
     };
