@@ -3,10 +3,15 @@
 //! and summaries; the CLI (`crate::cli::bench`) parses flags and prints.
 //!
 //! Layout: [`case`] (case models and the identity part of every row, shared by controller and
-//! workers), [`stats`] (DeerFlow's statistics) and [`digest`] (correctness digests).
+//! workers), [`stats`] (DeerFlow's statistics), [`digest`] (correctness digests), [`native`]
+//! (dfck's own LangGraph-format writer as the system under test), [`production`] (the
+//! production-shaped workload, reads and replays), [`summarize`] and [`plot`] (paired summaries
+//! and SVG figures).
 
 pub mod case;
 pub mod digest;
 pub mod native;
+pub mod plot;
 pub mod production;
 pub mod stats;
+pub mod summarize;

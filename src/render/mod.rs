@@ -432,3 +432,4 @@ pub fn migrate_table(r: &MigrateReport) -> String {
     let _ = writeln!(out, "{t}");
     out
 }
+pub mod bench;

@@ -1,16 +1,87 @@
-//! `dfck bench summarize` (not implemented yet).
+//! `dfck bench summarize FILE… [--metrics CSV] [--json | --csv] [--plot FILE.svg]`: flags,
+//! loading errors, output and exit codes. The numbers come from [`crate::bench::summarize`],
+//! the text from [`crate::render::bench`], the picture from [`crate::bench::plot`].
+//!
+//! Exit codes: 0 when at least one summary was produced; 1 when none was (every table section
+//! then says `(no comparable full/delta pairs)`) or when an input line is malformed (the lines are
+//! listed on stderr as `path:line: message` under `Malformed JSONL row(s):`); 2 for usage errors
+//! and unreadable files.
 
-use crate::cli::GlobalArgs;
-use crate::error::Error;
+use crate::bench::{plot, summarize};
+use crate::cli::{FormatArg, GlobalArgs, emit};
+use crate::error::{EXIT_FINDINGS, EXIT_OK, Error};
+use crate::render::bench as render;
 use clap::Args;
+use std::path::PathBuf;
+
+/// A parsed `--metrics` value: at least one field name.
+#[derive(Debug, Clone)]
+pub struct MetricList(pub Vec<String>);
+
+fn metrics_list(s: &str) -> Result<MetricList, String> {
+    summarize::parse_metrics(s)
+        .map(MetricList)
+        .ok_or_else(|| "--metrics must contain at least one field".into())
+}
 
 /// Arguments of `dfck bench summarize`.
 #[derive(Debug, Args)]
-pub struct SummarizeArgs {}
+pub struct SummarizeArgs {
+    /// JSONL result files (`bench channels` / `bench production`, DeerFlow v1 or dfck v2 rows).
+    /// Rows of different files never pair with each other.
+    #[arg(required = true, value_name = "FILE")]
+    pub inputs: Vec<PathBuf>,
+    /// Comma-separated metric fields (default: DeerFlow's list per row kind; for production rows
+    /// the default also adds every history_limit_{L}_{cold_ms,warm_p50_ms} found).
+    #[arg(long, value_name = "CSV", value_parser = metrics_list)]
+    pub metrics: Option<MetricList>,
+    /// Print the summaries as JSON (a list; an object {"channels", "production"} when the input
+    /// mixes both kinds).
+    #[arg(long, conflicts_with = "csv")]
+    pub json: bool,
+    /// Print the summaries as CSV (header plus rows; nothing when there is no pair).
+    #[arg(long)]
+    pub csv: bool,
+    /// Also draw the rows (medians per point, full vs every delta cadence) into this SVG file.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
+}
 
 /// Runs `dfck bench summarize`.
-pub fn run(_global: &GlobalArgs, _args: &SummarizeArgs) -> Result<i32, Error> {
-    Err(Error::Usage(
-        "dfck bench summarize is not implemented yet".into(),
-    ))
+pub fn run(global: &GlobalArgs, args: &SummarizeArgs) -> Result<i32, Error> {
+    let rows = match summarize::load_jsonl(&args.inputs) {
+        Ok(rows) => rows,
+        Err(e @ summarize::LoadError::Malformed(_)) => {
+            eprintln!("{e}");
+            return Ok(EXIT_FINDINGS);
+        }
+        Err(e @ summarize::LoadError::Io { .. }) => return Err(Error::Usage(e.to_string())),
+    };
+    let report = summarize::summarize(&rows, args.metrics.as_ref().map(|m| m.0.as_slice()));
+    if report.profiled_channel_rows > 0 {
+        eprintln!(
+            "Skipping {} profiled row(s); profiled timings are excluded from baseline summaries.",
+            report.profiled_channel_rows
+        );
+    }
+    if let Some(path) = &args.plot {
+        let svg = plot::to_svg(&plot::figure(&rows));
+        std::fs::write(path, svg)
+            .map_err(|e| Error::Usage(format!("cannot write plot {}: {e}", path.display())))?;
+        eprintln!("dfck: plot written to {}", path.display());
+    }
+    // `--csv` beats the global `--format json`; `--json` and `--csv` exclude each other.
+    let text = if args.csv {
+        render::summary_csv(&report)
+    } else if args.json || matches!(global.format, FormatArg::Json) {
+        render::summary_json(&report)?
+    } else {
+        render::summary_table(&report)
+    };
+    emit(&text)?;
+    Ok(if report.is_empty() {
+        EXIT_FINDINGS
+    } else {
+        EXIT_OK
+    })
 }

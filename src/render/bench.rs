@@ -1,0 +1,144 @@
+//! Rendering of `dfck bench summarize` reports ([`crate::bench::summarize::Report`]): the text
+//! table (comfy-table), the JSON document (indented by 2, like DeerFlow's `json.dump(indent=2)`)
+//! and CSV (like Python's `csv.DictWriter`: minimal quoting, CRLF line ends).
+
+use crate::bench::summarize::{CHANNEL_LEADING, PRODUCTION_LEADING, Report, columns};
+use crate::error::Error;
+use comfy_table::{CellAlignment, ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
+use serde_json::{Map, Value};
+use std::fmt::Write as _;
+
+/// A summary with its kind label (mixed CSV only).
+type Tagged<'a> = (Option<&'static str>, &'a Map<String, Value>);
+
+/// What a table prints for a kind without any pair.
+pub const NO_PAIRS: &str = "(no comparable full/delta pairs)";
+
+fn cell(v: Option<&Value>) -> String {
+    match v {
+        None => String::new(),
+        Some(Value::Null) => "-".into(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    }
+}
+
+fn one_table(summaries: &[Map<String, Value>], leading: &[&str]) -> String {
+    if summaries.is_empty() {
+        return format!("{NO_PAIRS}\n");
+    }
+    let cols = columns(summaries, leading);
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Disabled)
+        .set_header(cols.clone());
+    for s in summaries {
+        t.add_row(cols.iter().map(|c| cell(s.get(c))).collect::<Vec<_>>());
+    }
+    for i in 0..cols.len() {
+        if let Some(c) = t.column_mut(i) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    format!("{t}\n")
+}
+
+/// The report as text: one table per kind present (with a heading line when both are).
+pub fn summary_table(r: &Report) -> String {
+    match (&r.channels, &r.production) {
+        (Some(c), Some(p)) => {
+            let mut out = String::new();
+            let _ = writeln!(out, "channel benchmark (bench channels rows):");
+            out.push_str(&one_table(c, CHANNEL_LEADING));
+            let _ = writeln!(out, "\nproduction benchmark (bench production rows):");
+            out.push_str(&one_table(p, PRODUCTION_LEADING));
+            out
+        }
+        (None, Some(p)) => one_table(p, PRODUCTION_LEADING),
+        (Some(c), None) => one_table(c, CHANNEL_LEADING),
+        (None, None) => format!("{NO_PAIRS}\n"),
+    }
+}
+
+/// The report as JSON ([`Report::to_json`]), indented by 2, with a trailing newline.
+pub fn summary_json(r: &Report) -> Result<String, Error> {
+    let mut s =
+        serde_json::to_string_pretty(&r.to_json()).map_err(|e| Error::Render(e.to_string()))?;
+    s.push('\n');
+    Ok(s)
+}
+
+fn csv_field(v: Option<&Value>) -> String {
+    let s = match v {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Bool(true)) => "True".into(),
+        Some(Value::Bool(false)) => "False".into(),
+        Some(other) => other.to_string(),
+    };
+    if s.contains([',', '"', '\r', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s
+    }
+}
+
+fn csv_line(out: &mut String, fields: impl Iterator<Item = String>) {
+    out.push_str(&fields.collect::<Vec<_>>().join(","));
+    out.push_str("\r\n");
+}
+
+/// The report as CSV: header plus one line per summary; nothing when there is no summary. With
+/// both kinds, one CSV whose first column `kind` is `channels` or `production`.
+pub fn summary_csv(r: &Report) -> String {
+    let mut out = String::new();
+    let (rows, leading): (Vec<Tagged>, Vec<&str>) = match (&r.channels, &r.production) {
+        (Some(c), Some(p)) => {
+            let mut lead = vec!["kind"];
+            for f in CHANNEL_LEADING.iter().chain(PRODUCTION_LEADING) {
+                if !lead.contains(f) && *f != "paired_repetitions" && *f != "failed_rows" {
+                    lead.push(f);
+                }
+            }
+            lead.extend(["paired_repetitions", "failed_rows"]);
+            let rows = c
+                .iter()
+                .map(|s| (Some("channels"), s))
+                .chain(p.iter().map(|s| (Some("production"), s)))
+                .collect();
+            (rows, lead)
+        }
+        (Some(c), None) => (
+            c.iter().map(|s| (None, s)).collect(),
+            CHANNEL_LEADING.to_vec(),
+        ),
+        (None, Some(p)) => (
+            p.iter().map(|s| (None, s)).collect(),
+            PRODUCTION_LEADING.to_vec(),
+        ),
+        (None, None) => (Vec::new(), Vec::new()),
+    };
+    if rows.is_empty() {
+        return out;
+    }
+    let maps: Vec<Map<String, Value>> = rows
+        .iter()
+        .map(|(kind, s)| {
+            let mut m = (*s).clone();
+            if let Some(k) = kind {
+                m.insert("kind".into(), Value::from(*k));
+            }
+            m
+        })
+        .collect();
+    let cols = columns(&maps, &leading);
+    csv_line(
+        &mut out,
+        cols.iter()
+            .map(|c| csv_field(Some(&Value::from(c.as_str())))),
+    );
+    for m in &maps {
+        csv_line(&mut out, cols.iter().map(|c| csv_field(m.get(c))));
+    }
+    out
+}
