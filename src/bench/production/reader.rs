@@ -192,6 +192,13 @@ impl<'a> Reader<'a> {
             .ok_or_else(|| "the benchmark thread has no checkpoint".to_string())
     }
 
+    /// The head's materialized messages (the accessor's view, for the seed digest).
+    pub fn state_messages(&mut self) -> Result<Vec<Value>, String> {
+        let head = self.head()?;
+        let values = self.state_at(&head)?;
+        Ok(messages_of(&values).to_vec())
+    }
+
     /// `GET /api/threads/{id}/state`: the head's values, rendered.
     pub fn state(&mut self) -> Result<ReadResult, String> {
         let head = self.head()?;
