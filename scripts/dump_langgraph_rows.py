@@ -1,10 +1,18 @@
-"""The channel benchmark's one-node graph (bench-harness.md §2.6), shared by the reference
-dumper (dump_langgraph_rows.py) and the native-store check (check_native_store.py).
+"""Reference rows of the channel benchmark written by the real LangGraph (ground truth for
+dfck's native engine, src/bench/native/).
 
-Full mode: ``messages: Annotated[list[AnyMessage], add_messages]``. Delta mode:
-``DeltaChannel(df_merge_message_writes, snapshot_frequency=F)`` with the DeerFlow-style
-reducer re-implemented in graphs.py, plus the metadata marker
-``deerflow_checkpoint_channel_mode: delta``.
+Runs the one-node graph of bench-harness.md §2.6 with the pinned LangGraph and dumps every row
+as JSON: checkpoints (blob decoded, metadata text, byte lengths), pending writes (task ids and
+paths, idx, channel, type, length), and on Postgres the JSONB checkpoints, blob and write rows.
+
+  dump_langgraph_rows.py [--backend sqlite|postgres] [--mode full|delta] [--updates N]
+                         [--payload-bytes P] [--snapshot-frequency F] [--path FILE] [--pg-url URL]
+
+The graph: full mode ``messages: Annotated[list[AnyMessage], add_messages]``; delta mode
+``DeltaChannel(df_merge_message_writes, snapshot_frequency=F)`` with the DeerFlow-style reducer
+re-implemented in graphs.py, plus the metadata marker ``deerflow_checkpoint_channel_mode:
+delta``. check_native_store.py imports the graph from here. Postgres threads are deleted
+after the dump.
 """
 
 from __future__ import annotations
@@ -111,23 +119,6 @@ def _unpack(b: bytes) -> Any:
     import ormsgpack
 
     return ormsgpack.unpackb(b, ext_hook=_ext, option=ormsgpack.OPT_NON_STR_KEYS)
-
-
-def _mask_versions(obj: Any) -> Any:
-    """Version strings `000…0N.<random>` -> `vN`; checkpoint ids -> `<id>`."""
-    import re
-
-    if isinstance(obj, dict):
-        return {k: _mask_versions(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_mask_versions(v) for v in obj]
-    if isinstance(obj, str):
-        m = re.fullmatch(r"0{20,}(\d+)\.\S+", obj)
-        if m:
-            return f"v{int(m.group(1))}"
-        if re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-6[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}", obj):
-            return "<ckpt-id>"
-    return obj
 
 
 def run_sqlite(mode: str, n: int, payload: int, freq: int, path: str) -> None:
@@ -249,7 +240,6 @@ def main() -> None:
     ap.add_argument("--snapshot-frequency", type=int, default=10)
     ap.add_argument("--path", default="/tmp/dfck-dump.sqlite")
     ap.add_argument("--pg-url", default=os.environ.get("TEST_POSTGRES_URI"))
-    ap.add_argument("--mask", action="store_true", help="mask ids and version fractions")
     a = ap.parse_args()
     if a.backend == "sqlite":
         run_sqlite(a.mode, a.updates, a.payload_bytes, a.snapshot_frequency, a.path)

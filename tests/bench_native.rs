@@ -262,6 +262,9 @@ fn postgres_rows_and_store_health() {
             String::from_utf8_lossy(&out.stdout)
         );
     }
+    dfck::bench::native::postgres::PgSaver::open(&url)
+        .and_then(|s| s.delete_thread(&thread))
+        .unwrap();
 }
 
 /// `DFCK_BENCH_NATIVE_TIMING=N` prints full/delta SQLite rows at N updates (manual timing).
@@ -286,6 +289,32 @@ fn timing_report() {
                 mode.as_str(),
                 serde_json::to_string(&row).unwrap()
             );
+        }
+    }
+}
+
+/// `DFCK_BENCH_NATIVE_KEEP=DIR` (with `DFCK_BENCH_NATIVE_KEEP_N`, default 100) writes native
+/// SQLite stores `DIR/{full,delta}/checkpoint-benchmark.sqlite` (F=10, P=128) and, with
+/// `TEST_POSTGRES_URI`, one Postgres thread per mode (printed), and keeps them for inspection.
+#[test]
+fn keep_stores() {
+    let Ok(dir) = std::env::var("DFCK_BENCH_NATIVE_KEEP") else {
+        return;
+    };
+    let n: u64 = std::env::var("DFCK_BENCH_NATIVE_KEEP_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100);
+    let pg = std::env::var("TEST_POSTGRES_URI").ok();
+    for mode in [BenchMode::Full, BenchMode::Delta] {
+        let d = Path::new(&dir).join(mode.as_str());
+        std::fs::create_dir_all(&d).unwrap();
+        let t = write_store(&case(mode, Backend::Sqlite, n, 10), &ctx(&d, None)).unwrap();
+        eprintln!("sqlite {} {} {t}", mode.as_str(), d.display());
+        if pg.is_some() {
+            let t =
+                write_store(&case(mode, Backend::Postgres, n, 10), &ctx(&d, pg.clone())).unwrap();
+            eprintln!("postgres {} {t}", mode.as_str());
         }
     }
 }

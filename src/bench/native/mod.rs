@@ -347,6 +347,7 @@ fn run_memory(case: &ChannelCase, msgs: &[Value]) -> Result<Measured, String> {
 fn run_sqlite(case: &ChannelCase, msgs: &[Value], ctx: &WorkerContext) -> Result<Measured, String> {
     let thread = case.thread_id();
     let path = ctx.work_dir.join("checkpoint-benchmark.sqlite");
+    sqlite::remove_db(&path)?;
     let mut saver = sqlite::SqliteSaver::open(&path)?;
     let (write_total_ms, lat) = write_phase(case, msgs, |rows| {
         let [a, b, c] = &rows.checkpoints;
@@ -556,7 +557,12 @@ pub fn run_channel_case(
     ctx: &WorkerContext,
 ) -> Result<Map<String, Json>, String> {
     run_case(case, ctx)
-        .map(|m| m.to_fields())
+        .map(|mut m| {
+            if let Err(e) = &m.storage {
+                m.storage = Err(safe_error(e, ctx));
+            }
+            m.to_fields()
+        })
         .map_err(|e| safe_error(&e, ctx))
 }
 
@@ -590,6 +596,7 @@ pub fn write_store(case: &ChannelCase, ctx: &WorkerContext) -> Result<String, St
             Backend::Sqlite => {
                 let thread = case.thread_id();
                 let path = ctx.work_dir.join("checkpoint-benchmark.sqlite");
+                sqlite::remove_db(&path)?;
                 let mut saver = sqlite::SqliteSaver::open(&path)?;
                 write_phase(case, &msgs, |rows| {
                     let [a, b, c] = &rows.checkpoints;

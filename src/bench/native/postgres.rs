@@ -111,16 +111,17 @@ impl PgSaver {
                     describe(&e, pw.as_deref())
                 )
             };
-            if config.get_ssl_mode() == SslMode::Require {
-                let tls = crate::store::tls::encrypt_only_connector()
-                    .map_err(|e| format!("cannot set up TLS: {e}"))?;
-                let (client, conn) = config.connect(tls).await.map_err(fail)?;
+            // Like dfck's store reader: TLS (encryption only) unless sslmode=disable.
+            if config.get_ssl_mode() == SslMode::Disable {
+                let (client, conn) = config.connect(NoTls).await.map_err(fail)?;
                 tokio::spawn(async move {
                     let _ = conn.await;
                 });
                 Ok::<_, String>(client)
             } else {
-                let (client, conn) = config.connect(NoTls).await.map_err(fail)?;
+                let tls = crate::store::tls::encrypt_only_connector()
+                    .map_err(|e| format!("cannot set up TLS: {e}"))?;
+                let (client, conn) = config.connect(tls).await.map_err(fail)?;
                 tokio::spawn(async move {
                     let _ = conn.await;
                 });

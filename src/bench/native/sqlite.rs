@@ -160,3 +160,17 @@ impl SqliteSaver {
 pub fn file_size(path: &Path) -> u64 {
     std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
 }
+
+/// Removes a database file and its `-wal` / `-shm` sidecars, so a case starts from a fresh file.
+pub fn remove_db(path: &Path) -> Result<(), String> {
+    for suffix in ["", "-wal", "-shm"] {
+        let mut p = path.as_os_str().to_owned();
+        p.push(suffix);
+        match std::fs::remove_file(&p) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(format!("cannot remove an old benchmark database: {e}")),
+        }
+    }
+    Ok(())
+}
