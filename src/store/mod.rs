@@ -3,7 +3,7 @@
 
 pub mod postgres;
 pub mod sqlite;
-mod tls;
+pub(crate) mod tls;
 
 use crate::error::StoreError;
 

@@ -1,16 +1,629 @@
 //! The native engine: dfck's own writer and reader of the LangGraph 1.2 on-disk format, running
 //! the channel workload of bench-harness.md §2.6 against memory, SQLite and PostgreSQL.
+//!
+//! Layout: [`writer`] (the format: ids, versions, checkpoint dicts, metadata, writes, delta
+//! counters and snapshots), [`channels`] (the workload's messages and one-node graph),
+//! [`memory`], [`sqlite`] and [`postgres`] (savers laid out like LangGraph's). This module runs a
+//! case: the timed write phase (§2.7), warm read through dfck's materializer, storage stats
+//! (§2.9), reopen and cold read, the reducer diagnostic and the checks (§2.8), and returns the
+//! measured fields in [`FIELDS`] order.
 
-use super::case::{ChannelCase, WorkerContext};
-use serde_json::{Map, Value};
+pub mod channels;
+pub mod memory;
+pub mod postgres;
+pub mod sqlite;
+pub mod writer;
 
-/// Runs one channel case natively and returns its measured fields (everything after the
-/// identity fields of [`super::case::channel_base_row`], in DeerFlow's key order, up to and
-/// excluding `peak_rss_bytes`), or the error text for a failure row.
+use super::case::{Backend, ChannelCase, WorkerContext};
+use super::stats::{Window, window_median};
+use crate::codec::{Value, to_json};
+use crate::materialize::{Reducer, Source, StoreSource, View, fixed, materialize};
+use crate::model::MESSAGES;
+use crate::store::Store;
+use channels::{ChannelWorkload, UpdateRows, workload_messages};
+use serde_json::{Map, Value as Json, json};
+use std::time::Instant;
+use writer::Clock;
+
+/// The measured fields a native case returns, in row order: DeerFlow's §2.10 fields from
+/// `write_total_ms` through `reducer_replay_ms` plus the v2 additions (HdrHistogram
+/// percentiles after DeerFlow's, per-table blob counts after `write_rows`). The caller adds
+/// the identity fields before and `peak_rss_bytes` / `child_process_ms` after.
+pub const FIELDS: [&str; 30] = [
+    "write_total_ms",
+    "write_p50_ms",
+    "write_p95_ms",
+    "write_p99_ms",
+    "write_p90_ms",
+    "write_p999_ms",
+    "write_max_ms",
+    "write_mean_ms",
+    "write_stddev_ms",
+    "write_first_window_ms",
+    "write_middle_window_ms",
+    "write_last_window_ms",
+    "warm_read_ms",
+    "logical_checkpoint_bytes",
+    "logical_write_bytes",
+    "checkpoint_rows",
+    "write_rows",
+    "blob_rows",
+    "blob_bytes",
+    "storage_stats_error",
+    "cold_read_ms",
+    "saver_reopen_ms",
+    "db_bytes",
+    "wal_bytes",
+    "shm_bytes",
+    "durable_db_bytes",
+    "expected_message_count",
+    "actual_message_count",
+    "content_sha256",
+    "reducer_replay_ms",
+];
+
+/// Storage sizes of one case's thread.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Storage {
+    /// Checkpoint (+ metadata, + blob) bytes, per §2.9 for the backend.
+    pub logical_checkpoint_bytes: u64,
+    /// Write value bytes.
+    pub logical_write_bytes: u64,
+    /// Checkpoint rows.
+    pub checkpoint_rows: u64,
+    /// Write rows.
+    pub write_rows: u64,
+    /// Blob rows (`None` when the backend has no blob table).
+    pub blob_rows: Option<u64>,
+    /// Blob bytes (`None` when the backend has no blob table).
+    pub blob_bytes: Option<u64>,
+}
+
+/// Per-update latency statistics (ms).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Latency {
+    /// p50 / p90 / p95 / p99 / p99.9 / max from an HdrHistogram at microsecond resolution.
+    pub p50: f64,
+    /// p90.
+    pub p90: f64,
+    /// p95.
+    pub p95: f64,
+    /// p99.
+    pub p99: f64,
+    /// p99.9.
+    pub p999: f64,
+    /// Maximum.
+    pub max: f64,
+    /// Mean.
+    pub mean: f64,
+    /// Standard deviation.
+    pub stddev: f64,
+    /// DeerFlow's chronological window medians (exact).
+    pub first_window: f64,
+    /// Middle window median.
+    pub middle_window: f64,
+    /// Last window median.
+    pub last_window: f64,
+}
+
+impl Latency {
+    /// Statistics of per-update latencies given in ms, in chronological order.
+    pub fn of(ms: &[f64]) -> Result<Latency, String> {
+        let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3)
+            .map_err(|e| format!("histogram: {e}"))?;
+        for &v in ms {
+            let us = (v * 1000.0).round().clamp(1.0, 3_600_000_000.0) as u64;
+            h.record(us).map_err(|e| format!("histogram: {e}"))?;
+        }
+        let q = |p: f64| h.value_at_quantile(p) as f64 / 1000.0;
+        Ok(Latency {
+            p50: q(0.50),
+            p90: q(0.90),
+            p95: q(0.95),
+            p99: q(0.99),
+            p999: q(0.999),
+            max: h.max() as f64 / 1000.0,
+            mean: h.mean() / 1000.0,
+            stddev: h.stdev() / 1000.0,
+            first_window: window_median(ms, Window::First),
+            middle_window: window_median(ms, Window::Middle),
+            last_window: window_median(ms, Window::Last),
+        })
+    }
+}
+
+/// Everything a case measures.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Measured {
+    /// Wall time of the whole write loop.
+    pub write_total_ms: f64,
+    /// Per-update statistics.
+    pub latency: Latency,
+    /// Warm read.
+    pub warm_read_ms: f64,
+    /// Storage sizes, or the error that prevented collecting them.
+    pub storage: Result<Storage, String>,
+    /// Cold read.
+    pub cold_read_ms: f64,
+    /// Reopening the saver (0 for memory).
+    pub saver_reopen_ms: f64,
+    /// Online file sizes `(db, wal, shm)` (SQLite only).
+    pub files: Option<(u64, u64, u64)>,
+    /// Main file size after close (SQLite only).
+    pub durable_db_bytes: Option<u64>,
+    /// N.
+    pub expected_message_count: u64,
+    /// Messages materialized by the cold read.
+    pub actual_message_count: u64,
+    /// Digest of the cold read.
+    pub content_sha256: String,
+    /// The standalone reducer fold.
+    pub reducer_replay_ms: f64,
+}
+
+impl Measured {
+    fn field(&self, name: &str) -> Json {
+        let st = self.storage.as_ref().ok();
+        let l = &self.latency;
+        match name {
+            "write_total_ms" => json!(self.write_total_ms),
+            "write_p50_ms" => json!(l.p50),
+            "write_p95_ms" => json!(l.p95),
+            "write_p99_ms" => json!(l.p99),
+            "write_p90_ms" => json!(l.p90),
+            "write_p999_ms" => json!(l.p999),
+            "write_max_ms" => json!(l.max),
+            "write_mean_ms" => json!(l.mean),
+            "write_stddev_ms" => json!(l.stddev),
+            "write_first_window_ms" => json!(l.first_window),
+            "write_middle_window_ms" => json!(l.middle_window),
+            "write_last_window_ms" => json!(l.last_window),
+            "warm_read_ms" => json!(self.warm_read_ms),
+            "logical_checkpoint_bytes" => json!(st.map(|s| s.logical_checkpoint_bytes)),
+            "logical_write_bytes" => json!(st.map(|s| s.logical_write_bytes)),
+            "checkpoint_rows" => json!(st.map(|s| s.checkpoint_rows)),
+            "write_rows" => json!(st.map(|s| s.write_rows)),
+            "blob_rows" => json!(st.and_then(|s| s.blob_rows)),
+            "blob_bytes" => json!(st.and_then(|s| s.blob_bytes)),
+            "storage_stats_error" => json!(self.storage.as_ref().err()),
+            "cold_read_ms" => json!(self.cold_read_ms),
+            "saver_reopen_ms" => json!(self.saver_reopen_ms),
+            "db_bytes" => json!(self.files.map(|f| f.0)),
+            "wal_bytes" => json!(self.files.map(|f| f.1)),
+            "shm_bytes" => json!(self.files.map(|f| f.2)),
+            "durable_db_bytes" => json!(self.durable_db_bytes),
+            "expected_message_count" => json!(self.expected_message_count),
+            "actual_message_count" => json!(self.actual_message_count),
+            "content_sha256" => json!(self.content_sha256),
+            "reducer_replay_ms" => json!(self.reducer_replay_ms),
+            _ => Json::Null,
+        }
+    }
+
+    /// The fields in [`FIELDS`] order.
+    pub fn to_fields(&self) -> Map<String, Json> {
+        FIELDS
+            .iter()
+            .map(|f| ((*f).to_owned(), self.field(f)))
+            .collect()
+    }
+}
+
+impl Default for Measured {
+    fn default() -> Self {
+        Measured {
+            write_total_ms: 0.0,
+            latency: Latency::default(),
+            warm_read_ms: 0.0,
+            storage: Ok(Storage::default()),
+            cold_read_ms: 0.0,
+            saver_reopen_ms: 0.0,
+            files: None,
+            durable_db_bytes: None,
+            expected_message_count: 0,
+            actual_message_count: 0,
+            content_sha256: String::new(),
+            reducer_replay_ms: 0.0,
+        }
+    }
+}
+
+fn ms(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1000.0
+}
+
+/// The canonical digest (bench-harness.md §1.3) of materialized messages.
+pub fn digest_of(messages: &[Value]) -> Result<String, String> {
+    let mut owned: Vec<(String, String, Json)> = Vec::with_capacity(messages.len());
+    for m in messages {
+        let fields = m
+            .model_fields()
+            .ok_or("a materialized message is not a LangChain message")?;
+        let kind = fields.get("type").and_then(Value::as_str).unwrap_or("");
+        let id = fields.get("id").and_then(Value::as_str).unwrap_or("");
+        let content = fields.get("content").map(to_json).unwrap_or(Json::Null);
+        owned.push((kind.to_owned(), id.to_owned(), content));
+    }
+    Ok(super::digest::content_sha256(owned.iter().map(
+        |(k, i, c)| super::digest::DigestMessage {
+            kind: k,
+            id: i,
+            content: c,
+        },
+    )))
+}
+
+/// Materializes `messages` at `head` (the state view, DeerFlow's reducer) through dfck's
+/// materializer.
+fn read_messages(src: &mut dyn Source, head: &str) -> Result<Vec<Value>, String> {
+    let m = materialize(src, head, View::State, &fixed(Reducer::Deerflow))
+        .map_err(|e| e.to_string())?;
+    Ok(m.values
+        .into_iter()
+        .find(|(k, _)| k == MESSAGES)
+        .map(|(_, v)| match v {
+            Value::Array(items) => items,
+            Value::Nil => Vec::new(),
+            other => vec![other],
+        })
+        .unwrap_or_default())
+}
+
+/// Reads the head of (thread, "") of a store.
+fn read_store(store: &dyn Store, thread_id: &str) -> Result<Vec<Value>, String> {
+    let head = store
+        .head_id(thread_id, "")
+        .map_err(|e| e.to_string())?
+        .ok_or("the benchmark thread has no checkpoints")?;
+    let mut src = StoreSource::new(store, thread_id, "");
+    read_messages(&mut src, &head)
+}
+
+/// The timed write phase: per update, the reducer and record building plus `persist`.
+fn write_phase(
+    case: &ChannelCase,
+    msgs: &[Value],
+    mut persist: impl FnMut(&UpdateRows) -> Result<(), String>,
+) -> Result<(f64, Vec<f64>), String> {
+    let mut wl = ChannelWorkload::new(case.mode, case.snapshot_frequency, Clock::default());
+    let mut lat = Vec::with_capacity(msgs.len());
+    let t0 = Instant::now();
+    for m in msgs {
+        let t = Instant::now();
+        let rows = wl.update(m)?;
+        persist(&rows)?;
+        lat.push(ms(t));
+    }
+    Ok((ms(t0), lat))
+}
+
+fn run_memory(case: &ChannelCase, msgs: &[Value]) -> Result<Measured, String> {
+    let thread = case.thread_id();
+    let mut saver = memory::MemorySaver::new(&thread);
+    let (write_total_ms, lat) = write_phase(case, msgs, |rows| {
+        let [a, b, c] = &rows.checkpoints;
+        saver.put(a);
+        saver.put_writes(&a.id, &rows.input_writes);
+        saver.put(b);
+        saver.put_writes(&b.id, &rows.loop_writes);
+        saver.put(c);
+        Ok(())
+    })?;
+    let head = saver
+        .head()
+        .ok_or("the benchmark thread has no checkpoints")?;
+    let t = Instant::now();
+    let warm = read_messages(&mut saver, &head)?;
+    let warm_read_ms = ms(t);
+    let s = saver.stats();
+    let storage = Ok(Storage {
+        logical_checkpoint_bytes: s.checkpoint_bytes + s.blob_bytes,
+        logical_write_bytes: s.write_bytes,
+        checkpoint_rows: s.checkpoint_rows,
+        write_rows: s.write_rows,
+        blob_rows: Some(s.blob_rows),
+        blob_bytes: Some(s.blob_bytes),
+    });
+    let t = Instant::now();
+    let cold = read_messages(&mut saver, &head)?;
+    let cold_read_ms = ms(t);
+    finish(
+        case,
+        msgs,
+        Measured {
+            write_total_ms,
+            latency: Latency::of(&lat)?,
+            warm_read_ms,
+            storage,
+            cold_read_ms,
+            saver_reopen_ms: 0.0,
+            ..Measured::default()
+        },
+        &warm,
+        &cold,
+    )
+}
+
+fn run_sqlite(case: &ChannelCase, msgs: &[Value], ctx: &WorkerContext) -> Result<Measured, String> {
+    let thread = case.thread_id();
+    let path = ctx.work_dir.join("checkpoint-benchmark.sqlite");
+    sqlite::remove_db(&path)?;
+    let mut saver = sqlite::SqliteSaver::open(&path)?;
+    let (write_total_ms, lat) = write_phase(case, msgs, |rows| {
+        let [a, b, c] = &rows.checkpoints;
+        saver.put(&thread, a)?;
+        saver.put_writes(&thread, &a.id, &rows.input_writes)?;
+        saver.put(&thread, b)?;
+        saver.put_writes(&thread, &b.id, &rows.loop_writes)?;
+        saver.put(&thread, c)
+    })?;
+    let warm_store =
+        crate::store::sqlite::SqliteStore::open_read_only(&path).map_err(|e| e.to_string())?;
+    let t = Instant::now();
+    let warm = read_store(&warm_store, &thread)?;
+    let warm_read_ms = ms(t);
+    drop(warm_store);
+    let storage = saver.stats(&thread).map(|s| Storage {
+        logical_checkpoint_bytes: s.checkpoint_bytes,
+        logical_write_bytes: s.write_bytes,
+        checkpoint_rows: s.checkpoint_rows,
+        write_rows: s.write_rows,
+        blob_rows: None,
+        blob_bytes: None,
+    });
+    let side = |suffix: &str| {
+        let mut p = path.clone().into_os_string();
+        p.push(suffix);
+        sqlite::file_size(std::path::Path::new(&p))
+    };
+    let files = Some((sqlite::file_size(&path), side("-wal"), side("-shm")));
+    saver.close()?;
+    let durable_db_bytes = Some(sqlite::file_size(&path));
+    let t = Instant::now();
+    let reopened = sqlite::SqliteSaver::open(&path)?;
+    let saver_reopen_ms = ms(t);
+    let cold_store =
+        crate::store::sqlite::SqliteStore::open_read_only(&path).map_err(|e| e.to_string())?;
+    let t = Instant::now();
+    let cold = read_store(&cold_store, &thread)?;
+    let cold_read_ms = ms(t);
+    drop(cold_store);
+    reopened.close()?;
+    finish(
+        case,
+        msgs,
+        Measured {
+            write_total_ms,
+            latency: Latency::of(&lat)?,
+            warm_read_ms,
+            storage,
+            cold_read_ms,
+            saver_reopen_ms,
+            files,
+            durable_db_bytes,
+            ..Measured::default()
+        },
+        &warm,
+        &cold,
+    )
+}
+
+/// A thread id no other case shares: Postgres servers outlive cases.
+fn unique_thread_id(case: &ChannelCase) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("{}-{}-{}", case.thread_id(), std::process::id(), nanos)
+}
+
+fn run_postgres(case: &ChannelCase, msgs: &[Value], url: &str) -> Result<Measured, String> {
+    let thread = unique_thread_id(case);
+    let mut slot = Some(postgres::PgSaver::open(url)?);
+    let res = postgres_phases(case, msgs, url, &thread, &mut slot);
+    let cleanup = match slot.as_ref() {
+        Some(s) => s.delete_thread(&thread),
+        None => postgres::PgSaver::open(url).and_then(|s| s.delete_thread(&thread)),
+    };
+    let m = res?;
+    cleanup?;
+    Ok(m)
+}
+
+fn postgres_phases(
+    case: &ChannelCase,
+    msgs: &[Value],
+    url: &str,
+    thread: &str,
+    slot: &mut Option<postgres::PgSaver>,
+) -> Result<Measured, String> {
+    let saver = slot.as_ref().ok_or("postgres saver missing")?;
+    let (write_total_ms, lat) = write_phase(case, msgs, |rows| {
+        let [a, b, c] = &rows.checkpoints;
+        saver.put(thread, a)?;
+        saver.put_writes(thread, &a.id, &rows.input_writes)?;
+        saver.put(thread, b)?;
+        saver.put_writes(thread, &b.id, &rows.loop_writes)?;
+        saver.put(thread, c)
+    })?;
+    let open_store = || {
+        crate::store::postgres::PostgresStore::open_read_only(url, None).map_err(|e| e.to_string())
+    };
+    let warm_store = open_store()?;
+    let t = Instant::now();
+    let warm = read_store(&warm_store, thread)?;
+    let warm_read_ms = ms(t);
+    drop(warm_store);
+    let storage = saver.stats(thread).map(|s| Storage {
+        logical_checkpoint_bytes: s.checkpoint_bytes + s.blob_bytes,
+        logical_write_bytes: s.write_bytes,
+        checkpoint_rows: s.checkpoint_rows,
+        write_rows: s.write_rows,
+        blob_rows: Some(s.blob_rows),
+        blob_bytes: Some(s.blob_bytes),
+    });
+    drop(slot.take());
+    let t = Instant::now();
+    *slot = Some(postgres::PgSaver::open(url)?);
+    let saver_reopen_ms = ms(t);
+    let cold_store = open_store()?;
+    let t = Instant::now();
+    let cold = read_store(&cold_store, thread)?;
+    let cold_read_ms = ms(t);
+    drop(cold_store);
+    finish(
+        case,
+        msgs,
+        Measured {
+            write_total_ms,
+            latency: Latency::of(&lat)?,
+            warm_read_ms,
+            storage,
+            cold_read_ms,
+            saver_reopen_ms,
+            ..Measured::default()
+        },
+        &warm,
+        &cold,
+    )
+}
+
+/// The §2.8 checks and the cold-read fields.
+fn finish(
+    case: &ChannelCase,
+    msgs: &[Value],
+    mut m: Measured,
+    warm: &[Value],
+    cold: &[Value],
+) -> Result<Measured, String> {
+    let n = case.update_count;
+    if warm.len() as u64 != n || cold.len() as u64 != n {
+        return Err(format!(
+            "expected {n} messages, materialized warm={} cold={}",
+            warm.len(),
+            cold.len()
+        ));
+    }
+    let expected = digest_of(msgs)?;
+    let cold_digest = digest_of(cold)?;
+    if digest_of(warm)? != expected || cold_digest != expected {
+        return Err(
+            "materialized message content or ordering differs from deterministic input".into(),
+        );
+    }
+    m.expected_message_count = n;
+    m.actual_message_count = cold.len() as u64;
+    m.content_sha256 = cold_digest;
+    Ok(m)
+}
+
+/// DeerFlow's reducer diagnostic: fold N single-message writes from empty.
+fn reducer_replay(msgs: &[Value]) -> Result<f64, String> {
+    let writes: Vec<Value> = msgs.iter().map(|m| Value::Array(vec![m.clone()])).collect();
+    let refs: Vec<&Value> = writes.iter().collect();
+    let t = Instant::now();
+    let out = Reducer::Deerflow.apply(Vec::new(), &refs)?;
+    let took = ms(t);
+    if digest_of(&out)? != digest_of(msgs)? {
+        return Err("standalone reducer diagnostic produced incorrect state".into());
+    }
+    Ok(took)
+}
+
+/// An error message safe for a row: one line, the work dir and home replaced, at most 2000
+/// characters.
+fn safe_error(msg: &str, ctx: &WorkerContext) -> String {
+    let mut s = msg.replace(['\n', '\r'], " ");
+    let wd = ctx.work_dir.display().to_string();
+    if !wd.is_empty() {
+        s = s.replace(&wd, "<work-dir>");
+    }
+    if let Some(home) = std::env::var_os("HOME") {
+        let home = home.to_string_lossy().into_owned();
+        if home.len() > 1 {
+            s = s.replace(&home, "<home>");
+        }
+    }
+    if let Some(url) = &ctx.pg_url {
+        s = s.replace(url.as_str(), "<pg-url>");
+    }
+    s.chars().take(2000).collect()
+}
+
+/// Runs one channel case natively and returns its measured fields ([`FIELDS`], in order),
+/// or the error text for a failure row.
 pub fn run_channel_case(
     case: &ChannelCase,
     ctx: &WorkerContext,
-) -> Result<Map<String, Value>, String> {
-    let _ = (case, ctx);
-    Err("the native engine is not implemented yet".to_string())
+) -> Result<Map<String, Json>, String> {
+    run_case(case, ctx)
+        .map(|mut m| {
+            if let Err(e) = &m.storage {
+                m.storage = Err(safe_error(e, ctx));
+            }
+            m.to_fields()
+        })
+        .map_err(|e| safe_error(&e, ctx))
+}
+
+fn run_case(case: &ChannelCase, ctx: &WorkerContext) -> Result<Measured, String> {
+    case.validate()?;
+    let msgs = workload_messages(case.update_count, case.payload_bytes);
+    let mut m = match case.backend {
+        Backend::Memory => run_memory(case, &msgs)?,
+        Backend::Sqlite => run_sqlite(case, &msgs, ctx)?,
+        Backend::Postgres => {
+            let url = ctx
+                .pg_url
+                .as_deref()
+                .ok_or("the postgres backend needs a server (--pg-url or TEST_POSTGRES_URI)")?;
+            run_postgres(case, &msgs, url)?
+        }
+    };
+    m.reducer_replay_ms = reducer_replay(&msgs)?;
+    Ok(m)
+}
+
+/// Writes a case's workload and leaves it in place (no timing, no cleanup): the SQLite file
+/// `<work_dir>/checkpoint-benchmark.sqlite`, or a fresh unique thread on the Postgres server.
+/// Returns the thread id. For tests and for opening native stores with other tools.
+pub fn write_store(case: &ChannelCase, ctx: &WorkerContext) -> Result<String, String> {
+    let run = || -> Result<String, String> {
+        case.validate()?;
+        let msgs = workload_messages(case.update_count, case.payload_bytes);
+        match case.backend {
+            Backend::Memory => Err("the memory backend keeps nothing to open".into()),
+            Backend::Sqlite => {
+                let thread = case.thread_id();
+                let path = ctx.work_dir.join("checkpoint-benchmark.sqlite");
+                sqlite::remove_db(&path)?;
+                let mut saver = sqlite::SqliteSaver::open(&path)?;
+                write_phase(case, &msgs, |rows| {
+                    let [a, b, c] = &rows.checkpoints;
+                    saver.put(&thread, a)?;
+                    saver.put_writes(&thread, &a.id, &rows.input_writes)?;
+                    saver.put(&thread, b)?;
+                    saver.put_writes(&thread, &b.id, &rows.loop_writes)?;
+                    saver.put(&thread, c)
+                })?;
+                saver.close()?;
+                Ok(thread)
+            }
+            Backend::Postgres => {
+                let url = ctx.pg_url.as_deref().ok_or("no PostgreSQL server given")?;
+                let thread = unique_thread_id(case);
+                let saver = postgres::PgSaver::open(url)?;
+                write_phase(case, &msgs, |rows| {
+                    let [a, b, c] = &rows.checkpoints;
+                    saver.put(&thread, a)?;
+                    saver.put_writes(&thread, &a.id, &rows.input_writes)?;
+                    saver.put(&thread, b)?;
+                    saver.put_writes(&thread, &b.id, &rows.loop_writes)?;
+                    saver.put(&thread, c)
+                })?;
+                Ok(thread)
+            }
+        }
+    };
+    run().map_err(|e| safe_error(&e, ctx))
 }

@@ -1,0 +1,176 @@
+//! The SQLite backend: a native `SqliteSaver` — the same DDL and `PRAGMA journal_mode=WAL` as
+//! `SqliteSaver.setup()`, `INSERT OR REPLACE` of one checkpoint per `put` and `INSERT OR IGNORE`
+//! of a task's writes per `put_writes`, each call its own committed transaction (Python's
+//! `sqlite3` commits after every saver call), default `synchronous`.
+
+use super::writer::{CheckpointRecord, WriteRecord};
+use rusqlite::{Connection, params};
+use std::path::Path;
+
+/// The tables and pragma of `SqliteSaver.setup()` (langgraph-storage.md §2.1).
+const SETUP: &str = "PRAGMA journal_mode=WAL;
+CREATE TABLE IF NOT EXISTS checkpoints (
+    thread_id TEXT NOT NULL,
+    checkpoint_ns TEXT NOT NULL DEFAULT '',
+    checkpoint_id TEXT NOT NULL,
+    parent_checkpoint_id TEXT,
+    type TEXT,
+    checkpoint BLOB,
+    metadata BLOB,
+    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
+);
+CREATE TABLE IF NOT EXISTS writes (
+    thread_id TEXT NOT NULL,
+    checkpoint_ns TEXT NOT NULL DEFAULT '',
+    checkpoint_id TEXT NOT NULL,
+    task_id TEXT NOT NULL,
+    task_path TEXT NOT NULL DEFAULT '',
+    idx INTEGER NOT NULL,
+    channel TEXT NOT NULL,
+    type TEXT,
+    value BLOB,
+    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
+);";
+
+/// Logical sizes from the two queries of bench-harness.md §2.9.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SqliteStats {
+    /// `COUNT(*)` of the thread's checkpoints.
+    pub checkpoint_rows: u64,
+    /// `SUM(length(checkpoint) + length(metadata))`.
+    pub checkpoint_bytes: u64,
+    /// `COUNT(*)` of the thread's writes.
+    pub write_rows: u64,
+    /// `SUM(length(value))`.
+    pub write_bytes: u64,
+}
+
+/// A native SQLite saver on one file.
+pub struct SqliteSaver {
+    conn: Connection,
+}
+
+fn err(what: &str) -> impl Fn(rusqlite::Error) -> String + '_ {
+    move |e| format!("sqlite {what}: {e}")
+}
+
+impl SqliteSaver {
+    /// `SqliteSaver.from_conn_string(path)` + `setup()`.
+    pub fn open(path: &Path) -> Result<Self, String> {
+        let conn = Connection::open(path).map_err(err("open"))?;
+        conn.execute_batch(SETUP).map_err(err("setup"))?;
+        // The one migration; "duplicate column name" is expected and swallowed.
+        let _ =
+            conn.execute_batch("ALTER TABLE writes ADD COLUMN task_path TEXT NOT NULL DEFAULT ''");
+        Ok(SqliteSaver { conn })
+    }
+
+    /// `put`: one committed `INSERT OR REPLACE`.
+    pub fn put(&mut self, thread_id: &str, rec: &CheckpointRecord) -> Result<(), String> {
+        let body = rec.encode(true);
+        let meta = rec.metadata_text();
+        self.conn
+            .prepare_cached(
+                "INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, \
+                 parent_checkpoint_id, type, checkpoint, metadata) VALUES (?1, '', ?2, ?3, ?4, ?5, ?6)",
+            )
+            .and_then(|mut st| {
+                st.execute(params![
+                    thread_id,
+                    rec.id,
+                    rec.parent,
+                    "msgpack",
+                    body,
+                    meta
+                ])
+            })
+            .map_err(err("put"))?;
+        Ok(())
+    }
+
+    /// `put_writes`: the task's rows in one committed transaction (`INSERT OR IGNORE`, as
+    /// none of the workload's writes is a special channel).
+    pub fn put_writes(
+        &mut self,
+        thread_id: &str,
+        checkpoint_id: &str,
+        writes: &[WriteRecord],
+    ) -> Result<(), String> {
+        let tx = self.conn.transaction().map_err(err("put_writes"))?;
+        {
+            let mut st = tx
+                .prepare_cached(
+                    "INSERT OR IGNORE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, \
+                     task_path, idx, channel, type, value) VALUES (?1, '', ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                )
+                .map_err(err("put_writes"))?;
+            for w in writes {
+                st.execute(params![
+                    thread_id,
+                    checkpoint_id,
+                    w.task_id,
+                    w.task_path,
+                    w.idx,
+                    w.channel,
+                    w.type_tag,
+                    w.value
+                ])
+                .map_err(err("put_writes"))?;
+            }
+        }
+        tx.commit().map_err(err("put_writes"))
+    }
+
+    /// The §2.9 logical sizes of one thread.
+    pub fn stats(&self, thread_id: &str) -> Result<SqliteStats, String> {
+        let (cr, cb): (i64, i64) = self
+            .conn
+            .query_row(
+                "SELECT COUNT(*), COALESCE(SUM(length(checkpoint)+length(metadata)),0) \
+                 FROM checkpoints WHERE thread_id = ?1",
+                [thread_id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .map_err(err("checkpoint stats"))?;
+        let (wr, wb): (i64, i64) = self
+            .conn
+            .query_row(
+                "SELECT COUNT(*), COALESCE(SUM(length(value)),0) FROM writes WHERE thread_id = ?1",
+                [thread_id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .map_err(err("write stats"))?;
+        Ok(SqliteStats {
+            checkpoint_rows: cr.max(0) as u64,
+            checkpoint_bytes: cb.max(0) as u64,
+            write_rows: wr.max(0) as u64,
+            write_bytes: wb.max(0) as u64,
+        })
+    }
+
+    /// Closes the connection (the last close checkpoints the WAL into the main file).
+    pub fn close(self) -> Result<(), String> {
+        self.conn
+            .close()
+            .map_err(|(_, e)| format!("sqlite close: {e}"))
+    }
+}
+
+/// `st_size` of a file, 0 when it does not exist.
+pub fn file_size(path: &Path) -> u64 {
+    std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
+}
+
+/// Removes a database file and its `-wal` / `-shm` sidecars, so a case starts from a fresh file.
+pub fn remove_db(path: &Path) -> Result<(), String> {
+    for suffix in ["", "-wal", "-shm"] {
+        let mut p = path.as_os_str().to_owned();
+        p.push(suffix);
+        match std::fs::remove_file(&p) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(format!("cannot remove an old benchmark database: {e}")),
+        }
+    }
+    Ok(())
+}
