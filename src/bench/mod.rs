@@ -3,9 +3,15 @@
 //! and summaries; the CLI (`crate::cli::bench`) parses flags and prints.
 //!
 //! Layout: [`case`] (case models and the identity part of every row, shared by controller and
-//! workers), [`stats`] (DeerFlow's statistics) and [`digest`] (correctness digests).
+//! workers), [`stats`] (DeerFlow's statistics) and [`digest`] (correctness digests);
+//! [`channels`] (matrix, cap, gate), [`controller`] (child processes), [`env`] (identity, RSS,
+//! redaction) and [`worker`] (the child side, and the v2 channel row schema).
 
 pub mod case;
+pub mod channels;
+pub mod controller;
 pub mod digest;
+pub mod env;
 pub mod native;
 pub mod stats;
+pub mod worker;
