@@ -279,7 +279,11 @@ pub fn fmt_g(x: f64) -> String {
         return if x > 0.0 { "inf".into() } else { "-inf".into() };
     }
     if x == 0.0 {
-        return if x.is_sign_negative() { "-0".into() } else { "0".into() };
+        return if x.is_sign_negative() {
+            "-0".into()
+        } else {
+            "0".into()
+        };
     }
     // Round to 6 significant digits first; the exponent is that of the rounded value.
     let sci = format!("{x:.5e}");
@@ -413,14 +417,8 @@ mod tests {
         s.backends = vec![Backend::Memory, Backend::Sqlite];
         s.frequencies = vec![5, 10];
         let cases = expand_matrix(&s);
-        let firsts: Vec<&str> = cases
-            .chunks(3)
-            .map(|c| c[0].mode.as_str())
-            .collect();
-        assert_eq!(
-            firsts,
-            ["full", "delta", "full", "delta", "full", "delta"]
-        );
+        let firsts: Vec<&str> = cases.chunks(3).map(|c| c[0].mode.as_str()).collect();
+        assert_eq!(firsts, ["full", "delta", "full", "delta", "full", "delta"]);
         assert_eq!(cases.len(), 6 * 3);
         assert!(
             cases
@@ -497,7 +495,8 @@ mod tests {
         match json!({"success": true, "error": null, "engine": "native", "mode": mode,
             "backend": "memory", "scenario": "append", "snapshot_frequency": freq,
             "update_count": 10, "payload_bytes": 128, "repetition": 0,
-            "actual_message_count": 10, "content_sha256": sha}) {
+            "actual_message_count": 10, "content_sha256": sha})
+        {
             Value::Object(m) => m,
             _ => Map::new(),
         }
@@ -505,11 +504,22 @@ mod tests {
 
     #[test]
     fn gate_broadcasts_over_cadences() {
-        let mut rows = vec![row("full", 10, "a"), row("delta", 5, "a"), row("delta", 25, "a")];
+        let mut rows = vec![
+            row("full", 10, "a"),
+            row("delta", 5, "a"),
+            row("delta", 25, "a"),
+        ];
         assert_eq!(cross_mode_gate(&mut rows), 0);
-        let mut rows = vec![row("full", 10, "a"), row("delta", 5, "a"), row("delta", 25, "b")];
+        let mut rows = vec![
+            row("full", 10, "a"),
+            row("delta", 5, "a"),
+            row("delta", 25, "b"),
+        ];
         assert_eq!(cross_mode_gate(&mut rows), 3);
-        assert!(rows.iter().all(|r| r["success"] == false && r["error"] == CROSS_MODE_MISMATCH));
+        assert!(
+            rows.iter()
+                .all(|r| r["success"] == false && r["error"] == CROSS_MODE_MISMATCH)
+        );
         // no full row: nothing to compare
         let mut rows = vec![row("delta", 5, "a"), row("delta", 25, "b")];
         assert_eq!(cross_mode_gate(&mut rows), 0);

@@ -283,7 +283,10 @@ pub fn interpret(
         ChildEnd::TimedOut => {
             return failure_row(
                 base,
-                &format!("child process timed out after {} seconds", fmt_g(timeout_secs)),
+                &format!(
+                    "child process timed out after {} seconds",
+                    fmt_g(timeout_secs)
+                ),
                 &run.stderr,
                 secrets,
             );
@@ -369,15 +372,27 @@ mod tests {
         assert_eq!(r["error"], "child process returned 3 without a result");
         assert!(r.get("child_process_ms").is_none());
         let tail = r["stderr_tail"].as_str().unwrap_or("");
-        assert!(tail.contains("<work-dir>/db") && !tail.contains(":pw@"), "{tail}");
-        let r = interpret(&run("x\n{bad\n\n", 0, ChildEnd::Exited(0)), &base(), 1.0, &[]);
+        assert!(
+            tail.contains("<work-dir>/db") && !tail.contains(":pw@"),
+            "{tail}"
+        );
+        let r = interpret(
+            &run("x\n{bad\n\n", 0, ChildEnd::Exited(0)),
+            &base(),
+            1.0,
+            &[],
+        );
         assert_eq!(r["error"], "child process returned 0 with malformed JSON");
         let r = interpret(&run("[1]", 0, ChildEnd::Exited(0)), &base(), 1.0, &[]);
         assert_eq!(r["error"], "child process returned 0 with malformed JSON");
         let r = interpret(&run("", -9, ChildEnd::TimedOut), &base(), 1.5, &[]);
         assert_eq!(r["error"], "child process timed out after 1.5 seconds");
         let r = interpret(
-            &run("noise\n{\"success\":true,\"error\":null}\n", 1, ChildEnd::Exited(1)),
+            &run(
+                "noise\n{\"success\":true,\"error\":null}\n",
+                1,
+                ChildEnd::Exited(1),
+            ),
             &base(),
             1.0,
             &[],

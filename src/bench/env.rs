@@ -261,7 +261,10 @@ mod tests {
         let t = "connect postgresql://u:s3cret@h:5/db?sslmode=x failed; password=abc&x=1 in /tmp/deerflow-checkpoint-benchmark-AbC_12/x.sqlite";
         let r = redact(t, None, &[]);
         assert!(!r.contains("s3cret") && !r.contains("abc&"), "{r}");
-        assert!(r.contains("u:***@h") && r.contains("<work-dir>/x.sqlite"), "{r}");
+        assert!(
+            r.contains("u:***@h") && r.contains("<work-dir>/x.sqlite"),
+            "{r}"
+        );
         assert_eq!(url_password("postgres://a:b@c/d").as_deref(), Some("b"));
         assert_eq!(url_password("postgres://a@c/d"), None);
         let r = redact("x hunter2 y", None, &["hunter2"]);

@@ -256,7 +256,12 @@ pub fn run_worker_case(case_json: &str) -> (Map<String, Value>, i32) {
     (row, code)
 }
 
-fn fail(row: &mut Map<String, Value>, msg: &str, work_dir: Option<&std::path::Path>, secrets: &[String]) {
+fn fail(
+    row: &mut Map<String, Value>,
+    msg: &str,
+    work_dir: Option<&std::path::Path>,
+    secrets: &[String],
+) {
     let secrets: Vec<&str> = secrets.iter().map(String::as_str).collect();
     row.insert("success".into(), Value::Bool(false));
     row.insert(

@@ -53,8 +53,9 @@ pub enum EngineArg {
     Langgraph,
 }
 
-/// Arguments of `dfck bench channels`.
+/// Arguments of `dfck bench channels`. A flag given twice takes its last value (as argparse).
 #[derive(Debug, Args)]
+#[command(args_override_self = true)]
 pub struct ChannelsArgs {
     /// Modes to run (comma-separated: full, delta); the order given is the base order for
     /// alternation.
@@ -133,9 +134,7 @@ struct Plan {
 }
 
 fn plan(args: &ChannelsArgs) -> Result<Plan, Error> {
-    let modes = warn(
-        parse_choice_csv("--modes", &args.modes, &["full", "delta"]).map_err(usage)?,
-    );
+    let modes = warn(parse_choice_csv("--modes", &args.modes, &["full", "delta"]).map_err(usage)?);
     let backends = warn(
         parse_choice_csv(
             "--backends",
@@ -300,8 +299,7 @@ impl Output {
             .suffix(".jsonl.tmp")
             .tempfile_in(dir)?;
         for row in rows {
-            let mut line =
-                serde_json::to_string(row).map_err(|e| Error::Render(e.to_string()))?;
+            let mut line = serde_json::to_string(row).map_err(|e| Error::Render(e.to_string()))?;
             line.push('\n');
             tmp.write_all(line.as_bytes())?;
         }
@@ -383,10 +381,7 @@ pub fn run(_global: &GlobalArgs, args: &ChannelsArgs) -> Result<i32, Error> {
             (Some(script), Engine::Langgraph) => {
                 (args.python.clone(), vec![script.clone().into_os_string()])
             }
-            _ => (
-                exe.clone(),
-                vec!["bench".into(), "channels".into()],
-            ),
+            _ => (exe.clone(), vec!["bench".into(), "channels".into()]),
         };
         argv.push("--worker-case".into());
         argv.push(case_json.into());
