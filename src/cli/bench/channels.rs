@@ -53,10 +53,9 @@ pub enum EngineArg {
     Langgraph,
 }
 
-/// Arguments of `dfck bench channels`. A flag given twice takes its last value (as argparse).
+/// The matrix axes of `dfck bench channels` (comma-separated lists).
 #[derive(Debug, Args)]
-#[command(args_override_self = true)]
-pub struct ChannelsArgs {
+pub struct MatrixArgs {
     /// Modes to run (comma-separated: full, delta); the order given is the base order for
     /// alternation.
     #[arg(long, default_value = "full,delta", value_name = "CSV")]
@@ -73,6 +72,15 @@ pub struct ChannelsArgs {
     /// DeltaChannel snapshot cadences, swept for delta cases only (e.g. 100,250,500,1000).
     #[arg(long, default_value = "10", value_name = "CSV")]
     pub snapshot_frequencies: String,
+}
+
+/// Arguments of `dfck bench channels`. A flag given twice takes its last value (as argparse).
+#[derive(Debug, Args)]
+#[command(args_override_self = true)]
+pub struct ChannelsArgs {
+    /// The matrix axes (boxed to keep the subcommand enum small).
+    #[command(flatten)]
+    pub matrix: Box<MatrixArgs>,
     /// Passes over the whole matrix.
     #[arg(long, default_value_t = 3, allow_negative_numbers = true)]
     pub repetitions: i64,
@@ -134,20 +142,21 @@ struct Plan {
 }
 
 fn plan(args: &ChannelsArgs) -> Result<Plan, Error> {
-    let modes = warn(parse_choice_csv("--modes", &args.modes, &["full", "delta"]).map_err(usage)?);
+    let modes =
+        warn(parse_choice_csv("--modes", &args.matrix.modes, &["full", "delta"]).map_err(usage)?);
     let backends = warn(
         parse_choice_csv(
             "--backends",
-            &args.backends,
+            &args.matrix.backends,
             &["memory", "sqlite", "postgres"],
         )
         .map_err(usage)?,
     );
-    let updates = warn(parse_positive_int_csv("--updates", &args.updates).map_err(usage)?);
+    let updates = warn(parse_positive_int_csv("--updates", &args.matrix.updates).map_err(usage)?);
     let payloads =
-        warn(parse_positive_int_csv("--payload-bytes", &args.payload_bytes).map_err(usage)?);
+        warn(parse_positive_int_csv("--payload-bytes", &args.matrix.payload_bytes).map_err(usage)?);
     let frequencies = warn(
-        parse_positive_int_csv("--snapshot-frequencies", &args.snapshot_frequencies)
+        parse_positive_int_csv("--snapshot-frequencies", &args.matrix.snapshot_frequencies)
             .map_err(usage)?,
     );
     let Some(output) = args.output.clone() else {
@@ -156,7 +165,7 @@ fn plan(args: &ChannelsArgs) -> Result<Plan, Error> {
     if args.repetitions <= 0 {
         return Err(usage("--repetitions must be positive"));
     }
-    if !(args.timeout_seconds > 0.0) {
+    if args.timeout_seconds.is_nan() || args.timeout_seconds <= 0.0 {
         return Err(usage("--timeout-seconds must be positive"));
     }
     if !args.allow_large_cases && args.max_estimated_full_bytes <= 0 {
