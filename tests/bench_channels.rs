@@ -13,7 +13,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// A fake interpreter: called as `<fake> <worker script> --worker-case JSON`. Behaviour from
+/// A fake interpreter: called as `<fake> <worker script> --worker-case JSON` (or `--identity`,
+/// answered with fake versions). Behaviour from
 /// env FAKE_MODE: `ok` (default; prints noise then a successful row made of the case plus a
 /// digest that is `b` for delta cases when FAKE_MISMATCH=1), `none` (prints nothing, exit 3),
 /// `bad` (prints a non-JSON last line), `rcfail` (successful row, exit 1), `hang` (starts a
@@ -21,6 +22,10 @@ use std::time::{Duration, Instant};
 /// the first two calls, then `hang`). Always writes its argv to $FAKE_DIR/argv and whether
 /// DFCK_BENCH_PG_URL was set to $FAKE_DIR/env.
 const FAKE: &str = r#"#!/bin/sh
+if [ "$2" = "--identity" ]; then
+  echo '{"python_version":"9.9.9","langgraph_version":"0.0.fake","engine_version":"0.0.fake","runtime_version":"FakePython 9.9.9"}'
+  exit 0
+fi
 case_json="$3"
 printf '%s\n' "$@" >> "$FAKE_DIR/argv"
 printf 'pg=%s\n' "$DFCK_BENCH_PG_URL" >> "$FAKE_DIR/env"
@@ -373,6 +378,9 @@ fn malformed_child_output_becomes_failure_rows() {
         .output()
         .expect("run");
     let r = rows(&fake.out());
+    assert_eq!(r[0]["langgraph_version"], "0.0.fake");
+    assert_eq!(r[0]["engine_version"], "0.0.fake");
+    assert_eq!(r[0]["runtime_version"], "FakePython 9.9.9");
     let keys: Vec<&str> = r[0].keys().map(String::as_str).collect();
     assert_eq!(
         keys,

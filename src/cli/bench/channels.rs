@@ -43,6 +43,8 @@ pub const LANGGRAPH_WORKER_ENV: &str = "DFCK_BENCH_LANGGRAPH_WORKER";
 pub const EXIT_INTERRUPTED: i32 = 130;
 /// Between SIGTERM and SIGKILL of a child's process group.
 const GRACE: Duration = Duration::from_secs(2);
+/// Limit of the langgraph engine's `--identity` probe.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// `--engine`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -320,21 +322,36 @@ impl Output {
     }
 }
 
-/// The identity the controller gives its own failure rows: what it knows without the child.
-fn controller_row_env(engine: Engine, git_sha: &str) -> RowEnv {
+/// The identity the controller gives its own failure rows: the native engine's own, or what
+/// `<python> <worker script> --identity` reports (`unknown`/null when that probe fails).
+fn controller_row_env(engine: Engine, git_sha: &str, probe: Option<&ChildSpec>) -> RowEnv {
     match engine {
         Engine::Native => RowEnv {
             git_sha: git_sha.to_string(),
             ..worker::native_row_env()
         },
-        Engine::Langgraph => RowEnv {
-            git_sha: git_sha.to_string(),
-            python_version: None,
-            langgraph_version: None,
-            platform: env::platform(),
-            engine_version: "unknown".into(),
-            runtime_version: "unknown".into(),
-        },
+        Engine::Langgraph => {
+            let reported = probe
+                .and_then(|spec| run_child(spec, &AtomicBool::new(false)).ok())
+                .filter(|r| r.end == ChildEnd::Exited(0))
+                .and_then(|r| {
+                    let last = r.stdout.lines().rev().find(|l| !l.trim().is_empty())?;
+                    match serde_json::from_str::<Value>(last.trim()) {
+                        Ok(Value::Object(m)) => Some(m),
+                        _ => None,
+                    }
+                })
+                .unwrap_or_default();
+            let text = |k: &str| reported.get(k).and_then(Value::as_str).map(str::to_string);
+            RowEnv {
+                git_sha: git_sha.to_string(),
+                python_version: text("python_version"),
+                langgraph_version: text("langgraph_version"),
+                platform: text("platform").unwrap_or_else(env::platform),
+                engine_version: text("engine_version").unwrap_or_else(|| "unknown".into()),
+                runtime_version: text("runtime_version").unwrap_or_else(|| "unknown".into()),
+            }
+        }
     }
 }
 
@@ -358,7 +375,6 @@ pub fn run(_global: &GlobalArgs, args: &ChannelsArgs) -> Result<i32, Error> {
         signal_hook::flag::register(sig, interrupt.clone())?;
     }
     let git_sha = env::git_sha();
-    let row_env = controller_row_env(plan.spec.engine, &git_sha);
     let mut secrets: Vec<String> = Vec::new();
     if let Some(u) = &plan.pg_url {
         secrets.extend(env::url_password(u));
@@ -375,6 +391,15 @@ pub fn run(_global: &GlobalArgs, args: &ChannelsArgs) -> Result<i32, Error> {
         Some(u) => env_set.push((worker::PG_URL_ENV.to_string(), u.clone())),
         None => env_remove.push(worker::PG_URL_ENV.to_string()),
     }
+    let probe = plan.worker_script.as_ref().map(|script| ChildSpec {
+        program: args.python.clone(),
+        args: vec![script.clone().into_os_string(), "--identity".into()],
+        env_set: env_set.clone(),
+        env_remove: env_remove.clone(),
+        timeout: Some(PROBE_TIMEOUT),
+        grace: GRACE,
+    });
+    let row_env = controller_row_env(plan.spec.engine, &git_sha, probe.as_ref());
     let n = capped.kept.len();
     let mut rows: Vec<Map<String, Value>> = Vec::with_capacity(n);
     let mut interrupted = false;
