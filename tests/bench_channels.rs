@@ -599,12 +599,10 @@ fn native_end_to_end_rows_have_the_v2_identity() {
         assert!(row["python_version"].is_null() && row["langgraph_version"].is_null());
         assert!(row["child_process_ms"].as_f64().is_some());
         if row["success"] == true {
-            assert_eq!(row["actual_message_count"], 4);
-            assert_eq!(
-                row["content_sha256"],
-                "6f2703ee86908e5841d830fd79c3661f3a53ba96ebb0933e0906c3f8bc7f460d"
+            check_success_rows(
+                std::slice::from_ref(row),
+                row["backend"].as_str().unwrap_or(""),
             );
-            assert!(row["peak_rss_bytes"].as_u64().is_some_and(|v| v > 0));
         } else {
             assert!(row["error"].as_str().is_some_and(|e| !e.is_empty()));
             assert!(row.contains_key("stderr_tail"));
@@ -740,16 +738,26 @@ fn run_langgraph(
 
 fn check_langgraph_rows(rows: &[Map<String, Value>], backend: &str) {
     for row in rows.iter().filter(|r| r["backend"] == backend) {
-        let keys: Vec<&str> = row.keys().map(String::as_str).collect();
-        assert_eq!(keys, V2_KEYS, "{backend}");
         assert_eq!(row["engine"], "langgraph");
         assert!(
             row["runtime_version"]
                 .as_str()
                 .is_some_and(|v| v.starts_with("CPython "))
         );
+    }
+    check_success_rows(rows, backend);
+}
+
+/// The v2 schema of the successful rows of the 4-update, 16-byte workload (any engine): key
+/// order, LangGraph's row counts (3 checkpoints and 3 writes per update), the digest, which
+/// fields are null per backend, and the RSS source.
+fn check_success_rows(rows: &[Map<String, Value>], backend: &str) {
+    for row in rows.iter().filter(|r| r["backend"] == backend) {
+        let keys: Vec<&str> = row.keys().map(String::as_str).collect();
+        assert_eq!(keys, V2_KEYS, "{backend}");
         assert_eq!(row["checkpoint_rows"], 12);
         assert_eq!(row["write_rows"], 12);
+        assert_eq!(row["actual_message_count"], 4);
         assert_eq!(
             row["content_sha256"],
             "6f2703ee86908e5841d830fd79c3661f3a53ba96ebb0933e0906c3f8bc7f460d"
@@ -758,6 +766,7 @@ fn check_langgraph_rows(rows: &[Map<String, Value>], backend: &str) {
         assert_eq!(blobs_null, backend == "sqlite", "{backend}");
         assert_eq!(row["durable_db_bytes"].is_null(), backend != "sqlite");
         assert_eq!(row["rss_source"], "VmHWM");
+        assert!(row["peak_rss_bytes"].as_u64().is_some_and(|v| v > 0));
     }
 }
 
@@ -832,4 +841,51 @@ fn langgraph_worker_bad_case_exits_2() {
         String::from_utf8_lossy(&o.stdout).trim(),
         r#"{"schema_version":2,"benchmark_version":1,"success":false,"error":"unsupported mode: 'bogus'"}"#
     );
+}
+
+#[test]
+fn native_postgres_rows_never_show_the_password() {
+    let Some(url) = std::env::var("TEST_POSTGRES_URI")
+        .ok()
+        .filter(|u| !u.is_empty())
+    else {
+        eprintln!("note: TEST_POSTGRES_URI is not set; skipping the native PostgreSQL test");
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("native-pg.jsonl");
+    let o = Command::cargo_bin("dfck")
+        .expect("binary")
+        .env("TEST_POSTGRES_URI", &url)
+        .args([
+            "bench",
+            "channels",
+            "--backends",
+            "postgres",
+            "--updates",
+            "4",
+            "--payload-bytes",
+            "16",
+            "--repetitions",
+            "1",
+            "--output",
+        ])
+        .arg(&out)
+        .output()
+        .expect("run");
+    let r = rows(&out);
+    assert_eq!(r.len(), 2, "{}", stderr_of(&o));
+    for row in &r {
+        if row["success"] == true {
+            check_success_rows(std::slice::from_ref(row), "postgres");
+        }
+    }
+    let text = format!(
+        "{}{}",
+        std::fs::read_to_string(&out).unwrap_or_default(),
+        stderr_of(&o)
+    );
+    if let Some(pw) = dfck::bench::env::url_password(&url) {
+        assert!(!text.contains(&pw), "password leaked");
+    }
 }
