@@ -6,12 +6,17 @@
 //! workers), [`stats`] (DeerFlow's statistics), [`digest`] (correctness digests), [`native`]
 //! (dfck's own LangGraph-format writer as the system under test), [`production`] (the
 //! production-shaped workload, reads and replays), [`summarize`] and [`plot`] (paired summaries
-//! and SVG figures).
+//! and SVG figures), [`channels`] (matrix, cap, gate), [`controller`] (child processes), [`env`]
+//! (identity, RSS, redaction) and [`worker`] (the child side, and the v2 channel row schema).
 
 pub mod case;
+pub mod channels;
+pub mod controller;
 pub mod digest;
+pub mod env;
 pub mod native;
 pub mod plot;
 pub mod production;
 pub mod stats;
 pub mod summarize;
+pub mod worker;

@@ -1,16 +1,469 @@
-//! `dfck bench channels` (not implemented yet).
+//! `dfck bench channels` (bench-harness.md §2, §9): flags and validation, then the controller
+//! loop — one child per case, progress on stderr, each row appended and flushed to `--output`
+//! as its case finishes, the cross-mode gate at the end (rewriting the file atomically when it
+//! changes a row), and the summary line. With the hidden `--worker-case JSON` this process is
+//! the child instead ([`crate::bench::worker`]).
+//!
+//! Children: `--engine native` re-executes this binary (`bench channels --worker-case JSON`);
+//! `--engine langgraph` runs `<--python> <worker script> --worker-case JSON`. The worker script
+//! is `--worker-script PATH` / `DFCK_BENCH_LANGGRAPH_WORKER` when given, else the first
+//! `scripts/bench_worker_langgraph.py` found in the directories above the dfck executable
+//! (`<repo>/target/release/dfck` → `<repo>/scripts/…`), else in the source tree dfck was built
+//! from, else under the current directory. The PostgreSQL URL reaches children only through
+//! `DFCK_BENCH_PG_URL`; the git SHA through `DFCK_BENCH_GIT_SHA` (and DeerFlow's
+//! `DEERFLOW_CHECKPOINT_BENCH_GIT_SHA`).
+//!
+//! Ctrl-C (SIGINT) or SIGTERM: the running child's process group is killed (SIGTERM, 2 s, then
+//! SIGKILL), its case gets no row, every finished row stays in the file (gated), and the run
+//! exits 130.
 
+use crate::bench::case::{Backend, BenchMode, Engine, RowEnv, channel_base_row};
+use crate::bench::channels::{
+    CsvValues, MatrixSpec, apply_cap, cap_message, cross_mode_gate, expand_matrix,
+    parse_choice_csv, parse_positive_int_csv, progress_line,
+};
+use crate::bench::controller::{ChildEnd, ChildSpec, interpret, run_child};
+use crate::bench::{env, worker};
 use crate::cli::GlobalArgs;
 use crate::error::Error;
-use clap::Args;
+use clap::{Args, ValueEnum};
+use serde_json::{Map, Value};
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
-/// Arguments of `dfck bench channels`.
+/// The worker script of the langgraph engine, relative to the repository.
+pub const LANGGRAPH_WORKER: &str = "scripts/bench_worker_langgraph.py";
+/// Environment variable naming the langgraph worker script.
+pub const LANGGRAPH_WORKER_ENV: &str = "DFCK_BENCH_LANGGRAPH_WORKER";
+/// Exit code of an interrupted run.
+pub const EXIT_INTERRUPTED: i32 = 130;
+/// Between SIGTERM and SIGKILL of a child's process group.
+const GRACE: Duration = Duration::from_secs(2);
+/// Limit of the langgraph engine's `--identity` probe.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// `--engine`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EngineArg {
+    /// dfck's own Rust writer/reader of the LangGraph 1.2 format.
+    Native,
+    /// The real Python LangGraph (needs --python with langgraph installed).
+    Langgraph,
+}
+
+/// The matrix axes of `dfck bench channels` (comma-separated lists).
 #[derive(Debug, Args)]
-pub struct ChannelsArgs {}
+pub struct MatrixArgs {
+    /// Modes to run (comma-separated: full, delta); the order given is the base order for
+    /// alternation.
+    #[arg(long, default_value = "full,delta", value_name = "CSV")]
+    pub modes: String,
+    /// Savers (comma-separated: memory, sqlite, postgres).
+    #[arg(long, default_value = "memory,sqlite", value_name = "CSV")]
+    pub backends: String,
+    /// Numbers of single-message updates per case (comma-separated positive integers).
+    #[arg(long, default_value = "10,100", value_name = "CSV")]
+    pub updates: String,
+    /// Exact content size of every message in bytes (comma-separated positive integers).
+    #[arg(long, default_value = "128", value_name = "CSV")]
+    pub payload_bytes: String,
+    /// DeltaChannel snapshot cadences, swept for delta cases only (e.g. 100,250,500,1000).
+    #[arg(long, default_value = "10", value_name = "CSV")]
+    pub snapshot_frequencies: String,
+}
+
+/// Arguments of `dfck bench channels`. A flag given twice takes its last value (as argparse).
+#[derive(Debug, Args)]
+#[command(args_override_self = true)]
+pub struct ChannelsArgs {
+    /// The matrix axes (boxed to keep the subcommand enum small).
+    #[command(flatten)]
+    pub matrix: Box<MatrixArgs>,
+    /// Passes over the whole matrix.
+    #[arg(long, default_value_t = 3, allow_negative_numbers = true)]
+    pub repetitions: i64,
+    /// Only used in the thread id; nothing is random.
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
+    pub seed: i64,
+    /// Per-child timeout in seconds.
+    #[arg(long, default_value_t = 900.0, allow_negative_numbers = true)]
+    pub timeout_seconds: f64,
+    /// Safety cap: skip every comparable group whose full case would re-serialize more than
+    /// this many bytes (payload × N × (N+1) / 2). Delta-only runs are never capped.
+    #[arg(long, default_value_t = 1_073_741_824, allow_negative_numbers = true)]
+    pub max_estimated_full_bytes: i64,
+    /// Disable the safety cap.
+    #[arg(long)]
+    pub allow_large_cases: bool,
+    /// JSONL output (parent directories are created, the file is truncated; one row per case,
+    /// appended as each case finishes).
+    #[arg(long, value_name = "PATH")]
+    pub output: Option<PathBuf>,
+    /// The system under test.
+    #[arg(long, value_enum, default_value_t = EngineArg::Native)]
+    pub engine: EngineArg,
+    /// Python interpreter with langgraph installed (--engine langgraph).
+    #[arg(long, value_name = "PATH", default_value = "python3")]
+    pub python: PathBuf,
+    /// The langgraph worker script (default: scripts/bench_worker_langgraph.py of the dfck
+    /// repository; env DFCK_BENCH_LANGGRAPH_WORKER).
+    #[arg(long, value_name = "PATH")]
+    pub worker_script: Option<PathBuf>,
+    /// PostgreSQL server for --backends postgres (default: env TEST_POSTGRES_URI). Children get
+    /// it through the environment only; it never appears in rows.
+    #[arg(long, value_name = "URL")]
+    pub pg_url: Option<String>,
+    /// Child mode: run one case (compact JSON) and print its row.
+    #[arg(long, hide = true, value_name = "JSON")]
+    pub worker_case: Option<String>,
+}
+
+fn usage(msg: impl Into<String>) -> Error {
+    Error::Usage(msg.into())
+}
+
+fn warn<T>(v: CsvValues<T>) -> Vec<T> {
+    if let Some(w) = &v.warning {
+        eprintln!("{w}");
+    }
+    v.values
+}
+
+/// Everything `run` needs after validation.
+struct Plan {
+    spec: MatrixSpec,
+    output: PathBuf,
+    timeout: f64,
+    cap: Option<u128>,
+    pg_url: Option<String>,
+    worker_script: Option<PathBuf>,
+}
+
+fn plan(args: &ChannelsArgs) -> Result<Plan, Error> {
+    let modes =
+        warn(parse_choice_csv("--modes", &args.matrix.modes, &["full", "delta"]).map_err(usage)?);
+    let backends = warn(
+        parse_choice_csv(
+            "--backends",
+            &args.matrix.backends,
+            &["memory", "sqlite", "postgres"],
+        )
+        .map_err(usage)?,
+    );
+    let updates = warn(parse_positive_int_csv("--updates", &args.matrix.updates).map_err(usage)?);
+    let payloads =
+        warn(parse_positive_int_csv("--payload-bytes", &args.matrix.payload_bytes).map_err(usage)?);
+    let frequencies = warn(
+        parse_positive_int_csv("--snapshot-frequencies", &args.matrix.snapshot_frequencies)
+            .map_err(usage)?,
+    );
+    let Some(output) = args.output.clone() else {
+        return Err(usage("--output is required"));
+    };
+    if args.repetitions <= 0 {
+        return Err(usage("--repetitions must be positive"));
+    }
+    if args.timeout_seconds.is_nan() || args.timeout_seconds <= 0.0 {
+        return Err(usage("--timeout-seconds must be positive"));
+    }
+    if !args.allow_large_cases && args.max_estimated_full_bytes <= 0 {
+        return Err(usage("--max-estimated-full-bytes must be positive"));
+    }
+    let backends: Vec<Backend> = backends
+        .iter()
+        .map(|b| match b.as_str() {
+            "memory" => Backend::Memory,
+            "sqlite" => Backend::Sqlite,
+            _ => Backend::Postgres,
+        })
+        .collect();
+    let pg_url = args
+        .pg_url
+        .clone()
+        .or_else(|| std::env::var("TEST_POSTGRES_URI").ok())
+        .filter(|u| !u.trim().is_empty());
+    if backends.contains(&Backend::Postgres) {
+        match &pg_url {
+            None => {
+                return Err(usage(
+                    "--backends postgres needs a PostgreSQL server: pass --pg-url URL or set TEST_POSTGRES_URI",
+                ));
+            }
+            Some(u) if !(u.starts_with("postgresql://") || u.starts_with("postgres://")) => {
+                return Err(usage(format!(
+                    "--pg-url must be a postgresql:// or postgres:// URL, got {}",
+                    crate::target::redact_url(u)
+                )));
+            }
+            Some(_) => {}
+        }
+    }
+    let engine = match args.engine {
+        EngineArg::Native => Engine::Native,
+        EngineArg::Langgraph => Engine::Langgraph,
+    };
+    let worker_script = match engine {
+        Engine::Native => None,
+        Engine::Langgraph => Some(locate_worker_script(args.worker_script.as_deref())?),
+    };
+    Ok(Plan {
+        spec: MatrixSpec {
+            modes: modes
+                .iter()
+                .map(|m| {
+                    if m == "full" {
+                        BenchMode::Full
+                    } else {
+                        BenchMode::Delta
+                    }
+                })
+                .collect(),
+            backends,
+            updates,
+            payloads,
+            frequencies,
+            repetitions: u64::try_from(args.repetitions).unwrap_or(1),
+            seed: args.seed,
+            engine,
+        },
+        output,
+        timeout: args.timeout_seconds,
+        cap: if args.allow_large_cases {
+            None
+        } else {
+            u128::try_from(args.max_estimated_full_bytes).ok()
+        },
+        pg_url,
+        worker_script,
+    })
+}
+
+/// Finds the langgraph worker script (see the module header for the search order).
+pub fn locate_worker_script(explicit: Option<&Path>) -> Result<PathBuf, Error> {
+    let from_env = std::env::var_os(LANGGRAPH_WORKER_ENV)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from);
+    if let Some(p) = explicit.map(Path::to_path_buf).or(from_env) {
+        return if p.is_file() {
+            Ok(p)
+        } else {
+            Err(usage(format!(
+                "langgraph worker script {} does not exist",
+                p.display()
+            )))
+        };
+    }
+    let mut candidates = Vec::new();
+    if let Ok(exe) = std::env::current_exe() {
+        candidates.extend(exe.ancestors().skip(1).map(|d| d.join(LANGGRAPH_WORKER)));
+    }
+    candidates.push(env::build_dir().join(LANGGRAPH_WORKER));
+    if let Ok(cwd) = std::env::current_dir() {
+        candidates.push(cwd.join(LANGGRAPH_WORKER));
+    }
+    candidates.into_iter().find(|p| p.is_file()).ok_or_else(|| {
+        usage(format!(
+            "cannot find {LANGGRAPH_WORKER}; pass --worker-script PATH or set {LANGGRAPH_WORKER_ENV}"
+        ))
+    })
+}
+
+/// The output file, opened for appending rows one by one.
+struct Output {
+    path: PathBuf,
+    file: std::fs::File,
+}
+
+impl Output {
+    fn create(path: &Path) -> Result<Output, Error> {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)?;
+        }
+        let file = std::fs::File::create(path)?;
+        Ok(Output {
+            path: path.to_path_buf(),
+            file,
+        })
+    }
+
+    fn append(&mut self, row: &Map<String, Value>) -> Result<(), Error> {
+        let mut line = serde_json::to_string(row).map_err(|e| Error::Render(e.to_string()))?;
+        line.push('\n');
+        self.file.write_all(line.as_bytes())?;
+        self.file.flush()?;
+        Ok(())
+    }
+
+    /// Replaces the file with `rows` (temp file in the same directory + rename).
+    fn rewrite(&mut self, rows: &[Map<String, Value>]) -> Result<(), Error> {
+        let dir = self
+            .path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let mut tmp = tempfile::Builder::new()
+            .prefix(".dfck-bench-")
+            .suffix(".jsonl.tmp")
+            .tempfile_in(dir)?;
+        for row in rows {
+            let mut line = serde_json::to_string(row).map_err(|e| Error::Render(e.to_string()))?;
+            line.push('\n');
+            tmp.write_all(line.as_bytes())?;
+        }
+        tmp.flush()?;
+        tmp.as_file().sync_all()?;
+        tmp.persist(&self.path).map_err(|e| Error::Io(e.error))?;
+        self.file = std::fs::OpenOptions::new().append(true).open(&self.path)?;
+        Ok(())
+    }
+}
+
+/// The identity the controller gives its own failure rows: the native engine's own, or what
+/// `<python> <worker script> --identity` reports (`unknown`/null when that probe fails).
+fn controller_row_env(engine: Engine, git_sha: &str, probe: Option<&ChildSpec>) -> RowEnv {
+    match engine {
+        Engine::Native => RowEnv {
+            git_sha: git_sha.to_string(),
+            ..worker::native_row_env()
+        },
+        Engine::Langgraph => {
+            let reported = probe
+                .and_then(|spec| run_child(spec, &AtomicBool::new(false)).ok())
+                .filter(|r| r.end == ChildEnd::Exited(0))
+                .and_then(|r| {
+                    let last = r.stdout.lines().rev().find(|l| !l.trim().is_empty())?;
+                    match serde_json::from_str::<Value>(last.trim()) {
+                        Ok(Value::Object(m)) => Some(m),
+                        _ => None,
+                    }
+                })
+                .unwrap_or_default();
+            let text = |k: &str| reported.get(k).and_then(Value::as_str).map(str::to_string);
+            RowEnv {
+                git_sha: git_sha.to_string(),
+                python_version: text("python_version"),
+                langgraph_version: text("langgraph_version"),
+                platform: text("platform").unwrap_or_else(env::platform),
+                engine_version: text("engine_version").unwrap_or_else(|| "unknown".into()),
+                runtime_version: text("runtime_version").unwrap_or_else(|| "unknown".into()),
+            }
+        }
+    }
+}
 
 /// Runs `dfck bench channels`.
-pub fn run(_global: &GlobalArgs, _args: &ChannelsArgs) -> Result<i32, Error> {
-    Err(Error::Usage(
-        "dfck bench channels is not implemented yet".into(),
-    ))
+pub fn run(_global: &GlobalArgs, args: &ChannelsArgs) -> Result<i32, Error> {
+    if let Some(case) = &args.worker_case {
+        return Ok(worker::worker_main(case));
+    }
+    let plan = plan(args)?;
+    let cases = expand_matrix(&plan.spec);
+    let capped = apply_cap(cases, plan.cap);
+    if !capped.skipped.is_empty() {
+        eprintln!("{}", cap_message(&capped));
+    }
+    if capped.kept.is_empty() {
+        eprintln!("No benchmark cases remain after applying the safety cap.");
+        return Ok(crate::error::EXIT_ERROR);
+    }
+    let interrupt = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, interrupt.clone())?;
+    }
+    let git_sha = env::git_sha();
+    let mut secrets: Vec<String> = Vec::new();
+    if let Some(u) = &plan.pg_url {
+        secrets.extend(env::url_password(u));
+    }
+    let secret_refs: Vec<&str> = secrets.iter().map(String::as_str).collect();
+    let mut out = Output::create(&plan.output)?;
+    let exe = std::env::current_exe()?;
+    let mut env_set = vec![
+        (env::GIT_SHA_ENV.to_string(), git_sha.clone()),
+        (env::DEERFLOW_GIT_SHA_ENV.to_string(), git_sha.clone()),
+    ];
+    let mut env_remove = Vec::new();
+    match &plan.pg_url {
+        Some(u) => env_set.push((worker::PG_URL_ENV.to_string(), u.clone())),
+        None => env_remove.push(worker::PG_URL_ENV.to_string()),
+    }
+    let probe = plan.worker_script.as_ref().map(|script| ChildSpec {
+        program: args.python.clone(),
+        args: vec![script.clone().into_os_string(), "--identity".into()],
+        env_set: env_set.clone(),
+        env_remove: env_remove.clone(),
+        timeout: Some(PROBE_TIMEOUT),
+        grace: GRACE,
+    });
+    let row_env = controller_row_env(plan.spec.engine, &git_sha, probe.as_ref());
+    let n = capped.kept.len();
+    let mut rows: Vec<Map<String, Value>> = Vec::with_capacity(n);
+    let mut interrupted = false;
+    for (i, case) in capped.kept.iter().enumerate() {
+        if interrupt.load(Ordering::SeqCst) {
+            interrupted = true;
+            break;
+        }
+        eprintln!("{}", progress_line(i + 1, n, case));
+        let case_json = serde_json::to_string(case).map_err(|e| Error::Render(e.to_string()))?;
+        let (program, mut argv): (PathBuf, Vec<OsString>) = match (&plan.worker_script, case.engine)
+        {
+            (Some(script), Engine::Langgraph) => {
+                (args.python.clone(), vec![script.clone().into_os_string()])
+            }
+            _ => (exe.clone(), vec!["bench".into(), "channels".into()]),
+        };
+        argv.push("--worker-case".into());
+        argv.push(case_json.into());
+        let spec = ChildSpec {
+            program: program.clone(),
+            args: argv,
+            env_set: env_set.clone(),
+            env_remove: env_remove.clone(),
+            timeout: Duration::try_from_secs_f64(plan.timeout).ok(),
+            grace: GRACE,
+        };
+        let base = channel_base_row(case, &row_env);
+        let row = match run_child(&spec, &interrupt) {
+            Ok(r) if r.end == ChildEnd::Interrupted => {
+                interrupted = true;
+                break;
+            }
+            Ok(r) => interpret(&r, &base, plan.timeout, &secret_refs),
+            Err(e) => crate::bench::controller::failure_row(
+                &base,
+                &format!("cannot start child process {}: {e}", program.display()),
+                "",
+                &secret_refs,
+            ),
+        };
+        out.append(&row)?;
+        rows.push(row);
+    }
+    if cross_mode_gate(&mut rows) > 0 {
+        out.rewrite(&rows)?;
+    }
+    let failures = rows
+        .iter()
+        .filter(|r| r.get("success") != Some(&Value::Bool(true)))
+        .count();
+    if interrupted {
+        eprintln!("Interrupted; the running case was stopped and has no row.");
+    }
+    eprintln!(
+        "Wrote {} result row(s) to {}; failures={failures}",
+        rows.len(),
+        plan.output.display()
+    );
+    Ok(if interrupted {
+        EXIT_INTERRUPTED
+    } else if failures > 0 {
+        crate::error::EXIT_FINDINGS
+    } else {
+        crate::error::EXIT_OK
+    })
 }

@@ -1,0 +1,413 @@
+//! The generic child runner of the benchmark controllers (bench-harness.md §1.5, §9.8), shared
+//! by `bench channels` and (later) `bench production`.
+//!
+//! [`run_child`] starts one child in its own process group with stdin closed, drains its stdout
+//! and stderr on two threads (keeping the last 4 MiB / 64 KiB), and waits for it on a third. On
+//! timeout, or when the caller's interrupt flag is raised (Ctrl-C), it sends SIGTERM to the
+//! whole group, waits a grace period, then SIGKILL. After the child exits it SIGKILLs whatever
+//! is left of the group, so a grandchild holding the pipes cannot hang the controller.
+//! `child_process_ms` runs from just before spawn to the moment the waiter sees the exit.
+//!
+//! The parent's view of the child's peak RSS: `RUSAGE_CHILDREN`'s `ru_maxrss` (exact when it
+//! grew while this child ran) else the child's `VmHWM` sampled every 20 ms (a lower bound).
+//! The crate forbids `unsafe`, which rules out calling `wait4` directly.
+//!
+//! [`interpret`] turns a [`ChildRun`] into a row (§1.5.4–6): the last non-blank stdout line must
+//! be a JSON object; otherwise, or on timeout, the caller's base row becomes a failure row.
+
+use crate::bench::channels::fmt_g;
+use crate::bench::env;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use serde_json::{Map, Value, json};
+use std::ffi::OsString;
+use std::io::Read;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::PathBuf;
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Bytes of stdout kept (the row is the last line).
+const STDOUT_KEEP: usize = 4 << 20;
+/// Bytes of stderr kept (only the tail goes into failure rows).
+const STDERR_KEEP: usize = 64 << 10;
+/// How long to wait for the pipes to close after the group was killed.
+const DRAIN_WAIT: Duration = Duration::from_secs(5);
+
+/// One child to run.
+#[derive(Debug, Clone)]
+pub struct ChildSpec {
+    /// The program.
+    pub program: PathBuf,
+    /// Its arguments.
+    pub args: Vec<OsString>,
+    /// Variables set on top of the parent's environment.
+    pub env_set: Vec<(String, String)>,
+    /// Variables removed from the child's environment.
+    pub env_remove: Vec<String>,
+    /// `None`: no timeout.
+    pub timeout: Option<Duration>,
+    /// Between SIGTERM and SIGKILL.
+    pub grace: Duration,
+}
+
+/// How the child ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChildEnd {
+    /// It exited by itself (exit code, or minus the signal number as Python reports it).
+    Exited(i32),
+    /// The timeout expired and the group was killed.
+    TimedOut,
+    /// The interrupt flag was raised and the group was killed.
+    Interrupted,
+}
+
+/// What a child did.
+#[derive(Debug, Clone)]
+pub struct ChildRun {
+    /// How it ended.
+    pub end: ChildEnd,
+    /// The exit code (or minus the signal) even when it was killed.
+    pub rc: i32,
+    /// Spawn to exit, in ms.
+    pub elapsed_ms: f64,
+    /// The kept tail of stdout (lossy UTF-8).
+    pub stdout: String,
+    /// The kept tail of stderr (lossy UTF-8).
+    pub stderr: String,
+    /// The parent's view of the child's peak RSS, and how it was measured.
+    pub peak_rss: Option<(u64, &'static str)>,
+}
+
+#[derive(Default)]
+struct Tail {
+    buf: Vec<u8>,
+    done: bool,
+}
+
+fn drain<R: Read + Send + 'static>(
+    mut r: R,
+    keep: usize,
+    tail: Arc<Mutex<Tail>>,
+    done_tx: mpsc::Sender<()>,
+) {
+    std::thread::spawn(move || {
+        let mut chunk = [0u8; 64 * 1024];
+        loop {
+            match r.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => {
+                    if let Ok(mut t) = tail.lock() {
+                        t.buf.extend_from_slice(&chunk[..n]);
+                        if t.buf.len() > 2 * keep {
+                            let cut = t.buf.len() - keep;
+                            t.buf.drain(..cut);
+                        }
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        if let Ok(mut t) = tail.lock() {
+            t.done = true;
+        }
+        let _ = done_tx.send(());
+    });
+}
+
+fn take_tail(tail: &Arc<Mutex<Tail>>, keep: usize) -> String {
+    let bytes = match tail.lock() {
+        Ok(t) => {
+            let start = t.buf.len().saturating_sub(keep);
+            t.buf[start..].to_vec()
+        }
+        Err(_) => Vec::new(),
+    };
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+fn status_code(s: ExitStatus) -> i32 {
+    match (s.code(), s.signal()) {
+        (Some(c), _) => c,
+        (None, Some(sig)) => -sig,
+        _ => -1,
+    }
+}
+
+fn signal_group(pgid: Pid, sig: Signal) {
+    // ESRCH (group gone) is the normal case after the child exited.
+    let _ = killpg(pgid, sig);
+}
+
+/// Runs one child to completion (or kills it); see the module header.
+pub fn run_child(spec: &ChildSpec, interrupt: &AtomicBool) -> std::io::Result<ChildRun> {
+    let mut cmd = Command::new(&spec.program);
+    cmd.args(&spec.args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    for k in &spec.env_remove {
+        cmd.env_remove(k);
+    }
+    for (k, v) in &spec.env_set {
+        cmd.env(k, v);
+    }
+    let rss_before = env::children_max_rss();
+    let start = Instant::now();
+    let mut child = cmd.spawn()?;
+    let pid = child.id();
+    let pgid = Pid::from_raw(i32::try_from(pid).unwrap_or(i32::MAX));
+    let (done_tx, done_rx) = mpsc::channel();
+    let out_tail = Arc::new(Mutex::new(Tail::default()));
+    let err_tail = Arc::new(Mutex::new(Tail::default()));
+    let mut streams = 0;
+    if let Some(o) = child.stdout.take() {
+        drain(o, STDOUT_KEEP, out_tail.clone(), done_tx.clone());
+        streams += 1;
+    }
+    if let Some(e) = child.stderr.take() {
+        drain(e, STDERR_KEEP, err_tail.clone(), done_tx.clone());
+        streams += 1;
+    }
+    drop(done_tx);
+    let (exit_tx, exit_rx) = mpsc::channel::<(std::io::Result<ExitStatus>, Instant)>();
+    std::thread::spawn(move || {
+        let r = child.wait();
+        let _ = exit_tx.send((r, Instant::now()));
+    });
+
+    let deadline = spec.timeout.map(|t| start + t);
+    let mut sampled_hwm: Option<u64> = None;
+    let mut killed: Option<ChildEnd> = None;
+    let mut kill_at: Option<Instant> = None;
+    let (status, ended_at) = loop {
+        match exit_rx.recv_timeout(Duration::from_millis(20)) {
+            Ok(x) => break x,
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                break (
+                    Err(std::io::Error::other("waiter thread vanished")),
+                    Instant::now(),
+                );
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+        }
+        if killed.is_none() {
+            if let Some(v) = env::vm_hwm(Some(pid)) {
+                sampled_hwm = Some(sampled_hwm.map_or(v, |s| s.max(v)));
+            }
+            let why = if interrupt.load(Ordering::SeqCst) {
+                Some(ChildEnd::Interrupted)
+            } else if deadline.is_some_and(|d| Instant::now() >= d) {
+                Some(ChildEnd::TimedOut)
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                signal_group(pgid, Signal::SIGTERM);
+                killed = Some(why);
+                kill_at = Some(Instant::now() + spec.grace);
+            }
+        } else if kill_at.is_some_and(|k| Instant::now() >= k) {
+            signal_group(pgid, Signal::SIGKILL);
+            kill_at = None;
+        }
+    };
+    // Whatever is left of the group (grandchildren) goes too.
+    signal_group(pgid, Signal::SIGKILL);
+    let elapsed_ms = ended_at.duration_since(start).as_secs_f64() * 1000.0;
+    let drain_deadline = Instant::now() + DRAIN_WAIT;
+    for _ in 0..streams {
+        let left = drain_deadline.saturating_duration_since(Instant::now());
+        if done_rx.recv_timeout(left).is_err() {
+            break;
+        }
+    }
+    let rc = match &status {
+        Ok(s) => status_code(*s),
+        Err(_) => -1,
+    };
+    let rss_after = env::children_max_rss();
+    let peak_rss = match (rss_before, rss_after) {
+        (Some(b), Some(a)) if a > b => Some((a, "parent:rusage")),
+        _ => sampled_hwm.map(|v| (v, "parent:VmHWM")),
+    };
+    status?;
+    Ok(ChildRun {
+        end: killed.unwrap_or(ChildEnd::Exited(rc)),
+        rc,
+        elapsed_ms,
+        stdout: take_tail(&out_tail, STDOUT_KEEP),
+        stderr: take_tail(&err_tail, STDERR_KEEP),
+        peak_rss,
+    })
+}
+
+/// A controller-built failure row: the base (identity) row with `success: false`, the safe
+/// error and the child's redacted stderr tail (§1.5.6 plus `stderr_tail`).
+pub fn failure_row(
+    base: &Map<String, Value>,
+    error: &str,
+    stderr: &str,
+    secrets: &[&str],
+) -> Map<String, Value> {
+    let mut row = base.clone();
+    row.insert("success".into(), Value::Bool(false));
+    row.insert(
+        "error".into(),
+        Value::String(env::safe_error(error, None, secrets)),
+    );
+    row.insert(
+        "stderr_tail".into(),
+        Value::String(env::stderr_tail(stderr, secrets)),
+    );
+    row
+}
+
+/// Turns a finished child into its row (§1.5.3–6): a timeout or a missing/malformed result is a
+/// failure row built from `base`; a parsed row gets `child_process_ms`, is failed when the
+/// exit code is non-zero but the row says success, gets the parent's peak RSS when it has none,
+/// and keeps a redacted `stderr_tail` when it is a failure. `timeout_secs` is only used in the
+/// timeout message. An interrupted child also gives a failure row (callers usually drop it).
+pub fn interpret(
+    run: &ChildRun,
+    base: &Map<String, Value>,
+    timeout_secs: f64,
+    secrets: &[&str],
+) -> Map<String, Value> {
+    match run.end {
+        ChildEnd::TimedOut => {
+            return failure_row(
+                base,
+                &format!(
+                    "child process timed out after {} seconds",
+                    fmt_g(timeout_secs)
+                ),
+                &run.stderr,
+                secrets,
+            );
+        }
+        ChildEnd::Interrupted => {
+            return failure_row(
+                base,
+                "child process interrupted (the controller was stopped)",
+                &run.stderr,
+                secrets,
+            );
+        }
+        ChildEnd::Exited(_) => {}
+    }
+    let rc = run.rc;
+    let Some(last) = run.stdout.lines().rev().find(|l| !l.trim().is_empty()) else {
+        return failure_row(
+            base,
+            &format!("child process returned {rc} without a result"),
+            &run.stderr,
+            secrets,
+        );
+    };
+    let mut row = match serde_json::from_str::<Value>(last.trim()) {
+        Ok(Value::Object(m)) => m,
+        _ => {
+            return failure_row(
+                base,
+                &format!("child process returned {rc} with malformed JSON"),
+                &run.stderr,
+                secrets,
+            );
+        }
+    };
+    row.insert("child_process_ms".into(), json!(run.elapsed_ms));
+    let success = row.get("success") == Some(&Value::Bool(true));
+    if rc != 0 && success {
+        row.insert("success".into(), Value::Bool(false));
+        row.insert(
+            "error".into(),
+            Value::String(format!("child process exited with status {rc}")),
+        );
+    } else if success && row.get("peak_rss_bytes").is_none_or(Value::is_null) {
+        if let Some((bytes, source)) = run.peak_rss {
+            row.insert("peak_rss_bytes".into(), json!(bytes));
+            row.insert("rss_source".into(), json!(source));
+        }
+    }
+    if row.get("success") != Some(&Value::Bool(true)) {
+        row.insert(
+            "stderr_tail".into(),
+            Value::String(env::stderr_tail(&run.stderr, secrets)),
+        );
+    }
+    row
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base() -> Map<String, Value> {
+        match json!({"schema_version": 2, "success": true, "error": null, "seed": 1}) {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        }
+    }
+
+    fn run(stdout: &str, rc: i32, end: ChildEnd) -> ChildRun {
+        ChildRun {
+            end,
+            rc,
+            elapsed_ms: 12.5,
+            stdout: stdout.into(),
+            stderr: "boom at /tmp/deerflow-checkpoint-benchmark-xyz/db postgres://u:pw@h/d".into(),
+            peak_rss: Some((4096, "parent:VmHWM")),
+        }
+    }
+
+    #[test]
+    fn interpretation() {
+        let r = interpret(&run("", 3, ChildEnd::Exited(3)), &base(), 1.0, &[]);
+        assert_eq!(r["error"], "child process returned 3 without a result");
+        assert!(r.get("child_process_ms").is_none());
+        let tail = r["stderr_tail"].as_str().unwrap_or("");
+        assert!(
+            tail.contains("<work-dir>/db") && !tail.contains(":pw@"),
+            "{tail}"
+        );
+        let r = interpret(
+            &run("x\n{bad\n\n", 0, ChildEnd::Exited(0)),
+            &base(),
+            1.0,
+            &[],
+        );
+        assert_eq!(r["error"], "child process returned 0 with malformed JSON");
+        let r = interpret(&run("[1]", 0, ChildEnd::Exited(0)), &base(), 1.0, &[]);
+        assert_eq!(r["error"], "child process returned 0 with malformed JSON");
+        let r = interpret(&run("", -9, ChildEnd::TimedOut), &base(), 1.5, &[]);
+        assert_eq!(r["error"], "child process timed out after 1.5 seconds");
+        let r = interpret(
+            &run(
+                "noise\n{\"success\":true,\"error\":null}\n",
+                1,
+                ChildEnd::Exited(1),
+            ),
+            &base(),
+            1.0,
+            &[],
+        );
+        assert_eq!(r["success"], false);
+        assert_eq!(r["error"], "child process exited with status 1");
+        assert_eq!(r["child_process_ms"], 12.5);
+        let r = interpret(
+            &run("{\"success\":true,\"error\":null}", 0, ChildEnd::Exited(0)),
+            &base(),
+            1.0,
+            &[],
+        );
+        assert_eq!(r["peak_rss_bytes"], 4096);
+        assert_eq!(r["rss_source"], "parent:VmHWM");
+        assert!(r.get("stderr_tail").is_none());
+    }
+}
