@@ -90,7 +90,7 @@ fn reduce_channel(channel: &str, old: Option<Value>, new: Value) -> Value {
 /// One persisted call, in order: `put` of a checkpoint or `put_writes` on one.
 pub enum Row {
     /// `put`.
-    Put(CheckpointRecord),
+    Put(Box<CheckpointRecord>),
     /// `put_writes(checkpoint_id, writes)`.
     Writes(String, Vec<WriteRecord>),
 }
@@ -239,7 +239,7 @@ impl ProductionGraph {
         let next = nodes.first().map(|s| s.node);
         let writes = Self::task_writes(&ck, START, &input.writes, next);
         let id = ck.id.clone();
-        rows.push(Row::Put(ck));
+        rows.push(Row::Put(Box::new(ck)));
         rows.push(Row::Writes(id, writes));
         let mut pending: &[(&'static str, Value)] = &input.writes;
         let mut ran = START;
@@ -263,13 +263,13 @@ impl ProductionGraph {
             }
             let ck = self.state.save("loop", &updated, &bump, values);
             let Some(step) = nodes.get(i) else {
-                rows.push(Row::Put(ck));
+                rows.push(Row::Put(Box::new(ck)));
                 return Ok(rows);
             };
             let after = nodes.get(i + 1).map(|s| s.node);
             let writes = Self::task_writes(&ck, step.node, &step.writes, after);
             let id = ck.id.clone();
-            rows.push(Row::Put(ck));
+            rows.push(Row::Put(Box::new(ck)));
             rows.push(Row::Writes(id, writes));
             pending = &step.writes;
             ran = step.node;
