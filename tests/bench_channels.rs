@@ -343,10 +343,11 @@ fn assert_failure_rows(fake: &Fake, mode: &str, error: &str, has_child_ms: bool)
         assert_eq!(row["schema_version"], 2, "controller-built row");
     }
     let tail = row["stderr_tail"].as_str().unwrap_or("");
-    assert!(
-        tail.contains("fake stderr") && tail.contains("<home>/x"),
-        "{tail}"
-    );
+    assert!(tail.contains("fake stderr"), "{tail}");
+    let home_set = std::env::var("HOME").is_ok_and(|h| h.trim_end_matches('/').len() > 1);
+    if home_set {
+        assert!(tail.contains("<home>/x"), "{tail}");
+    }
     assert!(!tail.contains("hunter2"), "{tail}");
     assert!(stderr_of(&o).contains("failures=1"));
 }

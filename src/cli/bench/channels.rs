@@ -324,7 +324,12 @@ impl Output {
 
 /// The identity the controller gives its own failure rows: the native engine's own, or what
 /// `<python> <worker script> --identity` reports (`unknown`/null when that probe fails).
-fn controller_row_env(engine: Engine, git_sha: &str, probe: Option<&ChildSpec>) -> RowEnv {
+fn controller_row_env(
+    engine: Engine,
+    git_sha: &str,
+    probe: Option<&ChildSpec>,
+    interrupt: &AtomicBool,
+) -> RowEnv {
     match engine {
         Engine::Native => RowEnv {
             git_sha: git_sha.to_string(),
@@ -332,7 +337,7 @@ fn controller_row_env(engine: Engine, git_sha: &str, probe: Option<&ChildSpec>) 
         },
         Engine::Langgraph => {
             let reported = probe
-                .and_then(|spec| run_child(spec, &AtomicBool::new(false)).ok())
+                .and_then(|spec| run_child(spec, interrupt).ok())
                 .filter(|r| r.end == ChildEnd::Exited(0))
                 .and_then(|r| {
                     let last = r.stdout.lines().rev().find(|l| !l.trim().is_empty())?;
@@ -399,7 +404,7 @@ pub fn run(_global: &GlobalArgs, args: &ChannelsArgs) -> Result<i32, Error> {
         timeout: Some(PROBE_TIMEOUT),
         grace: GRACE,
     });
-    let row_env = controller_row_env(plan.spec.engine, &git_sha, probe.as_ref());
+    let row_env = controller_row_env(plan.spec.engine, &git_sha, probe.as_ref(), &interrupt);
     let n = capped.kept.len();
     let mut rows: Vec<Map<String, Value>> = Vec::with_capacity(n);
     let mut interrupted = false;
