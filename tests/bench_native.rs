@@ -68,6 +68,12 @@ fn common_checks(row: &serde_json::Map<String, Value>, n: u64) {
     assert_eq!(u(row, "checkpoint_rows"), 3 * n);
     assert_eq!(u(row, "write_rows"), 3 * n);
     assert!(row["storage_stats_error"].is_null());
+    let blob = row["blob_bytes"].as_u64().unwrap_or(0);
+    assert_eq!(
+        u(row, "logical_checkpoint_bytes"),
+        u(row, "checkpoint_bytes") + blob
+    );
+    assert_eq!(u(row, "logical_write_bytes"), u(row, "write_bytes"));
     for k in FIELDS.iter().filter(|k| k.ends_with("_ms")) {
         assert!(row[*k].as_f64().unwrap() >= 0.0, "{k}");
     }

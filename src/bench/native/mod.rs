@@ -25,16 +25,16 @@ use serde_json::{Map, Value as Json, json};
 use std::time::Instant;
 use writer::Clock;
 
-/// The measured fields a native case returns, in row order: DeerFlow's §2.10 fields from
-/// `write_total_ms` through `reducer_replay_ms` plus the v2 additions (HdrHistogram
-/// percentiles after DeerFlow's, per-table blob counts after `write_rows`). The caller adds
-/// the identity fields before and `peak_rss_bytes` / `child_process_ms` after.
-pub const FIELDS: [&str; 30] = [
+/// The measured fields a native case returns, in row order — the v2 channel row schema
+/// documented in `crate::bench::worker` (DeerFlow's §2.10 fields from `write_total_ms` through
+/// `reducer_replay_ms`, v2 fields next to their family). The caller adds the identity fields
+/// before and `peak_rss_bytes` / `rss_source` / `child_process_ms` after.
+pub const FIELDS: [&str; 32] = [
     "write_total_ms",
     "write_p50_ms",
+    "write_p90_ms",
     "write_p95_ms",
     "write_p99_ms",
-    "write_p90_ms",
     "write_p999_ms",
     "write_max_ms",
     "write_mean_ms",
@@ -47,8 +47,10 @@ pub const FIELDS: [&str; 30] = [
     "logical_write_bytes",
     "checkpoint_rows",
     "write_rows",
+    "checkpoint_bytes",
     "blob_rows",
     "blob_bytes",
+    "write_bytes",
     "storage_stats_error",
     "cold_read_ms",
     "saver_reopen_ms",
@@ -65,14 +67,14 @@ pub const FIELDS: [&str; 30] = [
 /// Storage sizes of one case's thread.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Storage {
-    /// Checkpoint (+ metadata, + blob) bytes, per §2.9 for the backend.
-    pub logical_checkpoint_bytes: u64,
-    /// Write value bytes.
-    pub logical_write_bytes: u64,
     /// Checkpoint rows.
     pub checkpoint_rows: u64,
+    /// Σ serialized checkpoint + metadata bytes (Postgres: their JSONB text).
+    pub checkpoint_bytes: u64,
     /// Write rows.
     pub write_rows: u64,
+    /// Σ write value bytes.
+    pub write_bytes: u64,
     /// Blob rows (`None` when the backend has no blob table).
     pub blob_rows: Option<u64>,
     /// Blob bytes (`None` when the backend has no blob table).
@@ -161,6 +163,13 @@ pub struct Measured {
     pub reducer_replay_ms: f64,
 }
 
+impl Storage {
+    /// DeerFlow's `logical_checkpoint_bytes`: checkpoint + metadata bytes plus blob bytes.
+    pub fn logical_checkpoint_bytes(&self) -> u64 {
+        self.checkpoint_bytes + self.blob_bytes.unwrap_or(0)
+    }
+}
+
 impl Measured {
     fn field(&self, name: &str) -> Json {
         let st = self.storage.as_ref().ok();
@@ -179,10 +188,12 @@ impl Measured {
             "write_middle_window_ms" => json!(l.middle_window),
             "write_last_window_ms" => json!(l.last_window),
             "warm_read_ms" => json!(self.warm_read_ms),
-            "logical_checkpoint_bytes" => json!(st.map(|s| s.logical_checkpoint_bytes)),
-            "logical_write_bytes" => json!(st.map(|s| s.logical_write_bytes)),
+            "logical_checkpoint_bytes" => json!(st.map(Storage::logical_checkpoint_bytes)),
+            "logical_write_bytes" => json!(st.map(|s| s.write_bytes)),
             "checkpoint_rows" => json!(st.map(|s| s.checkpoint_rows)),
             "write_rows" => json!(st.map(|s| s.write_rows)),
+            "checkpoint_bytes" => json!(st.map(|s| s.checkpoint_bytes)),
+            "write_bytes" => json!(st.map(|s| s.write_bytes)),
             "blob_rows" => json!(st.and_then(|s| s.blob_rows)),
             "blob_bytes" => json!(st.and_then(|s| s.blob_bytes)),
             "storage_stats_error" => json!(self.storage.as_ref().err()),
@@ -317,10 +328,10 @@ fn run_memory(case: &ChannelCase, msgs: &[Value]) -> Result<Measured, String> {
     let warm_read_ms = ms(t);
     let s = saver.stats();
     let storage = Ok(Storage {
-        logical_checkpoint_bytes: s.checkpoint_bytes + s.blob_bytes,
-        logical_write_bytes: s.write_bytes,
         checkpoint_rows: s.checkpoint_rows,
+        checkpoint_bytes: s.checkpoint_bytes,
         write_rows: s.write_rows,
+        write_bytes: s.write_bytes,
         blob_rows: Some(s.blob_rows),
         blob_bytes: Some(s.blob_bytes),
     });
@@ -364,10 +375,10 @@ fn run_sqlite(case: &ChannelCase, msgs: &[Value], ctx: &WorkerContext) -> Result
     let warm_read_ms = ms(t);
     drop(warm_store);
     let storage = saver.stats(&thread).map(|s| Storage {
-        logical_checkpoint_bytes: s.checkpoint_bytes,
-        logical_write_bytes: s.write_bytes,
         checkpoint_rows: s.checkpoint_rows,
+        checkpoint_bytes: s.checkpoint_bytes,
         write_rows: s.write_rows,
+        write_bytes: s.write_bytes,
         blob_rows: None,
         blob_bytes: None,
     });
@@ -455,10 +466,10 @@ fn postgres_phases(
     let warm_read_ms = ms(t);
     drop(warm_store);
     let storage = saver.stats(thread).map(|s| Storage {
-        logical_checkpoint_bytes: s.checkpoint_bytes + s.blob_bytes,
-        logical_write_bytes: s.write_bytes,
         checkpoint_rows: s.checkpoint_rows,
+        checkpoint_bytes: s.checkpoint_bytes,
         write_rows: s.write_rows,
+        write_bytes: s.write_bytes,
         blob_rows: Some(s.blob_rows),
         blob_bytes: Some(s.blob_bytes),
     });

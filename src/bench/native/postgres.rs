@@ -48,7 +48,7 @@ const INSERT_WRITE: &str = "INSERT INTO checkpoint_writes (thread_id, checkpoint
 pub struct PgStats {
     /// Checkpoint rows.
     pub checkpoint_rows: u64,
-    /// Σ `pg_column_size(checkpoint) + pg_column_size(metadata)`.
+    /// Σ `octet_length(checkpoint::text) + octet_length(metadata::text)`.
     pub checkpoint_bytes: u64,
     /// `checkpoint_blobs` rows.
     pub blob_rows: u64,
@@ -281,12 +281,12 @@ impl PgSaver {
                 Ok::<_, String>((a.max(0) as u64, b.max(0) as u64))
             };
             let (cr, cb) = q(
-                "SELECT count(*)::int8, coalesce(sum(pg_column_size(checkpoint) + \
-                 pg_column_size(metadata)), 0)::int8 FROM checkpoints WHERE thread_id = $1",
+                "SELECT count(*)::int8, coalesce(sum(octet_length(checkpoint::text) + \
+                 octet_length(metadata::text)), 0)::int8 FROM checkpoints WHERE thread_id = $1",
             )
             .await?;
             let (br, bb) = q(
-                "SELECT count(*)::int8, coalesce(sum(octet_length(blob)), 0)::int8 \
+                "SELECT count(*)::int8, coalesce(sum(coalesce(octet_length(blob), 0)), 0)::int8 \
                  FROM checkpoint_blobs WHERE thread_id = $1",
             )
             .await?;
