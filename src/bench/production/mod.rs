@@ -255,7 +255,12 @@ pub fn production_gate(rows: &mut [Map<String, Value>]) -> usize {
     for idx in groups.values() {
         let modes: BTreeSet<String> = idx
             .iter()
-            .map(|&i| rows[i].get("mode").map(Value::to_string).unwrap_or_default())
+            .map(|&i| {
+                rows[i]
+                    .get("mode")
+                    .map(Value::to_string)
+                    .unwrap_or_default()
+            })
             .collect();
         if modes.len() < 2 {
             continue;

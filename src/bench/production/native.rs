@@ -30,7 +30,13 @@ use std::time::Instant;
 const START: &str = "__start__";
 const NO_WRITES: &str = "__no_writes__";
 /// The nodes a turn can run, in graph order (their `branch:to:` trigger channels follow).
-const NODES: [&str; 5] = ["before_agent", "model", "tools", "after_model", "after_agent"];
+const NODES: [&str; 5] = [
+    "before_agent",
+    "model",
+    "tools",
+    "after_model",
+    "after_agent",
+];
 /// ThreadState channels besides `messages`, in channel-table order.
 const STATE_CHANNELS: [&str; 9] = [
     "thread_data",
@@ -67,7 +73,10 @@ fn reduce_channel(channel: &str, old: Option<Value>, new: Value) -> Value {
         ("delegations", Some(Value::Array(mut a)), Value::Array(b)) => {
             for x in b {
                 let id = x.get("id").cloned();
-                match a.iter().position(|y| id.is_some() && y.get("id").cloned() == id) {
+                match a
+                    .iter()
+                    .position(|y| id.is_some() && y.get("id").cloned() == id)
+                {
                     Some(i) => a[i] = x,
                     None => a.push(x),
                 }
@@ -351,7 +360,15 @@ pub fn run_production_case(
         )?),
         Backend::Memory => return Err("bench production runs on sqlite or postgres".into()),
     };
-    let result = measure(case, &turns, &expected, &expected_digest, &thread, &mut sink, ctx);
+    let result = measure(
+        case,
+        &turns,
+        &expected,
+        &expected_digest,
+        &thread,
+        &mut sink,
+        ctx,
+    );
     if let Sink::Postgres(s) = &sink {
         let cleanup = s.delete_thread(&thread);
         let fields = result?;
@@ -526,7 +543,10 @@ fn measure(
     fields.insert("state_warm_p50_ms".into(), json!(state_warm.p50));
     fields.insert("state_warm_p95_ms".into(), json!(state_warm.p95));
     fields.insert("state_wire_sha256".into(), json!(state.wire_sha256));
-    fields.insert("history_wire_sha256".into(), json!(combined_sha256(&digests)));
+    fields.insert(
+        "history_wire_sha256".into(),
+        json!(combined_sha256(&digests)),
+    );
     fields.insert("saver_read_attribution".into(), json!(false));
     fields.extend(history);
     // v2 additions.

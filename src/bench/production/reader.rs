@@ -6,8 +6,8 @@
 
 use crate::bench::digest::{DigestMessage, wire_sha256};
 use crate::codec::{Value, to_json};
-use crate::materialize::{Source, StoreSource, View, fixed, materialize};
 use crate::materialize::Reducer;
+use crate::materialize::{Source, StoreSource, View, fixed, materialize};
 use crate::model::Checkpoint;
 use crate::store::{Store, WriteRow};
 use serde_json::Value as Json;
@@ -116,11 +116,11 @@ pub fn wire_digest(messages: &[Value]) -> String {
             )
         })
         .collect();
-    wire_sha256(rendered.iter().map(|(kind, id, content)| DigestMessage {
-        kind,
-        id,
-        content,
-    }))
+    wire_sha256(
+        rendered
+            .iter()
+            .map(|(kind, id, content)| DigestMessage { kind, id, content }),
+    )
 }
 
 fn public(values: &[(String, Value)], with_messages: bool) -> serde_json::Map<String, Json> {
@@ -161,21 +161,27 @@ impl<'a> Reader<'a> {
                     inner: StoreSource::new(self.store, &self.thread_id, ""),
                     cache,
                 };
-                let m = materialize(&mut src, id, View::State, &choose).map_err(|e| e.to_string())?;
+                let m =
+                    materialize(&mut src, id, View::State, &choose).map_err(|e| e.to_string())?;
                 let values = Rc::new(m.values);
                 cache.states.insert(id.to_owned(), values.clone());
                 Ok(values)
             }
             None => {
                 let mut src = StoreSource::new(self.store, &self.thread_id, "");
-                let m = materialize(&mut src, id, View::State, &choose).map_err(|e| e.to_string())?;
+                let m =
+                    materialize(&mut src, id, View::State, &choose).map_err(|e| e.to_string())?;
                 Ok(Rc::new(m.values))
             }
         }
     }
 
     fn parent_of(&mut self, id: &str) -> Result<Option<String>, String> {
-        if let Some(c) = self.cache.as_mut().and_then(|c| c.checkpoints.get(id).cloned()) {
+        if let Some(c) = self
+            .cache
+            .as_mut()
+            .and_then(|c| c.checkpoints.get(id).cloned())
+        {
             return Ok(c.parent_checkpoint_id.clone());
         }
         let row = self

@@ -127,7 +127,10 @@ pub fn generated_turn(t: u64, payload: u64) -> Turn {
             ),
         );
         before.insert(1, ("uploaded_files", Value::Array(vec![])));
-        before.insert(2, ("sandbox", map(vec![("sandbox_id", s("bench-sandbox"))])));
+        before.insert(
+            2,
+            ("sandbox", map(vec![("sandbox_id", s("bench-sandbox"))])),
+        );
     }
     let tool_call = map(vec![
         ("name", s("write_file")),
@@ -156,7 +159,10 @@ pub fn generated_turn(t: u64, payload: u64) -> Turn {
         "viewed_images",
         map(vec![(
             path.as_str(),
-            map(vec![("mime_type", s("text/markdown")), ("size", Value::Int(p as i64))]),
+            map(vec![
+                ("mime_type", s("text/markdown")),
+                ("size", Value::Int(p as i64)),
+            ]),
         )]),
     )];
     if t == 0 {
@@ -298,7 +304,10 @@ mod tests {
         let msgs = written_messages(&turns);
         assert_eq!(msgs.len(), 4 * 3 + 1);
         assert_eq!(message_type(&msgs[0]), Some("system"));
-        assert_eq!(msgs[1].model_field_str("id"), Some("bench-h-00000000__user"));
+        assert_eq!(
+            msgs[1].model_field_str("id"),
+            Some("bench-h-00000000__user")
+        );
         let again: Vec<Turn> = (0..3).map(|t| generated_turn(t, 16)).collect();
         assert_eq!(
             crate::codec::encode(&Value::Array(msgs)),

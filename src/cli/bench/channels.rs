@@ -22,25 +22,23 @@ use crate::bench::channels::{
     CsvValues, MatrixSpec, apply_cap, cap_message, cross_mode_gate, expand_matrix,
     parse_choice_csv, parse_positive_int_csv, progress_line,
 };
-use crate::bench::controller::{ChildEnd, ChildSpec, interpret, run_child};
+use crate::bench::controller::{
+    ChildEnd, ChildSpec, PlannedCase, interrupt_flag, run_cases, run_child,
+};
 use crate::bench::{env, worker};
 use crate::cli::GlobalArgs;
 use crate::error::Error;
 use clap::{Args, ValueEnum};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::ffi::OsString;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 /// The worker script of the langgraph engine, relative to the repository.
 pub const LANGGRAPH_WORKER: &str = "scripts/bench_worker_langgraph.py";
 /// Environment variable naming the langgraph worker script.
 pub const LANGGRAPH_WORKER_ENV: &str = "DFCK_BENCH_LANGGRAPH_WORKER";
-/// Exit code of an interrupted run.
-pub const EXIT_INTERRUPTED: i32 = 130;
 /// Between SIGTERM and SIGKILL of a child's process group.
 const GRACE: Duration = Duration::from_secs(2);
 /// Limit of the langgraph engine's `--identity` probe.
@@ -272,56 +270,6 @@ pub fn locate_worker_script(explicit: Option<&Path>) -> Result<PathBuf, Error> {
     })
 }
 
-/// The output file, opened for appending rows one by one.
-struct Output {
-    path: PathBuf,
-    file: std::fs::File,
-}
-
-impl Output {
-    fn create(path: &Path) -> Result<Output, Error> {
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent)?;
-        }
-        let file = std::fs::File::create(path)?;
-        Ok(Output {
-            path: path.to_path_buf(),
-            file,
-        })
-    }
-
-    fn append(&mut self, row: &Map<String, Value>) -> Result<(), Error> {
-        let mut line = serde_json::to_string(row).map_err(|e| Error::Render(e.to_string()))?;
-        line.push('\n');
-        self.file.write_all(line.as_bytes())?;
-        self.file.flush()?;
-        Ok(())
-    }
-
-    /// Replaces the file with `rows` (temp file in the same directory + rename).
-    fn rewrite(&mut self, rows: &[Map<String, Value>]) -> Result<(), Error> {
-        let dir = self
-            .path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        let mut tmp = tempfile::Builder::new()
-            .prefix(".dfck-bench-")
-            .suffix(".jsonl.tmp")
-            .tempfile_in(dir)?;
-        for row in rows {
-            let mut line = serde_json::to_string(row).map_err(|e| Error::Render(e.to_string()))?;
-            line.push('\n');
-            tmp.write_all(line.as_bytes())?;
-        }
-        tmp.flush()?;
-        tmp.as_file().sync_all()?;
-        tmp.persist(&self.path).map_err(|e| Error::Io(e.error))?;
-        self.file = std::fs::OpenOptions::new().append(true).open(&self.path)?;
-        Ok(())
-    }
-}
-
 /// The identity the controller gives its own failure rows: the native engine's own, or what
 /// `<python> <worker script> --identity` reports (`unknown`/null when that probe fails).
 fn controller_row_env(
@@ -375,17 +323,12 @@ pub fn run(_global: &GlobalArgs, args: &ChannelsArgs) -> Result<i32, Error> {
         eprintln!("No benchmark cases remain after applying the safety cap.");
         return Ok(crate::error::EXIT_ERROR);
     }
-    let interrupt = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, interrupt.clone())?;
-    }
+    let interrupt = interrupt_flag()?;
     let git_sha = env::git_sha();
     let mut secrets: Vec<String> = Vec::new();
     if let Some(u) = &plan.pg_url {
         secrets.extend(env::url_password(u));
     }
-    let secret_refs: Vec<&str> = secrets.iter().map(String::as_str).collect();
-    let mut out = Output::create(&plan.output)?;
     let exe = std::env::current_exe()?;
     let mut env_set = vec![
         (env::GIT_SHA_ENV.to_string(), git_sha.clone()),
@@ -406,14 +349,8 @@ pub fn run(_global: &GlobalArgs, args: &ChannelsArgs) -> Result<i32, Error> {
     });
     let row_env = controller_row_env(plan.spec.engine, &git_sha, probe.as_ref(), &interrupt);
     let n = capped.kept.len();
-    let mut rows: Vec<Map<String, Value>> = Vec::with_capacity(n);
-    let mut interrupted = false;
+    let mut planned = Vec::with_capacity(n);
     for (i, case) in capped.kept.iter().enumerate() {
-        if interrupt.load(Ordering::SeqCst) {
-            interrupted = true;
-            break;
-        }
-        eprintln!("{}", progress_line(i + 1, n, case));
         let case_json = serde_json::to_string(case).map_err(|e| Error::Render(e.to_string()))?;
         let (program, mut argv): (PathBuf, Vec<OsString>) = match (&plan.worker_script, case.engine)
         {
@@ -424,51 +361,27 @@ pub fn run(_global: &GlobalArgs, args: &ChannelsArgs) -> Result<i32, Error> {
         };
         argv.push("--worker-case".into());
         argv.push(case_json.into());
-        let spec = ChildSpec {
-            program: program.clone(),
-            args: argv,
-            env_set: env_set.clone(),
-            env_remove: env_remove.clone(),
-            timeout: Duration::try_from_secs_f64(plan.timeout).ok(),
-            grace: GRACE,
-        };
-        let base = channel_base_row(case, &row_env);
-        let row = match run_child(&spec, &interrupt) {
-            Ok(r) if r.end == ChildEnd::Interrupted => {
-                interrupted = true;
-                break;
-            }
-            Ok(r) => interpret(&r, &base, plan.timeout, &secret_refs),
-            Err(e) => crate::bench::controller::failure_row(
-                &base,
-                &format!("cannot start child process {}: {e}", program.display()),
-                "",
-                &secret_refs,
-            ),
-        };
-        out.append(&row)?;
-        rows.push(row);
+        planned.push(PlannedCase {
+            spec: ChildSpec {
+                program,
+                args: argv,
+                env_set: env_set.clone(),
+                env_remove: env_remove.clone(),
+                timeout: Duration::try_from_secs_f64(plan.timeout).ok(),
+                grace: GRACE,
+            },
+            base: channel_base_row(case, &row_env),
+            progress: progress_line(i + 1, n, case),
+        });
     }
-    if cross_mode_gate(&mut rows) > 0 {
-        out.rewrite(&rows)?;
-    }
-    let failures = rows
-        .iter()
-        .filter(|r| r.get("success") != Some(&Value::Bool(true)))
-        .count();
-    if interrupted {
-        eprintln!("Interrupted; the running case was stopped and has no row.");
-    }
-    eprintln!(
-        "Wrote {} result row(s) to {}; failures={failures}",
-        rows.len(),
-        plan.output.display()
-    );
-    Ok(if interrupted {
-        EXIT_INTERRUPTED
-    } else if failures > 0 {
-        crate::error::EXIT_FINDINGS
-    } else {
-        crate::error::EXIT_OK
-    })
+    let secret_refs: Vec<&str> = secrets.iter().map(String::as_str).collect();
+    let outcome = run_cases(
+        planned,
+        &plan.output,
+        plan.timeout,
+        &secret_refs,
+        &interrupt,
+        &cross_mode_gate,
+    )?;
+    Ok(outcome.report(&plan.output))
 }
