@@ -346,6 +346,164 @@ pub fn interpret(
     row
 }
 
+/// The JSONL output file (parents created, truncated), rows appended one by one.
+pub struct JsonlOutput {
+    path: PathBuf,
+    file: std::fs::File,
+}
+
+impl JsonlOutput {
+    /// Creates (truncates) the file and its parent directories.
+    pub fn create(path: &Path) -> Result<JsonlOutput, Error> {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)?;
+        }
+        let file = std::fs::File::create(path)?;
+        Ok(JsonlOutput {
+            path: path.to_path_buf(),
+            file,
+        })
+    }
+
+    /// Appends one row and flushes it.
+    pub fn append(&mut self, row: &Map<String, Value>) -> Result<(), Error> {
+        let mut line = serde_json::to_string(row).map_err(|e| Error::Render(e.to_string()))?;
+        line.push('\n');
+        self.file.write_all(line.as_bytes())?;
+        self.file.flush()?;
+        Ok(())
+    }
+
+    /// Replaces the file with `rows` (temp file in the same directory + rename).
+    pub fn rewrite(&mut self, rows: &[Map<String, Value>]) -> Result<(), Error> {
+        let dir = self
+            .path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let mut tmp = tempfile::Builder::new()
+            .prefix(".dfck-bench-")
+            .suffix(".jsonl.tmp")
+            .tempfile_in(dir)?;
+        for row in rows {
+            let mut line = serde_json::to_string(row).map_err(|e| Error::Render(e.to_string()))?;
+            line.push('\n');
+            tmp.write_all(line.as_bytes())?;
+        }
+        tmp.flush()?;
+        tmp.as_file().sync_all()?;
+        tmp.persist(&self.path).map_err(|e| Error::Io(e.error))?;
+        self.file = std::fs::OpenOptions::new().append(true).open(&self.path)?;
+        Ok(())
+    }
+}
+
+/// Exit code of an interrupted run (Ctrl-C / SIGTERM).
+pub const EXIT_INTERRUPTED: i32 = 130;
+
+/// A flag raised by SIGINT / SIGTERM, for [`run_child`] and [`run_cases`].
+pub fn interrupt_flag() -> Result<Arc<AtomicBool>, Error> {
+    let interrupt = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, interrupt.clone())?;
+    }
+    Ok(interrupt)
+}
+
+/// A cross-mode gate: marks mismatching rows failed, returns how many it changed.
+pub type Gate = dyn Fn(&mut [Map<String, Value>]) -> usize;
+
+/// One case for [`run_cases`]: how to start its child, its identity row, its progress line.
+pub struct PlannedCase {
+    /// The child.
+    pub spec: ChildSpec,
+    /// The identity fields (failure rows are built from them).
+    pub base: Map<String, Value>,
+    /// Printed on stderr before the case runs.
+    pub progress: String,
+}
+
+/// What a controller run produced.
+pub struct CasesOutcome {
+    /// Every finished row, gated, in execution order.
+    pub rows: Vec<Map<String, Value>>,
+    /// Ctrl-C / SIGTERM stopped the run.
+    pub interrupted: bool,
+}
+
+impl CasesOutcome {
+    /// Prints DeerFlow's summary line and returns the exit code: 130 when interrupted, 1 when
+    /// a row failed, else 0.
+    pub fn report(&self, output: &Path) -> i32 {
+        let failures = self
+            .rows
+            .iter()
+            .filter(|r| r.get("success") != Some(&Value::Bool(true)))
+            .count();
+        if self.interrupted {
+            eprintln!("Interrupted; the running case was stopped and has no row.");
+        }
+        eprintln!(
+            "Wrote {} result row(s) to {}; failures={failures}",
+            self.rows.len(),
+            output.display()
+        );
+        if self.interrupted {
+            EXIT_INTERRUPTED
+        } else if failures > 0 {
+            crate::error::EXIT_FINDINGS
+        } else {
+            crate::error::EXIT_OK
+        }
+    }
+}
+
+/// The controller loop shared by the benchmarks (§2.5 with §9.4 e, §9.8): one child per case,
+/// in order; each row appended and flushed to `output` as its case finishes; Ctrl-C / SIGTERM
+/// kills the running child's group and keeps every finished row; at the end `gate` runs over
+/// all rows and the file is rewritten atomically when it changed one.
+pub fn run_cases(
+    cases: Vec<PlannedCase>,
+    output: &Path,
+    timeout_secs: f64,
+    secrets: &[&str],
+    interrupt: &AtomicBool,
+    gate: &Gate,
+) -> Result<CasesOutcome, Error> {
+    let mut out = JsonlOutput::create(output)?;
+    let mut rows: Vec<Map<String, Value>> = Vec::with_capacity(cases.len());
+    let mut interrupted = false;
+    for case in cases {
+        if interrupt.load(Ordering::SeqCst) {
+            interrupted = true;
+            break;
+        }
+        eprintln!("{}", case.progress);
+        let row = match run_child(&case.spec, interrupt) {
+            Ok(r) if r.end == ChildEnd::Interrupted => {
+                interrupted = true;
+                break;
+            }
+            Ok(r) => interpret(&r, &case.base, timeout_secs, secrets),
+            Err(e) => failure_row(
+                &case.base,
+                &format!(
+                    "cannot start child process {}: {e}",
+                    case.spec.program.display()
+                ),
+                "",
+                secrets,
+            ),
+        };
+        out.append(&row)?;
+        rows.push(row);
+    }
+    if gate(&mut rows) > 0 {
+        out.rewrite(&rows)?;
+    }
+    Ok(CasesOutcome { rows, interrupted })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -412,159 +570,4 @@ mod tests {
         assert_eq!(r["rss_source"], "parent:VmHWM");
         assert!(r.get("stderr_tail").is_none());
     }
-}
-
-/// The JSONL output file (parents created, truncated), rows appended one by one.
-pub struct JsonlOutput {
-    path: PathBuf,
-    file: std::fs::File,
-}
-
-impl JsonlOutput {
-    /// Creates (truncates) the file and its parent directories.
-    pub fn create(path: &Path) -> Result<JsonlOutput, Error> {
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent)?;
-        }
-        let file = std::fs::File::create(path)?;
-        Ok(JsonlOutput {
-            path: path.to_path_buf(),
-            file,
-        })
-    }
-
-    /// Appends one row and flushes it.
-    pub fn append(&mut self, row: &Map<String, Value>) -> Result<(), Error> {
-        let mut line = serde_json::to_string(row).map_err(|e| Error::Render(e.to_string()))?;
-        line.push('\n');
-        self.file.write_all(line.as_bytes())?;
-        self.file.flush()?;
-        Ok(())
-    }
-
-    /// Replaces the file with `rows` (temp file in the same directory + rename).
-    pub fn rewrite(&mut self, rows: &[Map<String, Value>]) -> Result<(), Error> {
-        let dir = self
-            .path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        let mut tmp = tempfile::Builder::new()
-            .prefix(".dfck-bench-")
-            .suffix(".jsonl.tmp")
-            .tempfile_in(dir)?;
-        for row in rows {
-            let mut line = serde_json::to_string(row).map_err(|e| Error::Render(e.to_string()))?;
-            line.push('\n');
-            tmp.write_all(line.as_bytes())?;
-        }
-        tmp.flush()?;
-        tmp.as_file().sync_all()?;
-        tmp.persist(&self.path).map_err(|e| Error::Io(e.error))?;
-        self.file = std::fs::OpenOptions::new().append(true).open(&self.path)?;
-        Ok(())
-    }
-}
-
-/// Exit code of an interrupted run (Ctrl-C / SIGTERM).
-pub const EXIT_INTERRUPTED: i32 = 130;
-
-/// A flag raised by SIGINT / SIGTERM, for [`run_child`] and [`run_cases`].
-pub fn interrupt_flag() -> Result<Arc<AtomicBool>, Error> {
-    let interrupt = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, interrupt.clone())?;
-    }
-    Ok(interrupt)
-}
-
-/// One case for [`run_cases`]: how to start its child, its identity row, its progress line.
-pub struct PlannedCase {
-    /// The child.
-    pub spec: ChildSpec,
-    /// The identity fields (failure rows are built from them).
-    pub base: Map<String, Value>,
-    /// Printed on stderr before the case runs.
-    pub progress: String,
-}
-
-/// What a controller run produced.
-pub struct CasesOutcome {
-    /// Every finished row, gated, in execution order.
-    pub rows: Vec<Map<String, Value>>,
-    /// Ctrl-C / SIGTERM stopped the run.
-    pub interrupted: bool,
-}
-
-impl CasesOutcome {
-    /// Prints DeerFlow's summary line and returns the exit code: 130 when interrupted, 1 when
-    /// a row failed, else 0.
-    pub fn report(&self, output: &Path) -> i32 {
-        let failures = self
-            .rows
-            .iter()
-            .filter(|r| r.get("success") != Some(&Value::Bool(true)))
-            .count();
-        if self.interrupted {
-            eprintln!("Interrupted; the running case was stopped and has no row.");
-        }
-        eprintln!(
-            "Wrote {} result row(s) to {}; failures={failures}",
-            self.rows.len(),
-            output.display()
-        );
-        if self.interrupted {
-            EXIT_INTERRUPTED
-        } else if failures > 0 {
-            crate::error::EXIT_FINDINGS
-        } else {
-            crate::error::EXIT_OK
-        }
-    }
-}
-
-/// The controller loop shared by the benchmarks (§2.5 with §9.4 e, §9.8): one child per case,
-/// in order; each row appended and flushed to `output` as its case finishes; Ctrl-C / SIGTERM
-/// kills the running child's group and keeps every finished row; at the end `gate` runs over
-/// all rows and the file is rewritten atomically when it changed one.
-pub fn run_cases(
-    cases: Vec<PlannedCase>,
-    output: &Path,
-    timeout_secs: f64,
-    secrets: &[&str],
-    interrupt: &AtomicBool,
-    gate: &dyn Fn(&mut [Map<String, Value>]) -> usize,
-) -> Result<CasesOutcome, Error> {
-    let mut out = JsonlOutput::create(output)?;
-    let mut rows: Vec<Map<String, Value>> = Vec::with_capacity(cases.len());
-    let mut interrupted = false;
-    for case in cases {
-        if interrupt.load(Ordering::SeqCst) {
-            interrupted = true;
-            break;
-        }
-        eprintln!("{}", case.progress);
-        let row = match run_child(&case.spec, interrupt) {
-            Ok(r) if r.end == ChildEnd::Interrupted => {
-                interrupted = true;
-                break;
-            }
-            Ok(r) => interpret(&r, &case.base, timeout_secs, secrets),
-            Err(e) => failure_row(
-                &case.base,
-                &format!(
-                    "cannot start child process {}: {e}",
-                    case.spec.program.display()
-                ),
-                "",
-                secrets,
-            ),
-        };
-        out.append(&row)?;
-        rows.push(row);
-    }
-    if gate(&mut rows) > 0 {
-        out.rewrite(&rows)?;
-    }
-    Ok(CasesOutcome { rows, interrupted })
 }
