@@ -210,10 +210,25 @@ pub fn run_worker_case(case_json: &str) -> (Map<String, Value>, i32) {
         );
     }
     let row_env = native_row_env();
-    let mut row = channel_base_row(&case, &row_env);
+    let row = channel_base_row(&case, &row_env);
+    run_in_child(row, row_env, TEMP_PREFIX, |ctx| {
+        crate::bench::native::run_channel_case(&case, ctx)
+    })
+}
+
+/// Runs a native case in this process: a fresh temporary directory with `temp_prefix`, the
+/// PostgreSQL URL from [`PG_URL_ENV`], `run` under `catch_unwind` (a panic becomes a failure
+/// row), then the measured fields merged after `row`'s identity fields plus `peak_rss_bytes`
+/// and `rss_source`. Errors are redacted (work dir, home, URLs, passwords).
+pub fn run_in_child(
+    mut row: Map<String, Value>,
+    row_env: RowEnv,
+    temp_prefix: &str,
+    run: impl FnOnce(&WorkerContext) -> Result<Map<String, Value>, String>,
+) -> (Map<String, Value>, i32) {
     let pg_url = std::env::var(PG_URL_ENV).ok().filter(|u| !u.is_empty());
     let secrets: Vec<String> = pg_url.iter().filter_map(|u| env::url_password(u)).collect();
-    let dir = match tempfile::Builder::new().prefix(TEMP_PREFIX).tempdir() {
+    let dir = match tempfile::Builder::new().prefix(temp_prefix).tempdir() {
         Ok(d) => d,
         Err(e) => {
             fail(
@@ -230,9 +245,7 @@ pub fn run_worker_case(case_json: &str) -> (Map<String, Value>, i32) {
         pg_url,
         env: row_env,
     };
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        crate::bench::native::run_channel_case(&case, &ctx)
-    }));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&ctx)));
     let outcome = match result {
         Ok(r) => r,
         Err(p) => Err(format!("native engine panicked: {}", panic_text(&p))),
@@ -283,7 +296,11 @@ fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
 /// `dfck bench channels --worker-case JSON`: runs the case, prints the row as compact JSON on
 /// stdout and returns the exit code (§1.5.7).
 pub fn worker_main(case_json: &str) -> i32 {
-    let (row, code) = run_worker_case(case_json);
+    print_row(run_worker_case(case_json))
+}
+
+/// Prints a worker's row as one compact JSON line on stdout; returns its exit code.
+pub fn print_row((row, code): (Map<String, Value>, i32)) -> i32 {
     let text = serde_json::to_string(&Value::Object(row))
         .unwrap_or_else(|e| format!("{{\"success\":false,\"error\":\"cannot encode row: {e}\"}}"));
     let mut out = std::io::stdout().lock();

@@ -4,6 +4,7 @@
 
 pub mod native;
 pub mod reader;
+pub mod replay;
 pub mod workload;
 
 use super::case::{BENCHMARK_VERSION, Backend, BenchMode, Engine, RowEnv, SCHEMA_VERSION};
@@ -292,6 +293,66 @@ pub fn production_gate(rows: &mut [Map<String, Value>]) -> usize {
         }
     }
     failed
+}
+
+/// The temporary-directory prefix of a production case (§1.5.7).
+pub const TEMP_PREFIX: &str = "deerflow-checkpoint-production-";
+
+/// The minimal row of a production worker that cannot use its case.
+pub fn bad_case_row(error: &str) -> Map<String, Value> {
+    let mut m = crate::bench::worker::bad_case_row(error);
+    m.insert("benchmark".into(), Value::String(BENCHMARK.into()));
+    m
+}
+
+/// `dfck bench production --worker-case JSON`: runs one case natively in this process;
+/// returns the row and the exit code (0 success, 1 failed, 2 unusable case).
+pub fn run_worker_case(case_json: &str) -> (Map<String, Value>, i32) {
+    use crate::bench::worker::{WORKER_BAD_CASE, native_row_env, run_in_child};
+    let case: ProductionCase = match serde_json::from_str(case_json) {
+        Ok(c) => c,
+        Err(e) => return (bad_case_row(&format!("invalid case: {e}")), WORKER_BAD_CASE),
+    };
+    if let Err(e) = case.validate() {
+        return (bad_case_row(&e), WORKER_BAD_CASE);
+    }
+    if case.engine != Engine::Native {
+        return (
+            bad_case_row("dfck's production worker runs the native engine"),
+            WORKER_BAD_CASE,
+        );
+    }
+    let row_env = native_row_env();
+    let row = production_base_row(&case, &row_env);
+    run_in_child(row, row_env, TEMP_PREFIX, |ctx| {
+        native::run_production_case(&case, ctx)
+    })
+}
+
+/// One progress line (§4.2): `[i/n] mode turns=T payload=P freq=F|None repetition=R`.
+pub fn progress_line(i: usize, n: usize, c: &ProductionCase) -> String {
+    let freq = c
+        .snapshot_frequency
+        .map(|f| f.to_string())
+        .unwrap_or_else(|| "None".into());
+    let source = c
+        .replay
+        .as_ref()
+        .map(|r| {
+            format!(
+                " thread={}",
+                &r.source_thread_sha256[..12.min(r.source_thread_sha256.len())]
+            )
+        })
+        .unwrap_or_default();
+    format!(
+        "[{i}/{n}] {} {} turns={} payload={} freq={freq} repetition={}{source}",
+        c.backend.as_str(),
+        c.mode.as_str(),
+        c.turns,
+        c.payload_bytes,
+        c.repetition
+    )
 }
 
 #[cfg(test)]

@@ -1,16 +1,280 @@
-//! `dfck bench production` (not implemented yet).
+//! `dfck bench production` (bench-harness.md §4, §9): flags and validation, the matrix (or the
+//! replay of an operator's threads with `--replay-from`), then the shared controller loop — one
+//! child per case (`dfck bench production --worker-case JSON`), rows streamed to `--output`, the
+//! cross-mode gate on the four-value signature over every cadence.
 
+use crate::bench::case::{Backend, BenchMode, Engine};
+use crate::bench::channels::{CsvValues, parse_choice_csv, parse_positive_int_csv};
+use crate::bench::controller::{ChildSpec, PlannedCase, interrupt_flag, run_cases};
+use crate::bench::production::replay::prepare;
+use crate::bench::production::{
+    ProductionCase, ProductionMatrix, WARMUP_TURNS, production_base_row, production_gate,
+    progress_line, run_worker_case,
+};
+use crate::bench::{env, worker};
 use crate::cli::GlobalArgs;
 use crate::error::Error;
-use clap::Args;
+use clap::{Args, ValueEnum};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Between SIGTERM and SIGKILL of a child's process group.
+const GRACE: Duration = Duration::from_secs(2);
+
+/// `--engine`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ProductionEngine {
+    /// dfck's own writer/reader of the LangGraph 1.2 format.
+    Native,
+    /// The real Python LangGraph agent graph (not available for this benchmark yet).
+    Langgraph,
+}
 
 /// Arguments of `dfck bench production`.
 #[derive(Debug, Args)]
-pub struct ProductionArgs {}
+pub struct ProductionArgs {
+    /// Modes, comma-separated: full, delta.
+    #[arg(long, default_value = "full,delta")]
+    pub modes: String,
+    /// Backends, comma-separated: sqlite, postgres.
+    #[arg(long, default_value = "sqlite")]
+    pub backends: String,
+    /// Turn counts (each > 2: the first 2 turns are warm-up).
+    #[arg(long, default_value = "10,100,500,1000,2000")]
+    pub turns: String,
+    /// Content bytes of each generated message text.
+    #[arg(long, default_value = "128")]
+    pub payload_bytes: String,
+    /// Delta snapshot cadences (delta-only sweep; every cadence pairs with the group's full row).
+    #[arg(long, default_value = "10,50,100,500,1000")]
+    pub snapshot_frequencies: String,
+    /// History limits (the Gateway clamps them to 100).
+    #[arg(long, default_value = "10,50,200")]
+    pub history_limits: String,
+    /// Warm samples per state read and per history limit.
+    #[arg(long, default_value_t = 25, allow_negative_numbers = true)]
+    pub read_repetitions: i64,
+    /// Passes over the matrix.
+    #[arg(long, default_value_t = 3, allow_negative_numbers = true)]
+    pub repetitions: i64,
+    /// Used in the thread id only.
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
+    pub seed: i64,
+    /// Per-case child timeout.
+    #[arg(long, default_value_t = 900.0, allow_negative_numbers = true)]
+    pub timeout_seconds: f64,
+    /// JSONL output (parent directories created, file truncated).
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+    /// The system under test.
+    #[arg(long, value_enum, default_value_t = ProductionEngine::Native)]
+    pub engine: ProductionEngine,
+    /// PostgreSQL server for --backends postgres (default: TEST_POSTGRES_URI).
+    #[arg(long, value_name = "URL")]
+    pub pg_url: Option<String>,
+    /// Replay real threads of this store (read-only; SQLite path or postgresql:// URL)
+    /// instead of the generated workload; rows identify threads by SHA-256 only.
+    #[arg(long, value_name = "STORE")]
+    pub replay_from: Option<String>,
+    /// With --replay-from: the threads to replay (repeatable; default: every thread).
+    #[arg(long = "thread", value_name = "THREAD", requires = "replay_from")]
+    pub threads: Vec<String>,
+    /// With --replay-from: replay N threads picked deterministically.
+    #[arg(
+        long,
+        value_name = "N",
+        requires = "replay_from",
+        conflicts_with = "threads"
+    )]
+    pub sample: Option<usize>,
+    /// Child mode (internal).
+    #[arg(long, hide = true)]
+    pub worker_case: Option<String>,
+}
+
+fn usage(msg: impl Into<String>) -> Error {
+    Error::Usage(msg.into())
+}
+
+fn warn<T>(v: CsvValues<T>) -> Vec<T> {
+    if let Some(w) = &v.warning {
+        eprintln!("{w}");
+    }
+    v.values
+}
 
 /// Runs `dfck bench production`.
-pub fn run(_global: &GlobalArgs, _args: &ProductionArgs) -> Result<i32, Error> {
-    Err(Error::Usage(
-        "dfck bench production is not implemented yet".into(),
-    ))
+pub fn run(_global: &GlobalArgs, args: &ProductionArgs) -> Result<i32, Error> {
+    if let Some(case) = &args.worker_case {
+        return Ok(worker::print_row(run_worker_case(case)));
+    }
+    let modes: Vec<BenchMode> =
+        warn(parse_choice_csv("--modes", &args.modes, &["full", "delta"]).map_err(usage)?)
+            .iter()
+            .map(|m| {
+                if m == "full" {
+                    BenchMode::Full
+                } else {
+                    BenchMode::Delta
+                }
+            })
+            .collect();
+    let backends: Vec<Backend> = warn(
+        parse_choice_csv("--backends", &args.backends, &["sqlite", "postgres"]).map_err(usage)?,
+    )
+    .iter()
+    .map(|b| {
+        if b == "sqlite" {
+            Backend::Sqlite
+        } else {
+            Backend::Postgres
+        }
+    })
+    .collect();
+    let turns = warn(parse_positive_int_csv("--turns", &args.turns).map_err(usage)?);
+    if args.replay_from.is_none() && turns.iter().any(|t| *t <= WARMUP_TURNS) {
+        return Err(usage(format!(
+            "--turns values must exceed the {WARMUP_TURNS}-turn warm-up"
+        )));
+    }
+    let payloads =
+        warn(parse_positive_int_csv("--payload-bytes", &args.payload_bytes).map_err(usage)?);
+    let frequencies = warn(
+        parse_positive_int_csv("--snapshot-frequencies", &args.snapshot_frequencies)
+            .map_err(usage)?,
+    );
+    let history_limits =
+        warn(parse_positive_int_csv("--history-limits", &args.history_limits).map_err(usage)?);
+    if args.repetitions <= 0
+        || args.read_repetitions <= 0
+        || args.timeout_seconds.is_nan()
+        || args.timeout_seconds <= 0.0
+    {
+        return Err(usage("repetition and timeout values must be positive"));
+    }
+    let Some(output) = args.output.clone() else {
+        return Err(usage("--output is required"));
+    };
+    if args.engine == ProductionEngine::Langgraph {
+        return Err(usage(
+            "--engine langgraph is not available for bench production: its Python worker (a multi-node agent graph with a scripted model) is not built yet; use --engine native",
+        ));
+    }
+    let pg_url = args
+        .pg_url
+        .clone()
+        .or_else(|| std::env::var("TEST_POSTGRES_URI").ok())
+        .filter(|u| !u.trim().is_empty());
+    if backends.contains(&Backend::Postgres) && pg_url.is_none() {
+        return Err(usage(
+            "--backends postgres needs a PostgreSQL server: pass --pg-url URL or set TEST_POSTGRES_URI",
+        ));
+    }
+    let matrix = ProductionMatrix {
+        modes,
+        backends,
+        turns,
+        payload_bytes: payloads,
+        snapshot_frequencies: frequencies,
+        history_limits,
+        read_repetitions: args.read_repetitions as u64,
+        repetitions: args.repetitions as u64,
+        seed: args.seed,
+        engine: Engine::Native,
+    };
+    // Replays: one matrix per source thread (its turns and mean message size).
+    let replay_dir = tempfile::Builder::new()
+        .prefix("dfck-bench-replay-")
+        .tempdir()?;
+    let cases: Vec<ProductionCase> = match &args.replay_from {
+        None => matrix.expand(),
+        Some(src) => {
+            let target = crate::target::Target::parse(src)?;
+            let store = target.open_read_only()?;
+            let (threads, skipped) = prepare(
+                store.as_ref(),
+                &args.threads,
+                args.sample,
+                replay_dir.path(),
+            )?;
+            for s in &skipped {
+                eprintln!("dfck: skipping {s}");
+            }
+            if threads.is_empty() {
+                return Err(usage(format!(
+                    "no thread of {} has more than {WARMUP_TURNS} turns to replay",
+                    target.display()
+                )));
+            }
+            let mut cases = Vec::new();
+            for t in threads {
+                eprintln!(
+                    "dfck: replaying thread {} ({} messages, {} turns)",
+                    &t.source.source_thread_sha256[..12],
+                    t.messages,
+                    t.turns
+                );
+                let m = ProductionMatrix {
+                    turns: vec![t.turns],
+                    payload_bytes: vec![t.payload_bytes],
+                    ..matrix.clone()
+                };
+                for mut c in m.expand() {
+                    c.replay = Some(t.source.clone());
+                    cases.push(c);
+                }
+            }
+            cases
+        }
+    };
+    let interrupt = interrupt_flag()?;
+    let git_sha = env::git_sha();
+    let secrets: Vec<String> = pg_url.iter().filter_map(|u| env::url_password(u)).collect();
+    let exe = std::env::current_exe()?;
+    let mut env_set = vec![
+        (env::GIT_SHA_ENV.to_string(), git_sha.clone()),
+        (env::DEERFLOW_GIT_SHA_ENV.to_string(), git_sha.clone()),
+    ];
+    let mut env_remove = Vec::new();
+    match &pg_url {
+        Some(u) => env_set.push((worker::PG_URL_ENV.to_string(), u.clone())),
+        None => env_remove.push(worker::PG_URL_ENV.to_string()),
+    }
+    let row_env = crate::bench::case::RowEnv {
+        git_sha: git_sha.clone(),
+        ..worker::native_row_env()
+    };
+    let n = cases.len();
+    let mut planned = Vec::with_capacity(n);
+    for (i, case) in cases.iter().enumerate() {
+        let case_json = serde_json::to_string(case).map_err(|e| Error::Render(e.to_string()))?;
+        planned.push(PlannedCase {
+            spec: ChildSpec {
+                program: exe.clone(),
+                args: vec![
+                    "bench".into(),
+                    "production".into(),
+                    "--worker-case".into(),
+                    case_json.into(),
+                ],
+                env_set: env_set.clone(),
+                env_remove: env_remove.clone(),
+                timeout: Duration::try_from_secs_f64(args.timeout_seconds).ok(),
+                grace: GRACE,
+            },
+            base: production_base_row(case, &row_env),
+            progress: progress_line(i + 1, n, case),
+        });
+    }
+    let secret_refs: Vec<&str> = secrets.iter().map(String::as_str).collect();
+    let outcome = run_cases(
+        planned,
+        &output,
+        args.timeout_seconds,
+        &secret_refs,
+        &interrupt,
+        &production_gate,
+    )?;
+    drop(replay_dir);
+    Ok(outcome.report(&output))
 }

@@ -1,0 +1,266 @@
+//! `dfck bench production`: the native production matrix on SQLite (and PostgreSQL when the
+//! test server runs) — paired rows with equal digests across modes and cadences, summarized
+//! with the decision metrics and drawn as SVG; usage errors; and `--replay-from` on the
+//! committed fixtures, whose rows carry the source threads' materialized messages digest and
+//! nothing of their content.
+
+mod common;
+
+use common::*;
+use dfck::bench::digest::{DigestMessage, content_sha256};
+use serde_json::Value as Json;
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::process::Command;
+
+fn bench(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_dfck"))
+        .args(args)
+        .output()
+        .expect("run dfck")
+}
+
+fn rows(path: &std::path::Path) -> Vec<Json> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn matrix_rows_pair_with_equal_digests_and_summarize() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("prod.jsonl");
+    let pg = std::env::var("TEST_POSTGRES_URI")
+        .ok()
+        .filter(|u| !u.is_empty());
+    let backends = if pg.is_some() {
+        "sqlite,postgres"
+    } else {
+        eprintln!("postgres part skipped: TEST_POSTGRES_URI unset");
+        "sqlite"
+    };
+    let o = bench(&[
+        "bench",
+        "production",
+        "--turns",
+        "10,30",
+        "--snapshot-frequencies",
+        "5,10",
+        "--repetitions",
+        "2",
+        "--read-repetitions",
+        "3",
+        "--backends",
+        backends,
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    let rows = rows(&out);
+    let n_backends = backends.split(',').count();
+    assert_eq!(rows.len(), 2 * 2 * 3 * n_backends, "{stderr}");
+    let mut sigs: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for r in &rows {
+        assert_eq!(r["success"], true, "{r}");
+        assert_eq!(r["schema_version"], 2);
+        assert_eq!(r["benchmark"], "checkpoint_production");
+        let turns = r["turns"].as_u64().unwrap();
+        assert_eq!(r["message_count"].as_u64().unwrap(), 4 * turns + 1);
+        assert!(r["history_limit_100_warm_p50_ms"].is_number(), "{r}");
+        assert!(r["checkpoints_per_turn"].as_f64().unwrap() >= 8.0);
+        let key = format!("{}|{}|{}", r["backend"], turns, r["repetition"]);
+        let sig = format!(
+            "{}|{}|{}",
+            r["seed_content_sha256"], r["state_wire_sha256"], r["history_wire_sha256"]
+        );
+        sigs.entry(key).or_default().push(sig);
+        let text = r.to_string();
+        if let Some(u) = &pg {
+            assert!(
+                !text.contains(u.as_str()),
+                "the server URL leaked into a row"
+            );
+        }
+        assert!(!text.contains("/tmp/"), "a temporary path leaked: {text}");
+    }
+    for (k, s) in &sigs {
+        assert_eq!(s.len(), 3, "{k}");
+        assert!(s.iter().all(|x| x == &s[0]), "{k}: {s:?}");
+    }
+    // The digests do not depend on the date or the run.
+    let first = &rows[0]["seed_content_sha256"];
+    assert!(
+        rows.iter()
+            .filter(|r| r["turns"] == 10)
+            .all(|r| &r["seed_content_sha256"] == first)
+    );
+    // Summaries: paired table, decision metrics, SVG.
+    let svg = dir.path().join("prod.svg");
+    let s = bench(&[
+        "bench",
+        "summarize",
+        out.to_str().unwrap(),
+        "--json",
+        "--plot",
+        svg.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        s.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&s.stderr)
+    );
+    let summary: Json = serde_json::from_slice(&s.stdout).unwrap();
+    let groups = summary.as_array().unwrap();
+    assert_eq!(groups.len(), 2 * 2 * n_backends);
+    for g in groups {
+        assert_eq!(g["paired_repetitions"], 2, "{g}");
+        for k in [
+            "full_snapshot_write_spike",
+            "delta_snapshot_write_spike",
+            "full_checkpoint_write_share",
+            "delta_cache_effect_ms",
+            "ratio_state_cold_ms",
+        ] {
+            assert!(g[k].is_number(), "{k} missing in {g}");
+        }
+    }
+    let svg = std::fs::read_to_string(svg).unwrap();
+    assert!(svg.starts_with("<svg") || svg.starts_with("<?xml"));
+    let table = bench(&["bench", "summarize", out.to_str().unwrap()]);
+    assert_eq!(table.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&table.stdout).contains("delta_snapshot_write_spike"));
+}
+
+#[test]
+fn bad_arguments_are_usage_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("x.jsonl");
+    let o = out.to_str().unwrap();
+    for (args, needle) in [
+        (vec!["--turns", "2,10", "--output", o], "warm-up"),
+        (
+            vec!["--read-repetitions", "0", "--output", o],
+            "repetition and timeout values must be positive",
+        ),
+        (vec!["--turns", "10"], "--output is required"),
+        (vec!["--turns", "1,,2", "--output", o], "comma-separated"),
+        (
+            vec!["--engine", "langgraph", "--output", o],
+            "not available",
+        ),
+        (
+            vec!["--backends", "memory", "--output", o],
+            "unsupported value",
+        ),
+    ] {
+        let mut a = vec!["bench", "production"];
+        a.extend(args.iter().copied());
+        let r = bench(&a);
+        assert_eq!(r.status.code(), Some(2), "{a:?}");
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert!(err.contains(needle), "{a:?}: {err}");
+        assert!(!out.exists(), "{a:?} wrote the output");
+    }
+}
+
+/// thread-id hash → the canonical digest of its head messages, from `dfck inspect --state`.
+fn source_digests(target: &str) -> BTreeMap<String, (String, usize)> {
+    let summary = dfck_json(target, &["inspect", "--format", "json"]);
+    let mut out = BTreeMap::new();
+    for t in summary["threads"].as_array().unwrap() {
+        let tid = t["thread_id"].as_str().unwrap();
+        let st = dfck(target, &["inspect", tid, "--state", "--format", "json"]);
+        let Ok(j) = serde_json::from_slice::<Json>(&st.stdout) else {
+            continue;
+        };
+        let msgs = j["values"]["messages"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let owned: Vec<(String, String, Json)> = msgs
+            .iter()
+            .map(|m| {
+                (
+                    m["type"].as_str().unwrap_or("").to_owned(),
+                    m["id"].as_str().unwrap_or("").to_owned(),
+                    m["content"].clone(),
+                )
+            })
+            .collect();
+        let d = content_sha256(owned.iter().map(|(k, i, c)| DigestMessage {
+            kind: k,
+            id: i,
+            content: c,
+        }));
+        out.insert(hex::encode(Sha256::digest(tid.as_bytes())), (d, msgs.len()));
+    }
+    out
+}
+
+fn check_replay(target: &str, what: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("replay.jsonl");
+    let o = bench(&[
+        "bench",
+        "production",
+        "--replay-from",
+        target,
+        "--snapshot-frequencies",
+        "2,3",
+        "--repetitions",
+        "1",
+        "--read-repetitions",
+        "2",
+        "--history-limits",
+        "5",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{what}: {stderr}");
+    let want = source_digests(target);
+    let rows = rows(&out);
+    assert!(!rows.is_empty(), "{what}");
+    let mut replayed = std::collections::BTreeSet::new();
+    for r in &rows {
+        assert_eq!(r["success"], true, "{what}: {r}");
+        let h = r["source_thread_sha256"].as_str().unwrap();
+        let (digest, n) = want
+            .get(h)
+            .unwrap_or_else(|| panic!("{what}: unknown source {h}"));
+        assert_eq!(r["seed_content_sha256"].as_str().unwrap(), digest, "{what}");
+        assert_eq!(r["message_count"].as_u64().unwrap() as usize, *n, "{what}");
+        replayed.insert(h.to_owned());
+        // No thread id and no message content in rows.
+        let text = r.to_string();
+        assert!(!text.contains("\"t-"), "{what}: a thread id leaked: {text}");
+        assert!(
+            !text.contains("\"content\":"),
+            "{what}: message content in a row: {text}"
+        );
+    }
+    // Each source thread: full + two cadences, paired.
+    assert_eq!(rows.len(), replayed.len() * 3, "{what}");
+    println!(
+        "{what}: replayed {} source thread(s), {} rows, digests equal the sources'",
+        replayed.len(),
+        rows.len()
+    );
+}
+
+#[test]
+fn replay_from_sqlite_fixtures_reproduces_the_source_threads() {
+    for stem in ["deerflow", "mixed", "delta_k3"] {
+        check_replay(&sqlite_fixture(stem).to_string_lossy(), stem);
+    }
+}
+
+#[test]
+fn replay_from_a_postgres_fixture_reproduces_the_source_threads() {
+    let Some(server) = pg_server() else { return };
+    check_replay(&with_db(&server, "dfck_deerflow"), "postgres deerflow");
+}
