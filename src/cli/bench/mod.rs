@@ -22,7 +22,7 @@ pub enum BenchCommand {
     /// Paired full/delta benchmark of the `messages` channel, one child process per case.
     Channels(channels::ChannelsArgs),
     /// Production-shaped full/delta benchmark (DeerFlow turns, state and history reads).
-    Production(production::ProductionArgs),
+    Production(Box<production::ProductionArgs>),
     /// Pair full/delta rows (DeerFlow v1 or dfck v2 JSONL) and print medians and delta/full ratios.
     Summarize(summarize::SummarizeArgs),
 }
