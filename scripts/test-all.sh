@@ -25,14 +25,19 @@ export TEST_POSTGRES_URI
 export DFCK_REQUIRE_POSTGRES=1
 echo "test-all: PostgreSQL test server at ${TEST_POSTGRES_URI//dfck-test-pw/***}" >&2
 
-cargo test --release -- --show-output
-
-# The real library agrees: converted stores read through a full-mode (add_messages) graph by
-# the pinned Python LangGraph show exactly the delta view (installs the pins into .venv once).
+# The pinned Python LangGraph (installed into .venv once) serves the tests that compare dfck
+# with the real library: the langgraph bench engine, Python reading native-engine stores.
 VENV="${DFCK_VENV:-.venv}"
-if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import langgraph" 2>/dev/null; then
+case "$VENV" in /*) ;; *) VENV="$PWD/$VENV" ;; esac
+if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import langgraph, langgraph.checkpoint.postgres" 2>/dev/null; then
     echo "test-all: installing the pinned Python packages into $VENV (scripts/requirements.txt)" >&2
     python3 -m venv "$VENV"
     "$VENV/bin/pip" install -q -r scripts/requirements.txt
 fi
+export DFCK_TEST_PYTHON="$VENV/bin/python"
+
+cargo test --release -- --show-output
+
+# The real library agrees: converted stores read through a full-mode (add_messages) graph by
+# the pinned Python LangGraph show exactly the delta view (SQLite and Postgres copies).
 "$VENV/bin/python" scripts/check_migrated.py --dfck target/release/dfck
