@@ -32,8 +32,9 @@
 //!
 //! # Production summary (§5, with §9.4 (c), (g))
 //! * Full rows (`snapshot_frequency` null) are broadcast to every delta cadence of the same
-//!   `(engine, backend, turns, payload_bytes)` and `(input file, repetition)`; `engine` and
-//!   `backend` are absent in v1 rows (and then absent from the output).
+//!   `(engine, backend, source_thread_sha256, turns, payload_bytes)` and `(input file,
+//!   repetition)`; `engine` and `backend` are absent in v1 rows, `source_thread_sha256` in all
+//!   but `--replay-from` rows (and then absent from the output).
 //! * Groups sort numerically (§9.4 (c)); DeerFlow sorts them by their text (10 before 5).
 //! * `failed_rows`: a failed row with a cadence counts toward that cadence's group; a failed row
 //!   without one (full) counts toward every cadence group in which its own input file has delta
@@ -100,6 +101,7 @@ pub const CHANNEL_LEADING: &[&str] = &[
 pub const PRODUCTION_LEADING: &[&str] = &[
     "engine",
     "backend",
+    "source_thread_sha256",
     "turns",
     "payload_bytes",
     "snapshot_frequency",
@@ -569,10 +571,17 @@ pub fn summarize_channels(rows: &[&Row], metrics: &[String]) -> Vec<Map<String, 
     out
 }
 
-const PRODUCTION_BASE: &[&str] = &["engine", "backend", "turns", "payload_bytes"];
+const PRODUCTION_BASE: &[&str] = &[
+    "engine",
+    "backend",
+    "source_thread_sha256",
+    "turns",
+    "payload_bytes",
+];
 const PRODUCTION_GROUP: &[&str] = &[
     "engine",
     "backend",
+    "source_thread_sha256",
     "turns",
     "payload_bytes",
     "snapshot_frequency",

@@ -307,3 +307,54 @@ pub(crate) fn model_field_str<'a>(payload: &'a [u8], field: &str) -> Option<&'a 
     }
     None
 }
+
+/// Where `messages` sits in an encoded checkpoint dict, found without decoding it: the bytes
+/// of `channel_values["messages"]` (when stored) and whether `channel_versions` has the
+/// channel. Only lengths are read: use it on bytes this process wrote or already validated.
+pub fn checkpoint_messages_slice(body: &[u8]) -> Result<(Option<&[u8]>, bool), CodecError> {
+    let mut cur = Cur::new(body);
+    let Token::Map(n) = cur.token()? else {
+        return Ok((None, false));
+    };
+    let mut slice = None;
+    let mut versioned = false;
+    // Keys are strings in every checkpoint dict; a container key would need a full skip.
+    let key = |cur: &mut Cur<'_>| -> Result<Option<String>, CodecError> {
+        let at = cur.pos;
+        match cur.token()? {
+            Token::Str(s) => Ok(Some(s.to_owned())),
+            Token::Array(_) | Token::Map(_) | Token::Ext(..) => Err(CodecError::InvalidMarker {
+                offset: at,
+                byte: cur.buf[at],
+            }),
+            _ => Ok(None),
+        }
+    };
+    for _ in 0..n {
+        match key(&mut cur)?.as_deref() {
+            Some(k @ ("channel_values" | "channel_versions")) => {
+                let at = cur.pos;
+                let Token::Map(m) = cur.token()? else {
+                    cur.pos = at;
+                    cur.value_slice()?;
+                    continue;
+                };
+                for _ in 0..m {
+                    let is_messages = key(&mut cur)?.as_deref() == Some("messages");
+                    let v = cur.value_slice()?;
+                    if is_messages {
+                        if k == "channel_values" {
+                            slice = Some(v);
+                        } else {
+                            versioned = true;
+                        }
+                    }
+                }
+            }
+            _ => {
+                cur.value_slice()?;
+            }
+        }
+    }
+    Ok((slice, versioned))
+}
