@@ -818,8 +818,14 @@ fn applied_report(out: Vec<ThreadPlan>) -> MigrateReport {
 /// `migrate delta-to-full --apply` on SQLite: per thread, one `BEGIN IMMEDIATE`
 /// transaction that plans (under the write lock), rewrites, verifies and commits — or rolls
 /// back and refuses. Killing the process at any moment leaves each thread old or new.
+///
+/// With `checkpointer` (a second read-write connection to the same file), WAL frames are
+/// copied into the database file by a background thread (`wal_checkpoint(PASSIVE)`, which
+/// never blocks other connections) while the next thread converts, instead of inside each
+/// commit; the WAL is checkpointed and truncated once at the end.
 pub fn apply_sqlite(
     store: &crate::store::sqlite::SqliteStore,
+    checkpointer: Option<crate::store::sqlite::SqliteStore>,
     threads: &[String],
     all: bool,
     opts: &MigrateOptions,
@@ -829,10 +835,41 @@ pub fn apply_sqlite(
     progress.start("converting threads", Some(ids.len() as u64));
     let rewrites = AtomicUsize::new(0);
     let mut out = Vec::new();
-    for id in &ids {
-        out.push(apply_thread(store, id, opts, &rewrites)?);
-        progress.inc(1);
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let background = checkpointer.is_some() && store.set_wal_autocheckpoint(0).is_ok();
+    // Commits need not wait for the disk: a crash of dfck loses nothing committed (the WAL is
+    // in the OS), a power cut can only roll whole threads back; everything is made durable by
+    // the final checkpoint before the report is printed.
+    let relaxed = background && store.set_synchronous_normal(true).is_ok();
+    let result = std::thread::scope(|scope| {
+        if let Some(bg) = checkpointer.filter(|_| background) {
+            let done = &done;
+            scope.spawn(move || {
+                while !done.load(Ordering::SeqCst) {
+                    // Errors (a busy file) only delay the copy: the final checkpoint retries.
+                    let _ = bg.wal_checkpoint(false);
+                    std::thread::park_timeout(std::time::Duration::from_millis(20));
+                }
+            });
+        }
+        let r = (|| {
+            for id in &ids {
+                out.push(apply_thread(store, id, opts, &rewrites)?);
+                progress.inc(1);
+            }
+            Ok::<(), Error>(())
+        })();
+        done.store(true, Ordering::SeqCst);
+        r
+    });
+    if background {
+        let _ = store.set_wal_autocheckpoint(1000);
+        if relaxed {
+            let _ = store.set_synchronous_normal(false);
+        }
+        store.wal_checkpoint(true)?;
     }
+    result?;
     progress.finish();
     Ok(applied_report(out))
 }

@@ -105,7 +105,16 @@ fn apply(
                 store.backup_to(dest)?;
                 eprintln!("dfck: backup written to {}", dest.display());
             }
-            apply_sqlite(&store, &args.threads, args.all, &opts, &progress)?
+            // A second connection copies WAL frames into the file in the background.
+            let checkpointer = SqliteStore::open_read_write(path).ok();
+            apply_sqlite(
+                &store,
+                checkpointer,
+                &args.threads,
+                args.all,
+                &opts,
+                &progress,
+            )?
         }
         Target::Postgres { url, schema } => {
             if args.backup.is_some() {

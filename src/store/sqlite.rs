@@ -134,6 +134,35 @@ impl SqliteStore {
         })
     }
 
+    /// Sets `PRAGMA wal_autocheckpoint` on this connection (0: never checkpoint on commit).
+    pub fn set_wal_autocheckpoint(&self, pages: i64) -> Result<(), StoreError> {
+        self.conn
+            .pragma_update(None, "wal_autocheckpoint", pages)
+            .map_err(q("setting wal_autocheckpoint"))
+    }
+
+    /// `PRAGMA synchronous = NORMAL` (commits do not fsync the WAL; checkpoints do) or back to
+    /// `FULL`.
+    pub fn set_synchronous_normal(&self, normal: bool) -> Result<(), StoreError> {
+        self.conn
+            .pragma_update(None, "synchronous", if normal { "NORMAL" } else { "FULL" })
+            .map_err(q("setting synchronous"))
+    }
+
+    /// Runs `PRAGMA wal_checkpoint(PASSIVE|TRUNCATE)`: copies committed WAL frames into the
+    /// database file (PASSIVE never waits for, nor blocks, other connections; TRUNCATE also
+    /// empties the WAL when nothing else is using it).
+    pub fn wal_checkpoint(&self, truncate: bool) -> Result<(), StoreError> {
+        let sql = if truncate {
+            "PRAGMA wal_checkpoint(TRUNCATE)"
+        } else {
+            "PRAGMA wal_checkpoint(PASSIVE)"
+        };
+        self.conn
+            .query_row(sql, [], |_| Ok(()))
+            .map_err(q("checkpointing the WAL"))
+    }
+
     /// `BEGIN IMMEDIATE`: takes the write lock now (waiting up to the busy timeout), so a
     /// concurrent writer cannot interleave with one thread's conversion.
     pub fn begin_immediate(&self) -> Result<(), StoreError> {
