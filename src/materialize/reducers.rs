@@ -257,9 +257,21 @@ pub fn langgraph_delta(state: Vec<Value>, writes: &[&Value]) -> Result<Vec<Value
     Ok(slots.into_iter().flatten().collect())
 }
 
+/// Message id → position in `state`.
+fn id_index(state: &[Value]) -> HashMap<String, usize> {
+    let mut ix = HashMap::with_capacity(state.len());
+    for (i, m) in state.iter().enumerate() {
+        if let Some(id) = message_id(m) {
+            ix.insert(id.to_owned(), i);
+        }
+    }
+    ix
+}
+
 /// DeerFlow's `merge_message_writes`: per write, `REMOVE_ALL` resets to the items after
 /// the last marker; known ids are replaced in place or marked for removal; removing an
-/// unknown id is an error; marked ids are dropped at the end of each write.
+/// unknown id is an error; marked ids are dropped at the end of each write. Linear in the
+/// state plus the writes (the id index survives from one write to the next).
 pub fn deerflow_merge(state: Vec<Value>, writes: &[&Value]) -> Result<Vec<Value>, String> {
     const NULL_ARG: &str =
         "Must specify non-null arguments for both 'left' and 'right'. Only received: 'left'.";
@@ -267,6 +279,9 @@ pub fn deerflow_merge(state: Vec<Value>, writes: &[&Value]) -> Result<Vec<Value>
         .into_iter()
         .map(coerce_message)
         .collect::<Result<_, _>>()?;
+    // id → position, kept across writes (linear time over many writes); rebuilt only after
+    // a reset or a removal moved positions.
+    let mut index: Option<HashMap<String, usize>> = None;
     for w in writes {
         if matches!(w, Value::Nil) {
             return Err(NULL_ARG.into());
@@ -284,14 +299,10 @@ pub fn deerflow_merge(state: Vec<Value>, writes: &[&Value]) -> Result<Vec<Value>
             .rposition(|m| is_remove(m) && message_id(m) == Some(REMOVE_ALL_MESSAGES))
         {
             state = items[last + 1..].to_vec();
+            index = None;
             continue;
         }
-        let mut index: HashMap<String, usize> = HashMap::new();
-        for (i, m) in state.iter().enumerate() {
-            if let Some(id) = message_id(m) {
-                index.insert(id.to_owned(), i);
-            }
-        }
+        let index = index.get_or_insert_with(|| id_index(&state));
         let mut removed: HashSet<String> = HashSet::new();
         for m in items {
             let Some(id) = message_id(&m).map(str::to_owned) else {
@@ -320,6 +331,7 @@ pub fn deerflow_merge(state: Vec<Value>, writes: &[&Value]) -> Result<Vec<Value>
         }
         if !removed.is_empty() {
             state.retain(|m| message_id(m).is_none_or(|id| !removed.contains(id)));
+            *index = id_index(&state);
         }
     }
     Ok(state)
