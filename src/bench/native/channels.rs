@@ -11,7 +11,7 @@ use super::writer::{
     pull_task_path, task_id,
 };
 use crate::bench::case::BenchMode;
-use crate::codec::{EXT_PYDANTIC_V2, Value, encode};
+use crate::codec::{Value, encode};
 use crate::materialize::Reducer;
 use crate::model::{MESSAGES, MODE_MARKER};
 
@@ -31,34 +31,12 @@ fn s(x: &str) -> Value {
 /// A LangChain message as LangGraph's serializer writes it (ext 5, langchain-core 1.8 field
 /// order): `HumanMessage` or `AIMessage` with string content.
 pub fn message(human: bool, id: &str, content: &str) -> Value {
-    let mut fields = vec![
-        (s("content"), s(content)),
-        (s("additional_kwargs"), Value::Map(Vec::new())),
-        (s("response_metadata"), Value::Map(Vec::new())),
-        (s("type"), s(if human { "human" } else { "ai" })),
-        (s("name"), Value::Nil),
-        (s("id"), s(id)),
-    ];
-    let (module, class) = if human {
-        ("langchain_core.messages.human", "HumanMessage")
+    let content = Value::Str(content.to_owned());
+    if human {
+        crate::bench::production::workload::message("human", id, content, Vec::new())
     } else {
-        fields.push((s("tool_calls"), Value::Array(Vec::new())));
-        fields.push((s("invalid_tool_calls"), Value::Array(Vec::new())));
-        fields.push((s("usage_metadata"), Value::Nil));
-        ("langchain_core.messages.ai", "AIMessage")
-    };
-    let inner = Value::Array(vec![
-        s(module),
-        s(class),
-        Value::Map(fields),
-        s("model_validate_json"),
-    ]);
-    // Kept raw (lazily decoded), like values read from a store: cheap to clone.
-    let raw = encode(&inner);
-    Value::Ext(Box::new(crate::codec::Ext::lazy(
-        EXT_PYDANTIC_V2,
-        bytes::Bytes::from(raw),
-    )))
+        crate::bench::production::workload::ai_message(id, content, Vec::new())
+    }
 }
 
 /// The N workload messages: `bench-message-{i:08}`, content `x` × payload, human when `i`

@@ -6,7 +6,7 @@
 //! `<current_date>` reminder DeerFlow inserts carries a fixed date. A replayed thread
 //! ([`replay_turns`]) contributes its own messages, turn by turn.
 
-use crate::codec::{EXT_PYDANTIC_V2, Value};
+use crate::codec::{EXT_PYDANTIC_V2, Ext, Value, encode};
 
 /// One task's writes: the node and `(channel, value)` pairs in write order.
 #[derive(Debug, Clone)]
@@ -50,18 +50,21 @@ pub fn message(kind: &str, id: &str, content: Value, extra: Vec<(&str, Value)>) 
         ("id", s(id)),
     ];
     fields.extend(extra);
-    Value::new_ext(
+    let inner = Value::Array(vec![
+        s(module),
+        s(class),
+        map(fields),
+        s("model_validate_json"),
+    ]);
+    // Kept raw (decoded on demand), like values read from a store: cheap to clone.
+    Value::Ext(Box::new(Ext::lazy(
         EXT_PYDANTIC_V2,
-        Value::Array(vec![
-            s(module),
-            s(class),
-            map(fields),
-            s("model_validate_json"),
-        ]),
-    )
+        bytes::Bytes::from(encode(&inner)),
+    )))
 }
 
-fn ai(id: &str, content: Value, tool_calls: Vec<Value>) -> Value {
+/// An `AIMessage` (with `tool_calls`, `invalid_tool_calls`, `usage_metadata`).
+pub fn ai_message(id: &str, content: Value, tool_calls: Vec<Value>) -> Value {
     message(
         "ai",
         id,
@@ -181,7 +184,7 @@ pub fn generated_turn(t: u64, payload: u64) -> Turn {
             node: "model",
             writes: vec![(
                 "messages",
-                ai(&format!("bench-ai-{t:08}-call"), s(""), vec![tool_call]),
+                ai_message(&format!("bench-ai-{t:08}-call"), s(""), vec![tool_call]),
             )],
         },
         Step {
@@ -207,7 +210,7 @@ pub fn generated_turn(t: u64, payload: u64) -> Turn {
             node: "model",
             writes: vec![(
                 "messages",
-                ai(&format!("bench-ai-{t:08}"), s(&"x".repeat(p)), vec![]),
+                ai_message(&format!("bench-ai-{t:08}"), s(&"x".repeat(p)), vec![]),
             )],
         },
         Step {
