@@ -90,6 +90,17 @@ pub fn plan_thread(
     thread_id: &str,
     opts: &MigrateOptions,
 ) -> Result<ThreadPlan, Error> {
+    plan_thread_keeping(store, thread_id, opts, None)
+}
+
+/// [`plan_thread`], handing the loaded namespaces of a convertible thread to `keep` (the
+/// conversion then walks them without reading the thread again).
+fn plan_thread_keeping(
+    store: &dyn Store,
+    thread_id: &str,
+    opts: &MigrateOptions,
+    keep: Option<&mut Vec<LoadedThread>>,
+) -> Result<ThreadPlan, Error> {
     let mut plan = ThreadPlan {
         thread_id: thread_id.to_owned(),
         status: "skipped",
@@ -252,6 +263,9 @@ pub fn plan_thread(
     }
     plan.checkpoints_rewritten = rewritten;
     plan.bytes_after = after.max(0) as u64;
+    if let Some(k) = keep {
+        *k = threads;
+    }
     Ok(plan)
 }
 
@@ -537,12 +551,13 @@ fn convert_thread(
     backend: &dyn ConvertBackend,
     thread_id: &str,
     rewrites: &AtomicUsize,
+    loaded: Vec<LoadedThread>,
 ) -> Result<usize, String> {
     let store = backend.store();
     let abort_after = failpoint_after();
     let mut converted = 0;
-    for ns in store.namespaces(thread_id).map_err(|e| e.to_string())? {
-        let t = LoadedThread::load_full(store, thread_id, &ns).map_err(|e| e.to_string())?;
+    for t in loaded {
+        let ns = t.checkpoint_ns.clone();
         if !t.nodes.iter().any(needs_rewrite) {
             continue;
         }
@@ -763,7 +778,8 @@ fn apply_thread(
         p.reason = Some(reason);
         return Ok(p);
     }
-    let planned = match plan_thread(backend.store(), thread_id, opts) {
+    let mut loaded = Vec::new();
+    let planned = match plan_thread_keeping(backend.store(), thread_id, opts, Some(&mut loaded)) {
         Ok(p) => p,
         Err(e) => {
             backend.rollback()?;
@@ -790,7 +806,7 @@ fn apply_thread(
             ));
         }
     }
-    match convert_thread(backend, thread_id, rewrites) {
+    match convert_thread(backend, thread_id, rewrites, loaded) {
         Ok(n) => {
             backend.commit()?;
             let mut p = planned;
