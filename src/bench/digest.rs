@@ -1,6 +1,7 @@
 //! Correctness digests of the benchmarks: `content_sha256` (bench-harness.md §1.3, sorted-key
-//! compact JSON of `{content,id,type}` per message) and the production wire digest (§4.5,
-//! `[type,id,content]` triples, non-string content as Python `json.dumps(sort_keys=True)`).
+//! compact JSON of `{content,id,type}` per message, non-ASCII raw) and the production wire
+//! digest (§4.5, `[type,id,content]` triples, non-string content as Python
+//! `json.dumps(sort_keys=True)` — whose default escapes non-ASCII as `\uXXXX`).
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -16,8 +17,30 @@ pub struct DigestMessage<'a> {
     pub content: &'a Value,
 }
 
-/// Python `json.dumps(v, sort_keys=True, ensure_ascii=False, separators=sep)` for JSON values.
-fn py_dumps(v: &Value, out: &mut String, item_sep: &str, key_sep: &str) {
+/// A JSON string literal as Python's `json.dumps` writes it: serde_json's escaping (the same
+/// as Python's for quotes, backslashes and control characters), and with `ascii` every
+/// non-ASCII character as `\uXXXX` (UTF-16 surrogate pairs above U+FFFF), like
+/// `ensure_ascii=True`.
+fn py_str(s: &str, ascii: bool, out: &mut String) {
+    let quoted = Value::String(s.to_owned()).to_string();
+    if !ascii || quoted.is_ascii() {
+        out.push_str(&quoted);
+        return;
+    }
+    for ch in quoted.chars() {
+        if ch.is_ascii() {
+            out.push(ch);
+        } else {
+            let mut units = [0u16; 2];
+            for u in ch.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{u:04x}"));
+            }
+        }
+    }
+}
+
+/// Python `json.dumps(v, sort_keys=True, ensure_ascii=ascii, separators=sep)` for JSON values.
+fn py_dumps(v: &Value, out: &mut String, item_sep: &str, key_sep: &str, ascii: bool) {
     match v {
         Value::Object(m) => {
             let mut keys: Vec<&String> = m.keys().collect();
@@ -27,9 +50,9 @@ fn py_dumps(v: &Value, out: &mut String, item_sep: &str, key_sep: &str) {
                 if i > 0 {
                     out.push_str(item_sep);
                 }
-                out.push_str(&Value::String((*k).clone()).to_string());
+                py_str(k, ascii, out);
                 out.push_str(key_sep);
-                py_dumps(&m[k.as_str()], out, item_sep, key_sep);
+                py_dumps(&m[k.as_str()], out, item_sep, key_sep, ascii);
             }
             out.push('}');
         }
@@ -39,10 +62,11 @@ fn py_dumps(v: &Value, out: &mut String, item_sep: &str, key_sep: &str) {
                 if i > 0 {
                     out.push_str(item_sep);
                 }
-                py_dumps(x, out, item_sep, key_sep);
+                py_dumps(x, out, item_sep, key_sep, ascii);
             }
             out.push(']');
         }
+        Value::String(s) => py_str(s, ascii, out),
         other => out.push_str(&other.to_string()),
     }
 }
@@ -60,7 +84,7 @@ pub fn content_sha256<'a>(messages: impl IntoIterator<Item = DigestMessage<'a>>)
             s.push(',');
         }
         s.push_str("{\"content\":");
-        py_dumps(m.content, &mut s, ",", ":");
+        py_dumps(m.content, &mut s, ",", ":", false);
         s.push_str(",\"id\":");
         s.push_str(&Value::String(m.id.to_string()).to_string());
         s.push_str(",\"type\":");
@@ -87,7 +111,7 @@ pub fn wire_sha256<'a>(messages: impl IntoIterator<Item = DigestMessage<'a>>) ->
             Value::String(_) => s.push_str(&m.content.to_string()),
             other => {
                 let mut c = String::new();
-                py_dumps(other, &mut c, ", ", ": ");
+                py_dumps(other, &mut c, ", ", ": ", true);
                 s.push_str(&Value::String(c).to_string());
             }
         }
@@ -162,6 +186,26 @@ mod tests {
         ] {
             assert_eq!(channel_workload_sha256(n, p), want, "N={n} P={p}");
         }
+    }
+
+    #[test]
+    fn non_ascii_content_follows_pythons_defaults() {
+        // Python: json.dumps(content, sort_keys=True) escapes non-ASCII (ensure_ascii=True);
+        // the outer compact dumps and the §1.3 digest keep it raw.
+        let c = json!([{"type": "text", "text": "a\u{2026} \u{1F600} \"q\"\n"}]);
+        let m = [DigestMessage {
+            kind: "ai",
+            id: "x",
+            content: &c,
+        }];
+        assert_eq!(
+            wire_sha256(m.clone()),
+            "77c0b418c8bcceeea54eb590d1ba2ff2126a913a35cf5679abab113d4da139f6"
+        );
+        assert_eq!(
+            content_sha256(m),
+            "6c499c44f6b1c097449fb47c715c3f44466bc9d59ae006348cc10e76c130a616"
+        );
     }
 
     #[test]
