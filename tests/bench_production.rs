@@ -2,7 +2,9 @@
 //! test server runs) — paired rows with equal digests across modes and cadences, summarized
 //! with the decision metrics and drawn as SVG; usage errors; and `--replay-from` on the
 //! committed fixtures, whose rows carry the source threads' materialized messages digest and
-//! nothing of their content.
+//! nothing of their content. With `DFCK_TEST_PYTHON` (a Python with the pinned LangGraph),
+//! the `langgraph` engine runs the same matrix through the real Python LangGraph and its rows
+//! carry the native engine's digests, case by case.
 
 mod common;
 
@@ -149,8 +151,15 @@ fn bad_arguments_are_usage_errors() {
         (vec!["--turns", "10"], "--output is required"),
         (vec!["--turns", "1,,2", "--output", o], "comma-separated"),
         (
-            vec!["--engine", "langgraph", "--output", o],
-            "not available",
+            vec![
+                "--engine",
+                "langgraph",
+                "--worker-script",
+                "/nonexistent/worker.py",
+                "--output",
+                o,
+            ],
+            "does not exist",
         ),
         (
             vec!["--backends", "memory", "--output", o],
@@ -263,4 +272,208 @@ fn replay_from_sqlite_fixtures_reproduces_the_source_threads() {
 fn replay_from_a_postgres_fixture_reproduces_the_source_threads() {
     let Some(server) = pg_server() else { return };
     check_replay(&with_db(&server, "dfck_deerflow"), "postgres deerflow");
+}
+
+/// The Python of the langgraph engine tests (`DFCK_TEST_PYTHON`), or a note and `None`.
+fn test_python(what: &str) -> Option<String> {
+    let p = std::env::var("DFCK_TEST_PYTHON")
+        .ok()
+        .filter(|p| !p.is_empty());
+    if p.is_none() {
+        eprintln!("{what} skipped: DFCK_TEST_PYTHON unset (a Python with langgraph 1.2)");
+    }
+    p
+}
+
+/// Runs `bench production` with `args` for one engine; returns its rows (all successful).
+fn engine_rows(engine: &str, python: &str, args: &[&str]) -> Vec<Json> {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join(format!("{engine}.jsonl"));
+    let mut a = vec!["bench", "production", "--engine", engine];
+    if engine == "langgraph" {
+        a.extend(["--python", python]);
+    }
+    a.extend(args.iter().copied());
+    a.extend(["--output", out.to_str().unwrap()]);
+    let o = bench(&a);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{engine}: {stderr}");
+    let rows = rows(&out);
+    for r in &rows {
+        assert_eq!(r["success"], true, "{engine}: {r}");
+        assert_eq!(r["engine"], engine, "{r}");
+    }
+    rows
+}
+
+/// The identity of a case across engines.
+fn case_key(r: &Json) -> String {
+    [
+        "backend",
+        "mode",
+        "snapshot_frequency",
+        "turns",
+        "payload_bytes",
+        "repetition",
+        "source_thread_sha256",
+    ]
+    .iter()
+    .map(|k| r[*k].to_string())
+    .collect::<Vec<_>>()
+    .join("|")
+}
+
+fn by_case(rows: &[Json]) -> BTreeMap<String, &Json> {
+    rows.iter().map(|r| (case_key(r), r)).collect()
+}
+
+#[test]
+fn langgraph_engine_rows_carry_the_native_digests() {
+    let Some(python) = test_python("langgraph engine matrix") else {
+        return;
+    };
+    let backends = if std::env::var("TEST_POSTGRES_URI").is_ok_and(|u| !u.is_empty()) {
+        "sqlite,postgres"
+    } else {
+        eprintln!("postgres part skipped: TEST_POSTGRES_URI unset");
+        "sqlite"
+    };
+    let args = [
+        "--turns",
+        "4,6",
+        "--snapshot-frequencies",
+        "3",
+        "--repetitions",
+        "1",
+        "--read-repetitions",
+        "2",
+        "--history-limits",
+        "3",
+        "--backends",
+        backends,
+    ];
+    let lg = engine_rows("langgraph", &python, &args);
+    let native = engine_rows("native", &python, &args);
+    let n_backends = backends.split(',').count();
+    assert_eq!(lg.len(), 2 * 2 * n_backends);
+    let native = by_case(&native);
+    for r in &lg {
+        // The real library's identity and the native engine's field order.
+        assert_eq!(
+            r["runtime_version"].as_str().unwrap_or("").get(..7),
+            Some("CPython")
+        );
+        assert_eq!(r["engine_version"], r["langgraph_version"], "{r}");
+        assert!(r["python_version"].is_string(), "{r}");
+        assert_eq!(r["schema_version"], 2);
+        assert_eq!(r["benchmark"], "checkpoint_production");
+        let n = native
+            .get(&case_key(r))
+            .unwrap_or_else(|| panic!("no native row for {}", case_key(r)));
+        let keys = |x: &Json| {
+            x.as_object()
+                .unwrap()
+                .keys()
+                .cloned()
+                .collect::<Vec<String>>()
+        };
+        assert_eq!(keys(r), keys(n), "field order differs");
+        for k in [
+            "message_count",
+            "seed_content_sha256",
+            "state_wire_sha256",
+            "history_wire_sha256",
+        ] {
+            assert_eq!(r[k], n[k], "{k} differs for {}", case_key(r));
+        }
+        // The same graph shape: 8 checkpoints per turn, the same write rows.
+        assert_eq!(r["checkpoints_per_turn"], 8.0, "{r}");
+        assert_eq!(r["checkpoint_rows"], n["checkpoint_rows"], "{r}");
+        assert_eq!(r["write_rows"], n["write_rows"], "{r}");
+        assert_eq!(r["write_bytes"], n["write_bytes"], "{r}");
+        if r["backend"] == "sqlite" {
+            assert!(r["wal_bytes"].as_u64().unwrap() > 0, "{r}");
+        }
+        let text = r.to_string();
+        assert!(!text.contains("/tmp/"), "a temporary path leaked: {text}");
+        assert!(!text.contains("postgresql://"), "the server URL leaked");
+    }
+}
+
+#[test]
+fn langgraph_engine_replays_with_the_native_seed_digest() {
+    let Some(python) = test_python("langgraph engine replay") else {
+        return;
+    };
+    let fixture = sqlite_fixture("deerflow");
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/scripts/bench_worker_langgraph_production.py"
+    );
+    let args = [
+        "--replay-from",
+        fixture.to_str().unwrap(),
+        "--snapshot-frequencies",
+        "3",
+        "--repetitions",
+        "1",
+        "--read-repetitions",
+        "2",
+        "--history-limits",
+        "3",
+        "--worker-script",
+        script,
+    ];
+    let lg = engine_rows("langgraph", &python, &args);
+    let native = engine_rows("native", &python, &args[..args.len() - 2]);
+    assert!(!lg.is_empty());
+    assert_eq!(lg.len(), native.len());
+    let native = by_case(&native);
+    for r in &lg {
+        assert!(r["source_thread_sha256"].is_string(), "{r}");
+        let n = native[&case_key(r)];
+        assert_eq!(r["message_count"], n["message_count"], "{}", case_key(r));
+        assert_eq!(
+            r["seed_content_sha256"],
+            n["seed_content_sha256"],
+            "{}",
+            case_key(r)
+        );
+    }
+}
+
+#[test]
+fn langgraph_engine_without_a_usable_python_writes_failure_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("lg.jsonl");
+    let o = bench(&[
+        "bench",
+        "production",
+        "--engine",
+        "langgraph",
+        "--python",
+        "/nonexistent/python",
+        "--modes",
+        "full",
+        "--turns",
+        "3",
+        "--repetitions",
+        "1",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let rows = rows(&out);
+    assert_eq!(rows.len(), 1);
+    let r = &rows[0];
+    assert_eq!(r["success"], false, "{r}");
+    assert_eq!(r["engine"], "langgraph");
+    assert_eq!(r["engine_version"], "unknown");
+    assert_eq!(r["benchmark"], "checkpoint_production");
+    assert!(r.get("run_turn_p50_ms").is_none(), "{r}");
 }

@@ -242,7 +242,19 @@ fn plan(args: &ChannelsArgs) -> Result<Plan, Error> {
 
 /// Finds the langgraph worker script (see the module header for the search order).
 pub fn locate_worker_script(explicit: Option<&Path>) -> Result<PathBuf, Error> {
-    let from_env = std::env::var_os(LANGGRAPH_WORKER_ENV)
+    locate_script(explicit, LANGGRAPH_WORKER_ENV, LANGGRAPH_WORKER)
+}
+
+/// Finds a worker script shipped with dfck: `explicit` or the non-empty env var `env_var`
+/// when given (it must exist), else the first `relative` (a path relative to the repository,
+/// e.g. `scripts/x.py`) in the directories above the dfck executable, in the source tree dfck
+/// was built from, or under the current directory.
+pub fn locate_script(
+    explicit: Option<&Path>,
+    env_var: &str,
+    relative: &str,
+) -> Result<PathBuf, Error> {
+    let from_env = std::env::var_os(env_var)
         .filter(|v| !v.is_empty())
         .map(PathBuf::from);
     if let Some(p) = explicit.map(Path::to_path_buf).or(from_env) {
@@ -257,15 +269,15 @@ pub fn locate_worker_script(explicit: Option<&Path>) -> Result<PathBuf, Error> {
     }
     let mut candidates = Vec::new();
     if let Ok(exe) = std::env::current_exe() {
-        candidates.extend(exe.ancestors().skip(1).map(|d| d.join(LANGGRAPH_WORKER)));
+        candidates.extend(exe.ancestors().skip(1).map(|d| d.join(relative)));
     }
-    candidates.push(env::build_dir().join(LANGGRAPH_WORKER));
+    candidates.push(env::build_dir().join(relative));
     if let Ok(cwd) = std::env::current_dir() {
-        candidates.push(cwd.join(LANGGRAPH_WORKER));
+        candidates.push(cwd.join(relative));
     }
     candidates.into_iter().find(|p| p.is_file()).ok_or_else(|| {
         usage(format!(
-            "cannot find {LANGGRAPH_WORKER}; pass --worker-script PATH or set {LANGGRAPH_WORKER_ENV}"
+            "cannot find {relative}; pass --worker-script PATH or set {env_var}"
         ))
     })
 }

@@ -1,11 +1,20 @@
 //! `dfck bench production` (bench-harness.md §4, §9): flags and validation, the matrix (or the
 //! replay of an operator's threads with `--replay-from`), then the shared controller loop — one
-//! child per case (`dfck bench production --worker-case JSON`), rows streamed to `--output`, the
-//! cross-mode gate on the four-value signature over every cadence.
+//! child per case, rows streamed to `--output`, the cross-mode gate on the four-value
+//! signature over every cadence.
+//!
+//! Children: `--engine native` re-executes this binary (`bench production --worker-case
+//! JSON`); `--engine langgraph` runs `<--python> <worker script> --worker-case JSON`, the
+//! script being `--worker-script PATH` / `DFCK_BENCH_LANGGRAPH_PRODUCTION_WORKER` when given,
+//! else the first `scripts/bench_worker_langgraph_production.py` found like `bench channels`
+//! finds its worker. Its `--identity` probe gives the controller's own failure rows their
+//! identity fields. The PostgreSQL URL reaches children only through `DFCK_BENCH_PG_URL`.
 
-use crate::bench::case::{Backend, BenchMode, Engine};
+use crate::bench::case::{Backend, BenchMode, Engine, RowEnv};
 use crate::bench::channels::{CsvValues, parse_choice_csv, parse_positive_int_csv};
-use crate::bench::controller::{ChildSpec, PlannedCase, interrupt_flag, run_cases};
+use crate::bench::controller::{
+    ChildEnd, ChildSpec, PlannedCase, interrupt_flag, run_cases, run_child,
+};
 use crate::bench::production::replay::prepare;
 use crate::bench::production::{
     ProductionCase, ProductionMatrix, WARMUP_TURNS, production_base_row, production_gate,
@@ -13,20 +22,31 @@ use crate::bench::production::{
 };
 use crate::bench::{env, worker};
 use crate::cli::GlobalArgs;
+use crate::cli::bench::channels::locate_script;
 use crate::error::Error;
 use clap::{Args, ValueEnum};
+use serde_json::Value;
+use std::ffi::OsString;
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 /// Between SIGTERM and SIGKILL of a child's process group.
 const GRACE: Duration = Duration::from_secs(2);
+/// The production worker script of the langgraph engine, relative to the repository.
+pub const LANGGRAPH_PRODUCTION_WORKER: &str = "scripts/bench_worker_langgraph_production.py";
+/// Environment variable naming the langgraph production worker script.
+pub const LANGGRAPH_PRODUCTION_WORKER_ENV: &str = "DFCK_BENCH_LANGGRAPH_PRODUCTION_WORKER";
+/// Limit of the langgraph engine's `--identity` probe.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// `--engine`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ProductionEngine {
     /// dfck's own writer/reader of the LangGraph 1.2 format.
     Native,
-    /// The real Python LangGraph agent graph (not available for this benchmark yet).
+    /// The real Python LangGraph: a production-shaped StateGraph with a scripted model and a
+    /// real saver (needs --python with langgraph installed).
     Langgraph,
 }
 
@@ -69,6 +89,14 @@ pub struct ProductionArgs {
     /// The system under test.
     #[arg(long, value_enum, default_value_t = ProductionEngine::Native)]
     pub engine: ProductionEngine,
+    /// Python interpreter with langgraph installed (--engine langgraph).
+    #[arg(long, value_name = "PATH", default_value = "python3")]
+    pub python: PathBuf,
+    /// The langgraph production worker script (default:
+    /// scripts/bench_worker_langgraph_production.py of the dfck repository; env
+    /// DFCK_BENCH_LANGGRAPH_PRODUCTION_WORKER).
+    #[arg(long, value_name = "PATH")]
+    pub worker_script: Option<PathBuf>,
     /// PostgreSQL server for --backends postgres (default: TEST_POSTGRES_URI).
     #[arg(long, value_name = "URL")]
     pub pg_url: Option<String>,
@@ -101,6 +129,37 @@ fn warn<T>(v: CsvValues<T>) -> Vec<T> {
         eprintln!("{w}");
     }
     v.values
+}
+
+/// The identity of the controller's own failure rows: the native engine's, or (with a probe)
+/// what `<python> <worker script> --identity` reports (`unknown`/null when the probe fails).
+fn controller_row_env(git_sha: &str, probe: Option<&ChildSpec>, interrupt: &AtomicBool) -> RowEnv {
+    let Some(spec) = probe else {
+        return RowEnv {
+            git_sha: git_sha.to_string(),
+            ..worker::native_row_env()
+        };
+    };
+    let reported = run_child(spec, interrupt)
+        .ok()
+        .filter(|r| r.end == ChildEnd::Exited(0))
+        .and_then(|r| {
+            let last = r.stdout.lines().rev().find(|l| !l.trim().is_empty())?;
+            match serde_json::from_str::<Value>(last.trim()) {
+                Ok(Value::Object(m)) => Some(m),
+                _ => None,
+            }
+        })
+        .unwrap_or_default();
+    let text = |k: &str| reported.get(k).and_then(Value::as_str).map(str::to_string);
+    RowEnv {
+        git_sha: git_sha.to_string(),
+        python_version: text("python_version"),
+        langgraph_version: text("langgraph_version"),
+        platform: text("platform").unwrap_or_else(env::platform),
+        engine_version: text("engine_version").unwrap_or_else(|| "unknown".into()),
+        runtime_version: text("runtime_version").unwrap_or_else(|| "unknown".into()),
+    }
 }
 
 /// Runs `dfck bench production`.
@@ -155,11 +214,17 @@ pub fn run(_global: &GlobalArgs, args: &ProductionArgs) -> Result<i32, Error> {
     let Some(output) = args.output.clone() else {
         return Err(usage("--output is required"));
     };
-    if args.engine == ProductionEngine::Langgraph {
-        return Err(usage(
-            "--engine langgraph is not available for bench production: its Python worker (a multi-node agent graph with a scripted model) is not built yet; use --engine native",
-        ));
-    }
+    let (engine, worker_script) = match args.engine {
+        ProductionEngine::Native => (Engine::Native, None),
+        ProductionEngine::Langgraph => (
+            Engine::Langgraph,
+            Some(locate_script(
+                args.worker_script.as_deref(),
+                LANGGRAPH_PRODUCTION_WORKER_ENV,
+                LANGGRAPH_PRODUCTION_WORKER,
+            )?),
+        ),
+    };
     let pg_url = args
         .pg_url
         .clone()
@@ -180,7 +245,7 @@ pub fn run(_global: &GlobalArgs, args: &ProductionArgs) -> Result<i32, Error> {
         read_repetitions: args.read_repetitions as u64,
         repetitions: args.repetitions as u64,
         seed: args.seed,
-        engine: Engine::Native,
+        engine,
     };
     // Replays: one matrix per source thread (its turns and mean message size).
     let replay_dir = tempfile::Builder::new()
@@ -240,23 +305,29 @@ pub fn run(_global: &GlobalArgs, args: &ProductionArgs) -> Result<i32, Error> {
         Some(u) => env_set.push((worker::PG_URL_ENV.to_string(), u.clone())),
         None => env_remove.push(worker::PG_URL_ENV.to_string()),
     }
-    let row_env = crate::bench::case::RowEnv {
-        git_sha: git_sha.clone(),
-        ..worker::native_row_env()
-    };
+    let probe = worker_script.as_ref().map(|script| ChildSpec {
+        program: args.python.clone(),
+        args: vec![script.clone().into_os_string(), "--identity".into()],
+        env_set: env_set.clone(),
+        env_remove: env_remove.clone(),
+        timeout: Some(PROBE_TIMEOUT),
+        grace: GRACE,
+    });
+    let row_env = controller_row_env(&git_sha, probe.as_ref(), &interrupt);
     let n = cases.len();
     let mut planned = Vec::with_capacity(n);
     for (i, case) in cases.iter().enumerate() {
         let case_json = serde_json::to_string(case).map_err(|e| Error::Render(e.to_string()))?;
+        let (program, mut argv): (PathBuf, Vec<OsString>) = match &worker_script {
+            Some(script) => (args.python.clone(), vec![script.clone().into_os_string()]),
+            None => (exe.clone(), vec!["bench".into(), "production".into()]),
+        };
+        argv.push("--worker-case".into());
+        argv.push(case_json.into());
         planned.push(PlannedCase {
             spec: ChildSpec {
-                program: exe.clone(),
-                args: vec![
-                    "bench".into(),
-                    "production".into(),
-                    "--worker-case".into(),
-                    case_json.into(),
-                ],
+                program,
+                args: argv,
                 env_set: env_set.clone(),
                 env_remove: env_remove.clone(),
                 timeout: Duration::try_from_secs_f64(args.timeout_seconds).ok(),
