@@ -120,11 +120,13 @@ pub struct ChannelsArgs {
     pub worker_case: Option<String>,
 }
 
-fn usage(msg: impl Into<String>) -> Error {
+/// A usage error (exit 2).
+pub(super) fn usage(msg: impl Into<String>) -> Error {
     Error::Usage(msg.into())
 }
 
-fn warn<T>(v: CsvValues<T>) -> Vec<T> {
+/// The parsed values; prints DeerFlow's duplicate warning on stderr.
+pub(super) fn warn<T>(v: CsvValues<T>) -> Vec<T> {
     if let Some(w) = &v.warning {
         eprintln!("{w}");
     }
@@ -284,7 +286,7 @@ pub fn locate_script(
 
 /// The identity the controller gives its own failure rows: the native engine's own, or what
 /// `<python> <worker script> --identity` reports (`unknown`/null when that probe fails).
-fn controller_row_env(
+pub(super) fn controller_row_env(
     engine: Engine,
     git_sha: &str,
     probe: Option<&ChildSpec>,

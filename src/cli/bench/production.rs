@@ -10,11 +10,10 @@
 //! finds its worker. Its `--identity` probe gives the controller's own failure rows their
 //! identity fields. The PostgreSQL URL reaches children only through `DFCK_BENCH_PG_URL`.
 
-use crate::bench::case::{Backend, BenchMode, Engine, RowEnv};
-use crate::bench::channels::{CsvValues, parse_choice_csv, parse_positive_int_csv};
-use crate::bench::controller::{
-    ChildEnd, ChildSpec, PlannedCase, interrupt_flag, run_cases, run_child,
-};
+use super::channels::{controller_row_env, usage, warn};
+use crate::bench::case::{Backend, BenchMode, Engine};
+use crate::bench::channels::{parse_choice_csv, parse_positive_int_csv};
+use crate::bench::controller::{ChildSpec, PlannedCase, interrupt_flag, run_cases};
 use crate::bench::production::replay::prepare;
 use crate::bench::production::{
     ProductionCase, ProductionMatrix, WARMUP_TURNS, production_base_row, production_gate,
@@ -25,10 +24,8 @@ use crate::cli::GlobalArgs;
 use crate::cli::bench::channels::locate_script;
 use crate::error::Error;
 use clap::{Args, ValueEnum};
-use serde_json::Value;
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 /// Between SIGTERM and SIGKILL of a child's process group.
@@ -118,48 +115,6 @@ pub struct ProductionArgs {
     /// Child mode (internal).
     #[arg(long, hide = true)]
     pub worker_case: Option<String>,
-}
-
-fn usage(msg: impl Into<String>) -> Error {
-    Error::Usage(msg.into())
-}
-
-fn warn<T>(v: CsvValues<T>) -> Vec<T> {
-    if let Some(w) = &v.warning {
-        eprintln!("{w}");
-    }
-    v.values
-}
-
-/// The identity of the controller's own failure rows: the native engine's, or (with a probe)
-/// what `<python> <worker script> --identity` reports (`unknown`/null when the probe fails).
-fn controller_row_env(git_sha: &str, probe: Option<&ChildSpec>, interrupt: &AtomicBool) -> RowEnv {
-    let Some(spec) = probe else {
-        return RowEnv {
-            git_sha: git_sha.to_string(),
-            ..worker::native_row_env()
-        };
-    };
-    let reported = run_child(spec, interrupt)
-        .ok()
-        .filter(|r| r.end == ChildEnd::Exited(0))
-        .and_then(|r| {
-            let last = r.stdout.lines().rev().find(|l| !l.trim().is_empty())?;
-            match serde_json::from_str::<Value>(last.trim()) {
-                Ok(Value::Object(m)) => Some(m),
-                _ => None,
-            }
-        })
-        .unwrap_or_default();
-    let text = |k: &str| reported.get(k).and_then(Value::as_str).map(str::to_string);
-    RowEnv {
-        git_sha: git_sha.to_string(),
-        python_version: text("python_version"),
-        langgraph_version: text("langgraph_version"),
-        platform: text("platform").unwrap_or_else(env::platform),
-        engine_version: text("engine_version").unwrap_or_else(|| "unknown".into()),
-        runtime_version: text("runtime_version").unwrap_or_else(|| "unknown".into()),
-    }
 }
 
 /// Runs `dfck bench production`.
@@ -313,7 +268,12 @@ pub fn run(_global: &GlobalArgs, args: &ProductionArgs) -> Result<i32, Error> {
         timeout: Some(PROBE_TIMEOUT),
         grace: GRACE,
     });
-    let row_env = controller_row_env(&git_sha, probe.as_ref(), &interrupt);
+    let engine = if probe.is_some() {
+        Engine::Langgraph
+    } else {
+        Engine::Native
+    };
+    let row_env = controller_row_env(engine, &git_sha, probe.as_ref(), &interrupt);
     let n = cases.len();
     let mut planned = Vec::with_capacity(n);
     for (i, case) in cases.iter().enumerate() {
