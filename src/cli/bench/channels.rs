@@ -22,27 +22,19 @@ use crate::bench::channels::{
     CsvValues, MatrixSpec, apply_cap, cap_message, cross_mode_gate, expand_matrix,
     parse_choice_csv, parse_positive_int_csv, progress_line,
 };
-use crate::bench::controller::{
-    ChildEnd, ChildSpec, PlannedCase, interrupt_flag, run_cases, run_child,
-};
+use crate::bench::controller::{ChildEnd, ChildSpec, PlannedCase, run_child};
 use crate::bench::{env, worker};
 use crate::cli::GlobalArgs;
 use crate::error::Error;
 use clap::{Args, ValueEnum};
 use serde_json::Value;
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
-use std::time::Duration;
 
 /// The worker script of the langgraph engine, relative to the repository.
 pub const LANGGRAPH_WORKER: &str = "scripts/bench_worker_langgraph.py";
 /// Environment variable naming the langgraph worker script.
 pub const LANGGRAPH_WORKER_ENV: &str = "DFCK_BENCH_LANGGRAPH_WORKER";
-/// Between SIGTERM and SIGKILL of a child's process group.
-const GRACE: Duration = Duration::from_secs(2);
-/// Limit of the langgraph engine's `--identity` probe.
-const PROBE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// `--engine`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -337,65 +329,22 @@ pub fn run(_global: &GlobalArgs, args: &ChannelsArgs) -> Result<i32, Error> {
         eprintln!("No benchmark cases remain after applying the safety cap.");
         return Ok(crate::error::EXIT_ERROR);
     }
-    let interrupt = interrupt_flag()?;
-    let git_sha = env::git_sha();
-    let mut secrets: Vec<String> = Vec::new();
-    if let Some(u) = &plan.pg_url {
-        secrets.extend(env::url_password(u));
-    }
-    let exe = std::env::current_exe()?;
-    let mut env_set = vec![
-        (env::GIT_SHA_ENV.to_string(), git_sha.clone()),
-        (env::DEERFLOW_GIT_SHA_ENV.to_string(), git_sha.clone()),
-    ];
-    let mut env_remove = Vec::new();
-    match &plan.pg_url {
-        Some(u) => env_set.push((worker::PG_URL_ENV.to_string(), u.clone())),
-        None => env_remove.push(worker::PG_URL_ENV.to_string()),
-    }
-    let probe = plan.worker_script.as_ref().map(|script| ChildSpec {
-        program: args.python.clone(),
-        args: vec![script.clone().into_os_string(), "--identity".into()],
-        env_set: env_set.clone(),
-        env_remove: env_remove.clone(),
-        timeout: Some(PROBE_TIMEOUT),
-        grace: GRACE,
-    });
-    let row_env = controller_row_env(plan.spec.engine, &git_sha, probe.as_ref(), &interrupt);
+    let launcher = super::Launcher::new(
+        "channels",
+        &args.python,
+        plan.worker_script.clone(),
+        plan.pg_url.as_deref(),
+        plan.timeout,
+    )?;
     let n = capped.kept.len();
     let mut planned = Vec::with_capacity(n);
     for (i, case) in capped.kept.iter().enumerate() {
         let case_json = serde_json::to_string(case).map_err(|e| Error::Render(e.to_string()))?;
-        let (program, mut argv): (PathBuf, Vec<OsString>) = match (&plan.worker_script, case.engine)
-        {
-            (Some(script), Engine::Langgraph) => {
-                (args.python.clone(), vec![script.clone().into_os_string()])
-            }
-            _ => (exe.clone(), vec!["bench".into(), "channels".into()]),
-        };
-        argv.push("--worker-case".into());
-        argv.push(case_json.into());
         planned.push(PlannedCase {
-            spec: ChildSpec {
-                program,
-                args: argv,
-                env_set: env_set.clone(),
-                env_remove: env_remove.clone(),
-                timeout: Duration::try_from_secs_f64(plan.timeout).ok(),
-                grace: GRACE,
-            },
-            base: channel_base_row(case, &row_env),
+            spec: launcher.spec(case_json),
+            base: channel_base_row(case, &launcher.row_env),
             progress: progress_line(i + 1, n, case),
         });
     }
-    let secret_refs: Vec<&str> = secrets.iter().map(String::as_str).collect();
-    let outcome = run_cases(
-        planned,
-        &plan.output,
-        plan.timeout,
-        &secret_refs,
-        &interrupt,
-        &cross_mode_gate,
-    )?;
-    Ok(outcome.report(&plan.output))
+    launcher.run(planned, &plan.output, &cross_mode_gate)
 }

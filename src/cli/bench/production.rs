@@ -10,32 +10,26 @@
 //! finds its worker. Its `--identity` probe gives the controller's own failure rows their
 //! identity fields. The PostgreSQL URL reaches children only through `DFCK_BENCH_PG_URL`.
 
-use super::channels::{controller_row_env, usage, warn};
+use super::channels::{usage, warn};
 use crate::bench::case::{Backend, BenchMode, Engine};
 use crate::bench::channels::{parse_choice_csv, parse_positive_int_csv};
-use crate::bench::controller::{ChildSpec, PlannedCase, interrupt_flag, run_cases};
+use crate::bench::controller::PlannedCase;
 use crate::bench::production::replay::prepare;
 use crate::bench::production::{
     ProductionCase, ProductionMatrix, WARMUP_TURNS, production_base_row, production_gate,
     progress_line, run_worker_case,
 };
-use crate::bench::{env, worker};
+use crate::bench::worker;
 use crate::cli::GlobalArgs;
 use crate::cli::bench::channels::locate_script;
 use crate::error::Error;
 use clap::{Args, ValueEnum};
-use std::ffi::OsString;
 use std::path::PathBuf;
-use std::time::Duration;
 
-/// Between SIGTERM and SIGKILL of a child's process group.
-const GRACE: Duration = Duration::from_secs(2);
 /// The production worker script of the langgraph engine, relative to the repository.
 pub const LANGGRAPH_PRODUCTION_WORKER: &str = "scripts/bench_worker_langgraph_production.py";
 /// Environment variable naming the langgraph production worker script.
 pub const LANGGRAPH_PRODUCTION_WORKER_ENV: &str = "DFCK_BENCH_LANGGRAPH_PRODUCTION_WORKER";
-/// Limit of the langgraph engine's `--identity` probe.
-const PROBE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// `--engine`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -247,65 +241,24 @@ pub fn run(_global: &GlobalArgs, args: &ProductionArgs) -> Result<i32, Error> {
             cases
         }
     };
-    let interrupt = interrupt_flag()?;
-    let git_sha = env::git_sha();
-    let secrets: Vec<String> = pg_url.iter().filter_map(|u| env::url_password(u)).collect();
-    let exe = std::env::current_exe()?;
-    let mut env_set = vec![
-        (env::GIT_SHA_ENV.to_string(), git_sha.clone()),
-        (env::DEERFLOW_GIT_SHA_ENV.to_string(), git_sha.clone()),
-    ];
-    let mut env_remove = Vec::new();
-    match &pg_url {
-        Some(u) => env_set.push((worker::PG_URL_ENV.to_string(), u.clone())),
-        None => env_remove.push(worker::PG_URL_ENV.to_string()),
-    }
-    let probe = worker_script.as_ref().map(|script| ChildSpec {
-        program: args.python.clone(),
-        args: vec![script.clone().into_os_string(), "--identity".into()],
-        env_set: env_set.clone(),
-        env_remove: env_remove.clone(),
-        timeout: Some(PROBE_TIMEOUT),
-        grace: GRACE,
-    });
-    let engine = if probe.is_some() {
-        Engine::Langgraph
-    } else {
-        Engine::Native
-    };
-    let row_env = controller_row_env(engine, &git_sha, probe.as_ref(), &interrupt);
+    let launcher = super::Launcher::new(
+        "production",
+        &args.python,
+        worker_script,
+        pg_url.as_deref(),
+        args.timeout_seconds,
+    )?;
     let n = cases.len();
     let mut planned = Vec::with_capacity(n);
     for (i, case) in cases.iter().enumerate() {
         let case_json = serde_json::to_string(case).map_err(|e| Error::Render(e.to_string()))?;
-        let (program, mut argv): (PathBuf, Vec<OsString>) = match &worker_script {
-            Some(script) => (args.python.clone(), vec![script.clone().into_os_string()]),
-            None => (exe.clone(), vec!["bench".into(), "production".into()]),
-        };
-        argv.push("--worker-case".into());
-        argv.push(case_json.into());
         planned.push(PlannedCase {
-            spec: ChildSpec {
-                program,
-                args: argv,
-                env_set: env_set.clone(),
-                env_remove: env_remove.clone(),
-                timeout: Duration::try_from_secs_f64(args.timeout_seconds).ok(),
-                grace: GRACE,
-            },
-            base: production_base_row(case, &row_env),
+            spec: launcher.spec(case_json),
+            base: production_base_row(case, &launcher.row_env),
             progress: progress_line(i + 1, n, case),
         });
     }
-    let secret_refs: Vec<&str> = secrets.iter().map(String::as_str).collect();
-    let outcome = run_cases(
-        planned,
-        &output,
-        args.timeout_seconds,
-        &secret_refs,
-        &interrupt,
-        &production_gate,
-    )?;
+    let code = launcher.run(planned, &output, &production_gate)?;
     drop(replay_dir);
-    Ok(outcome.report(&output))
+    Ok(code)
 }
