@@ -360,20 +360,10 @@ fn run_sqlite(case: &ChannelCase, msgs: &[Value], ctx: &WorkerContext) -> Result
     let path = ctx.work_dir.join("checkpoint-benchmark.sqlite");
     sqlite::remove_db(&path)?;
     let mut saver = sqlite::SqliteSaver::open(&path)?;
-    let (write_total_ms, lat) = write_phase(case, msgs, |rows| {
-        let [a, b, c] = &rows.checkpoints;
-        saver.put(&thread, a)?;
-        saver.put_writes(&thread, &a.id, &rows.input_writes)?;
-        saver.put(&thread, b)?;
-        saver.put_writes(&thread, &b.id, &rows.loop_writes)?;
-        saver.put(&thread, c)
-    })?;
-    let warm_store =
-        crate::store::sqlite::SqliteStore::open_read_only(&path).map_err(|e| e.to_string())?;
-    let t = Instant::now();
-    let warm = read_store(&warm_store, &thread)?;
-    let warm_read_ms = ms(t);
-    drop(warm_store);
+    let (write_total_ms, lat) = write_phase(case, msgs, |rows| persist(&mut saver, &thread, rows))?;
+    let open_store =
+        || crate::store::sqlite::SqliteStore::open_read_only(&path).map_err(|e| e.to_string());
+    let (warm, warm_read_ms) = timed_read(&open_store()?, &thread)?;
     let storage = saver.stats(&thread).map(|s| Storage {
         checkpoint_rows: s.checkpoint_rows,
         checkpoint_bytes: s.checkpoint_bytes,
@@ -393,12 +383,7 @@ fn run_sqlite(case: &ChannelCase, msgs: &[Value], ctx: &WorkerContext) -> Result
     let t = Instant::now();
     let reopened = sqlite::SqliteSaver::open(&path)?;
     let saver_reopen_ms = ms(t);
-    let cold_store =
-        crate::store::sqlite::SqliteStore::open_read_only(&path).map_err(|e| e.to_string())?;
-    let t = Instant::now();
-    let cold = read_store(&cold_store, &thread)?;
-    let cold_read_ms = ms(t);
-    drop(cold_store);
+    let (cold, cold_read_ms) = timed_read(&open_store()?, &thread)?;
     reopened.close()?;
     finish(
         case,
@@ -417,6 +402,64 @@ fn run_sqlite(case: &ChannelCase, msgs: &[Value], ctx: &WorkerContext) -> Result
         &warm,
         &cold,
     )
+}
+
+/// A saver the write phase persists through: LangGraph's `put` and `put_writes`.
+pub trait Saver {
+    /// `put` of one checkpoint.
+    fn put(&mut self, thread_id: &str, rec: &writer::CheckpointRecord) -> Result<(), String>;
+    /// `put_writes` of one task's writes on a checkpoint.
+    fn put_writes(
+        &mut self,
+        thread_id: &str,
+        checkpoint_id: &str,
+        writes: &[writer::WriteRecord],
+    ) -> Result<(), String>;
+}
+
+impl Saver for sqlite::SqliteSaver {
+    fn put(&mut self, thread_id: &str, rec: &writer::CheckpointRecord) -> Result<(), String> {
+        sqlite::SqliteSaver::put(self, thread_id, rec)
+    }
+    fn put_writes(
+        &mut self,
+        thread_id: &str,
+        checkpoint_id: &str,
+        writes: &[writer::WriteRecord],
+    ) -> Result<(), String> {
+        sqlite::SqliteSaver::put_writes(self, thread_id, checkpoint_id, writes)
+    }
+}
+
+impl Saver for postgres::PgSaver {
+    fn put(&mut self, thread_id: &str, rec: &writer::CheckpointRecord) -> Result<(), String> {
+        postgres::PgSaver::put(self, thread_id, rec)
+    }
+    fn put_writes(
+        &mut self,
+        thread_id: &str,
+        checkpoint_id: &str,
+        writes: &[writer::WriteRecord],
+    ) -> Result<(), String> {
+        postgres::PgSaver::put_writes(self, thread_id, checkpoint_id, writes)
+    }
+}
+
+/// One update's rows, in LangGraph's save order.
+fn persist(saver: &mut dyn Saver, thread: &str, rows: &UpdateRows) -> Result<(), String> {
+    let [a, b, c] = &rows.checkpoints;
+    saver.put(thread, a)?;
+    saver.put_writes(thread, &a.id, &rows.input_writes)?;
+    saver.put(thread, b)?;
+    saver.put_writes(thread, &b.id, &rows.loop_writes)?;
+    saver.put(thread, c)
+}
+
+/// Reads the thread's head messages through a store handle; returns them and the time taken.
+fn timed_read(store: &dyn Store, thread: &str) -> Result<(Vec<Value>, f64), String> {
+    let t = Instant::now();
+    let messages = read_store(store, thread)?;
+    Ok((messages, ms(t)))
 }
 
 /// A thread id no other case shares: Postgres servers outlive cases.
@@ -448,23 +491,12 @@ fn postgres_phases(
     thread: &str,
     slot: &mut Option<postgres::PgSaver>,
 ) -> Result<Measured, String> {
-    let saver = slot.as_ref().ok_or("postgres saver missing")?;
-    let (write_total_ms, lat) = write_phase(case, msgs, |rows| {
-        let [a, b, c] = &rows.checkpoints;
-        saver.put(thread, a)?;
-        saver.put_writes(thread, &a.id, &rows.input_writes)?;
-        saver.put(thread, b)?;
-        saver.put_writes(thread, &b.id, &rows.loop_writes)?;
-        saver.put(thread, c)
-    })?;
+    let saver = slot.as_mut().ok_or("postgres saver missing")?;
+    let (write_total_ms, lat) = write_phase(case, msgs, |rows| persist(saver, thread, rows))?;
     let open_store = || {
         crate::store::postgres::PostgresStore::open_read_only(url, None).map_err(|e| e.to_string())
     };
-    let warm_store = open_store()?;
-    let t = Instant::now();
-    let warm = read_store(&warm_store, thread)?;
-    let warm_read_ms = ms(t);
-    drop(warm_store);
+    let (warm, warm_read_ms) = timed_read(&open_store()?, thread)?;
     let storage = saver.stats(thread).map(|s| Storage {
         checkpoint_rows: s.checkpoint_rows,
         checkpoint_bytes: s.checkpoint_bytes,
@@ -477,11 +509,7 @@ fn postgres_phases(
     let t = Instant::now();
     *slot = Some(postgres::PgSaver::open(url)?);
     let saver_reopen_ms = ms(t);
-    let cold_store = open_store()?;
-    let t = Instant::now();
-    let cold = read_store(&cold_store, thread)?;
-    let cold_read_ms = ms(t);
-    drop(cold_store);
+    let (cold, cold_read_ms) = timed_read(&open_store()?, thread)?;
     finish(
         case,
         msgs,

@@ -18,7 +18,7 @@ use crate::bench::native::writer::{
     ChannelKind, CheckpointRecord, Clock, GraphState, Stored, WriteRecord, encode_list,
     pull_task_path, task_id,
 };
-use crate::bench::native::{Latency, digest_of, postgres, sqlite};
+use crate::bench::native::{Latency, Saver, digest_of, postgres, sqlite};
 use crate::bench::stats::merged_busy;
 use crate::codec::{Value, encode};
 use crate::materialize::Reducer;
@@ -296,11 +296,13 @@ enum Sink {
 
 impl Sink {
     fn persist(&mut self, thread: &str, row: &Row) -> Result<(), String> {
-        match (self, row) {
-            (Sink::Sqlite(s), Row::Put(c)) => s.put(thread, c),
-            (Sink::Sqlite(s), Row::Writes(id, w)) => s.put_writes(thread, id, w),
-            (Sink::Postgres(s), Row::Put(c)) => s.put(thread, c),
-            (Sink::Postgres(s), Row::Writes(id, w)) => s.put_writes(thread, id, w),
+        let saver: &mut dyn Saver = match self {
+            Sink::Sqlite(s) => s,
+            Sink::Postgres(s) => s,
+        };
+        match row {
+            Row::Put(c) => saver.put(thread, c),
+            Row::Writes(id, w) => saver.put_writes(thread, id, w),
         }
     }
 }
