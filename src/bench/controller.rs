@@ -355,10 +355,16 @@ pub struct JsonlOutput {
 impl JsonlOutput {
     /// Creates (truncates) the file and its parent directories.
     pub fn create(path: &Path) -> Result<JsonlOutput, Error> {
+        let named = |e: std::io::Error| {
+            Error::Io(std::io::Error::new(
+                e.kind(),
+                format!("cannot create the output file {}: {e}", path.display()),
+            ))
+        };
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent)?;
+            std::fs::create_dir_all(parent).map_err(named)?;
         }
-        let file = std::fs::File::create(path)?;
+        let file = std::fs::File::create(path).map_err(named)?;
         Ok(JsonlOutput {
             path: path.to_path_buf(),
             file,

@@ -49,6 +49,13 @@ pub fn prepare(
     let mut skipped = Vec::new();
     for id in ids {
         let hash = thread_hash(&id);
+        if store.namespaces(&id)?.is_empty() {
+            return Err(crate::error::StoreError::ThreadNotFound {
+                thread_id: id,
+                checkpoint_ns: String::new(),
+            }
+            .into());
+        }
         let Some(head) = store.head_id(&id, "")? else {
             skipped.push(format!(
                 "thread {}: no root-namespace checkpoint",

@@ -103,9 +103,10 @@ pub struct ProductionArgs {
         long,
         value_name = "N",
         requires = "replay_from",
-        conflicts_with = "threads"
+        conflicts_with = "threads",
+        value_parser = clap::value_parser!(u32).range(1..)
     )]
-    pub sample: Option<usize>,
+    pub sample: Option<u32>,
     /// Child mode (internal).
     #[arg(long, hide = true)]
     pub worker_case: Option<String>,
@@ -208,7 +209,7 @@ pub fn run(_global: &GlobalArgs, args: &ProductionArgs) -> Result<i32, Error> {
             let (threads, skipped) = prepare(
                 store.as_ref(),
                 &args.threads,
-                args.sample,
+                args.sample.map(|n| n as usize),
                 replay_dir.path(),
             )?;
             for s in &skipped {
