@@ -21,7 +21,8 @@ Postgres (real PostgresSaver, setup() run), into ONE database --pg-db (default d
 dropped and re-created at the start of the run) on the server of --pg-url (a role that
 may CREATE DATABASE, e.g. from scripts/pg-test-server.sh start):
 * delta_1k_pg   thread "t-delta-1k", same content as delta_1k.db;
-* delta_10k_pg  thread "t-delta-10k", same content as delta_10k.db (--delta-k applies).
+* delta_10k_pg  thread "t-delta-10k", same content as delta_10k.db (--delta-k applies);
+* delta_many_pg --many-threads (default 30) threads like delta_many.db (use its own --pg-db).
 
 Message content is deterministic (~200 bytes, ids "h-<i>"/"ai-<i>"), so the message
 list at the head of every thread is known: see expected_messages() (used by
@@ -133,6 +134,26 @@ def gen_delta_pg(conn, saver, name: str, thread_id: str, n_messages: int, k: int
             "seconds": round(secs, 1), "database_bytes": row["pg_database_size"], "tables": counts}
 
 
+def gen_delta_many_pg(conn, saver, per_thread: int, threads: int, k: int) -> dict:
+    """delta_many through PostgresSaver: `threads` DeerFlow-marked delta threads."""
+    g = build_append_graph(messages_annotation("delta", k), saver)
+    t0 = time.perf_counter()
+    for t in range(threads):
+        cfg = {"configurable": {"thread_id": f"t-many-{t:03d}"},
+               "metadata": {"deerflow_checkpoint_channel_mode": "delta"}}
+        for i in range(per_thread // 2):
+            g.invoke({"messages": pair(i)}, cfg, durability="sync")
+    secs = time.perf_counter() - t0
+    with conn.cursor() as cur:
+        cur.execute("SELECT current_database() AS db, pg_database_size(current_database()) AS size")
+        row = cur.fetchone()
+        cur.execute("SELECT coalesce(sum(octet_length(blob)), 0) AS b FROM checkpoint_blobs")
+        blobs = cur.fetchone()["b"]
+    return {"store": "delta_many_pg", "database": row["db"], "threads": threads,
+            "messages_per_thread": per_thread, "k": k, "seconds": round(secs, 1),
+            "database_bytes": row["size"], "blob_bytes": blobs}
+
+
 def gen_delta(out: Path, name: str, thread_id: str, n_messages: int, k: int) -> dict:
     path = out / f"{name}.db"
     conn, saver = open_saver(path)
@@ -201,7 +222,7 @@ def gen_full(out: Path, per_thread: int, target_mb: float, max_threads: int) -> 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", help="directory of the SQLite stores (required for those)")
-    ap.add_argument("--only", nargs="*", choices=["delta_1k", "delta_10k", "full_400mb", "delta_many", "delta_1k_pg", "delta_10k_pg"])
+    ap.add_argument("--only", nargs="*", choices=["delta_1k", "delta_10k", "full_400mb", "delta_many", "delta_1k_pg", "delta_10k_pg", "delta_many_pg"])
     ap.add_argument("--pg-url", help="Postgres server URL for the *_pg stores")
     ap.add_argument("--pg-db", default="dfck_perf", help="database for the *_pg stores (re-created; default dfck_perf)")
     ap.add_argument("--delta-k", type=int, default=10, help="snapshot_frequency of the delta stores (default 10)")
@@ -210,6 +231,7 @@ def main() -> int:
     ap.add_argument("--full-max-threads", type=int, default=12)
     ap.add_argument("--many-messages", type=int, default=500, help="messages per delta_many thread")
     ap.add_argument("--many-target-mb", type=float, default=110.0)
+    ap.add_argument("--many-threads", type=int, default=30, help="threads of delta_many_pg")
     args = ap.parse_args()
     todo = args.only or ["delta_1k", "delta_10k", "full_400mb"]
     pg_todo = [w for w in todo if w.endswith("_pg")]
@@ -223,6 +245,8 @@ def main() -> int:
         for what in pg_todo:
             if what == "delta_1k_pg":
                 r = gen_delta_pg(conn, saver, what, "t-delta-1k", 1000, args.delta_k)
+            elif what == "delta_many_pg":
+                r = gen_delta_many_pg(conn, saver, args.many_messages, args.many_threads, args.delta_k)
             else:
                 r = gen_delta_pg(conn, saver, what, "t-delta-10k", 10000, args.delta_k)
             print(json.dumps(r), flush=True)

@@ -4,7 +4,8 @@ real LangGraph, as a converter written in Python would have to.
 
     python scripts/py_read_all_checkpoints.py DB [--delta K] [--reducer langgraph|deerflow]
 
-DB is a SQLite file (e.g. delta_many.db from gen_perf_stores.py). Opens SqliteSaver, builds
+DB is a SQLite file (e.g. delta_many.db from gen_perf_stores.py) or a postgresql:// URL of a
+PostgresSaver database (e.g. gen_perf_stores.py --only delta_many_pg). Opens SqliteSaver, builds
 the append graph of gen_perf_stores.py (DeltaChannel(K) with --delta, else add_messages),
 lists the checkpoints of every thread (untimed SQL), then times
 graph.get_state({"configurable": {thread_id, checkpoint_ns: "", checkpoint_id}}) for each
@@ -36,16 +37,24 @@ def main() -> int:
     ap.add_argument("--delta", type=int, metavar="K")
     ap.add_argument("--reducer", choices=["langgraph", "deerflow"], default="langgraph")
     args = ap.parse_args()
-    if not os.path.exists(args.db):
-        print(f"no such database: {args.db}", file=sys.stderr)
-        return 2
-    conn = sqlite3.connect(args.db, check_same_thread=False)
-    saver = SqliteSaver(conn)
+    listing = "SELECT thread_id, checkpoint_id FROM checkpoints WHERE checkpoint_ns = '' ORDER BY thread_id, checkpoint_id"
+    if args.db.startswith(("postgres://", "postgresql://")):
+        import psycopg
+        from psycopg.rows import dict_row
+        from langgraph.checkpoint.postgres import PostgresSaver
+
+        conn = psycopg.Connection.connect(args.db, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+        saver = PostgresSaver(conn)
+        rows = [(r["thread_id"], r["checkpoint_id"]) for r in conn.execute(listing).fetchall()]
+    else:
+        if not os.path.exists(args.db):
+            print(f"no such database: {args.db}", file=sys.stderr)
+            return 2
+        conn = sqlite3.connect(args.db, check_same_thread=False)
+        saver = SqliteSaver(conn)
+        rows = conn.execute(listing).fetchall()
     ann = messages_annotation("delta", args.delta, args.reducer) if args.delta else messages_annotation("full")
     graph = build_append_graph(ann, saver)
-    rows = conn.execute(
-        "SELECT thread_id, checkpoint_id FROM checkpoints WHERE checkpoint_ns = '' ORDER BY thread_id, checkpoint_id"
-    ).fetchall()
     gc.collect()
     t0 = time.perf_counter()
     n_msgs = 0
