@@ -76,6 +76,21 @@ fn needs_rewrite(n: &Node) -> bool {
     delta_encoded(n) || n.metadata.contains_key(crate::model::MODE_MARKER)
 }
 
+impl ThreadPlan {
+    /// A thread with nothing to do yet (`skipped`, no bytes counted).
+    fn skipped(thread_id: &str) -> Self {
+        ThreadPlan {
+            thread_id: thread_id.to_owned(),
+            status: "skipped",
+            checkpoints_rewritten: 0,
+            reason: None,
+            bytes_before: 0,
+            bytes_after: 0,
+            accepted_delta_view: Vec::new(),
+        }
+    }
+}
+
 fn refuse(mut p: ThreadPlan, reason: String) -> ThreadPlan {
     p.status = "refused";
     p.reason = Some(reason);
@@ -101,15 +116,7 @@ fn plan_thread_keeping(
     opts: &MigrateOptions,
     keep: Option<&mut Vec<LoadedThread>>,
 ) -> Result<ThreadPlan, Error> {
-    let mut plan = ThreadPlan {
-        thread_id: thread_id.to_owned(),
-        status: "skipped",
-        checkpoints_rewritten: 0,
-        reason: None,
-        bytes_before: 0,
-        bytes_after: 0,
-        accepted_delta_view: Vec::new(),
-    };
+    let mut plan = ThreadPlan::skipped(thread_id);
     let namespaces = store.namespaces(thread_id)?;
     if namespaces.is_empty() {
         return Err(StoreError::ThreadNotFound {
@@ -766,17 +773,7 @@ fn apply_thread(
     rewrites: &AtomicUsize,
 ) -> Result<ThreadPlan, Error> {
     if let Some(reason) = backend.begin(thread_id)? {
-        let mut p = ThreadPlan {
-            thread_id: thread_id.to_owned(),
-            status: "refused",
-            checkpoints_rewritten: 0,
-            reason: None,
-            bytes_before: 0,
-            bytes_after: 0,
-            accepted_delta_view: Vec::new(),
-        };
-        p.reason = Some(reason);
-        return Ok(p);
+        return Ok(refuse(ThreadPlan::skipped(thread_id), reason));
     }
     let mut loaded = Vec::new();
     let planned = match plan_thread_keeping(backend.store(), thread_id, opts, Some(&mut loaded)) {
@@ -852,10 +849,12 @@ pub fn apply_sqlite(
     let rewrites = AtomicUsize::new(0);
     let mut out = Vec::new();
     let done = std::sync::atomic::AtomicBool::new(false);
-    let background = checkpointer.is_some() && store.set_wal_autocheckpoint(0).is_ok();
-    // Commits need not wait for the disk: a crash of dfck loses nothing committed (the WAL is
-    // in the OS), a power cut can only roll whole threads back; everything is made durable by
-    // the final checkpoint before the report is printed.
+    // Only in WAL mode: there, commits need not wait for the disk (a crash of dfck loses
+    // nothing committed, the WAL is in the OS; a power cut can only roll whole threads back)
+    // and everything is made durable by the final checkpoint before the report is printed.
+    // A rollback-journal file keeps SQLite's defaults (NORMAL could corrupt it on power loss).
+    let background =
+        checkpointer.is_some() && store.is_wal() && store.set_wal_autocheckpoint(0).is_ok();
     let relaxed = background && store.set_synchronous_normal(true).is_ok();
     let result = std::thread::scope(|scope| {
         if let Some(bg) = checkpointer.filter(|_| background) {
@@ -961,4 +960,90 @@ pub fn apply_postgres(
     Ok(applied_report(
         results.into_iter().map(|(_, p)| p).collect(),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::progress::NoProgress;
+    use crate::store::sqlite::SqliteStore;
+
+    /// The fingerprints of every versioned checkpoint's stored list, as the conversion
+    /// computes them.
+    fn expected(store: &SqliteStore, thread: &str) -> HashMap<String, String> {
+        let t = LoadedThread::load_full(store, thread, "").unwrap();
+        let mut expect = HashMap::new();
+        for_each_stored_messages(&t, Reducer::Langgraph, &mut |i, stored| {
+            if let Ok(ck) = &t.nodes[i].checkpoint {
+                if ck.version(MESSAGES).is_some() {
+                    expect.insert(t.nodes[i].id.clone(), digest(stored));
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
+        expect
+    }
+
+    #[test]
+    fn verification_before_commit_catches_a_wrong_list_and_a_marker() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("store.db");
+        std::fs::copy(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/sqlite/delta_k3.db"),
+            &db,
+        )
+        .unwrap();
+        let store = SqliteStore::open_read_write(&db).unwrap();
+        let opts = MigrateOptions::default();
+        let report = apply_sqlite(
+            &store,
+            None,
+            &["t-linear".into()],
+            false,
+            &opts,
+            &NoProgress,
+        )
+        .unwrap();
+        assert_eq!(report.converted, 1);
+        let expect = expected(&store, "t-linear");
+        assert!(verify_converted_raw(&store, "t-linear", "", &expect).is_ok());
+        // The delta form itself fails verification (snapshots, markers, absent lists).
+        let other = expected(&store, "t-fork");
+        assert!(verify_converted_raw(&store, "t-fork", "", &other).is_err());
+
+        // One message dropped from the head's stored list: "differs from its delta view".
+        let head = store.head_id("t-linear", "").unwrap().unwrap();
+        let row = store.checkpoint("t-linear", "", &head).unwrap().unwrap();
+        let crate::store::CheckpointBody::Serialized { bytes, .. } = &row.body else {
+            panic!("sqlite row");
+        };
+        let body = codec::decode(bytes).unwrap();
+        let Some(Value::Array(mut list)) = body
+            .get("channel_values")
+            .and_then(|cv| cv.get(MESSAGES))
+            .cloned()
+        else {
+            panic!("converted head stores its list");
+        };
+        list.pop();
+        let tampered = codec::encode(&full_body(body, Some(list)));
+        store
+            .update_checkpoint("t-linear", "", &head, &tampered, &row.metadata)
+            .unwrap();
+        let e = verify_converted_raw(&store, "t-linear", "", &expect).unwrap_err();
+        assert!(e.contains("differs from its delta view"), "{e}");
+        store
+            .update_checkpoint("t-linear", "", &head, bytes, &row.metadata)
+            .unwrap();
+        assert!(verify_converted_raw(&store, "t-linear", "", &expect).is_ok());
+
+        // DeerFlow's marker left in the metadata.
+        let meta = br#"{"source": "loop", "step": 1, "deerflow_checkpoint_channel_mode": "delta"}"#;
+        store
+            .update_checkpoint("t-linear", "", &head, bytes, meta)
+            .unwrap();
+        let e = verify_converted_raw(&store, "t-linear", "", &expect).unwrap_err();
+        assert!(e.contains("delta marker"), "{e}");
+    }
 }

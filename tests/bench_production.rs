@@ -142,6 +142,8 @@ fn bad_arguments_are_usage_errors() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("x.jsonl");
     let o = out.to_str().unwrap();
+    let df = sqlite_fixture("deerflow").to_string_lossy().into_owned();
+    let full = sqlite_fixture("full").to_string_lossy().into_owned();
     for (args, needle) in [
         (vec!["--turns", "2,10", "--output", o], "warm-up"),
         (
@@ -164,6 +166,22 @@ fn bad_arguments_are_usage_errors() {
         (
             vec!["--backends", "memory", "--output", o],
             "unsupported value",
+        ),
+        (
+            vec!["--turns", "3", "--output", "/proc/no-such-dir/x.jsonl"],
+            "cannot create the output file /proc/no-such-dir/x.jsonl",
+        ),
+        (
+            vec!["--replay-from", &df, "--thread", "nope", "--output", o],
+            "thread 'nope' not found",
+        ),
+        (
+            vec!["--replay-from", &df, "--sample", "0", "--output", o],
+            "--sample",
+        ),
+        (
+            vec!["--replay-from", &full, "--thread", "t-exit", "--output", o],
+            "more than 2 turns",
         ),
     ] {
         let mut a = vec!["bench", "production"];

@@ -364,3 +364,26 @@ fn a_full_disk_refuses_the_thread_and_writes_nothing() {
     );
     assert_eq!(before, std::fs::read(&db).unwrap());
 }
+
+#[test]
+fn a_rollback_journal_store_converts_with_sqlites_defaults() {
+    // The background checkpointer and synchronous=NORMAL are for WAL files only.
+    let (_dir, db) = temp_copy(&sqlite_fixture("delta_k3"));
+    let conn = Connection::open(&db).unwrap();
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode=DELETE", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "delete");
+    drop(conn);
+    let (report, exit) = apply(&db, &[]);
+    assert_eq!(exit, 0, "{report}");
+    assert_eq!(report["converted"], 8, "{report}");
+    let conn = Connection::open(&db).unwrap();
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "delete");
+    let (_, exit) = apply(&db, &[]);
+    assert_eq!(exit, 0);
+    assert!(!db.with_extension("db-wal").exists());
+}

@@ -358,3 +358,53 @@ pub fn checkpoint_messages_slice(body: &[u8]) -> Result<(Option<&[u8]>, bool), C
     }
     Ok((slice, versioned))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::{Value, encode};
+
+    fn s(x: &str) -> Value {
+        Value::Str(x.to_owned())
+    }
+
+    #[test]
+    fn finds_messages_without_decoding() {
+        let list = Value::Array(vec![s("m1"), s("m2")]);
+        let body = Value::Map(vec![
+            (s("v"), Value::Int(4)),
+            (
+                s("channel_values"),
+                Value::Map(vec![(s("x"), Value::Int(1)), (s("messages"), list.clone())]),
+            ),
+            (
+                s("channel_versions"),
+                Value::Map(vec![(s("messages"), s("00001.0"))]),
+            ),
+        ]);
+        let bytes = encode(&body);
+        let (slice, versioned) = checkpoint_messages_slice(&bytes).unwrap();
+        assert_eq!(slice, Some(&encode(&list)[..]));
+        assert!(versioned);
+        // Versioned but not stored (a delta checkpoint); neither.
+        let body = Value::Map(vec![
+            (s("channel_values"), Value::Map(vec![])),
+            (
+                s("channel_versions"),
+                Value::Map(vec![(s("messages"), s("1"))]),
+            ),
+        ]);
+        assert_eq!(
+            checkpoint_messages_slice(&encode(&body)).unwrap(),
+            (None, true)
+        );
+        assert_eq!(
+            checkpoint_messages_slice(&encode(&Value::Map(vec![]))).unwrap(),
+            (None, false)
+        );
+        // A container key is refused, a truncated document is an error, never a panic.
+        let odd = Value::Map(vec![(Value::Array(vec![]), Value::Nil)]);
+        assert!(checkpoint_messages_slice(&encode(&odd)).is_err());
+        assert!(checkpoint_messages_slice(&bytes[..bytes.len() - 3]).is_err());
+    }
+}

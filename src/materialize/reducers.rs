@@ -406,6 +406,35 @@ mod tests {
     }
 
     #[test]
+    fn deerflow_batch_equals_one_write_at_a_time() {
+        // The id index carried across writes must follow removals and resets: one batch of
+        // writes gives what applying them one by one gives.
+        let writes = [
+            Value::Array(vec![msg("a", "1"), msg("b", "2"), msg("c", "3")]),
+            rm("a"),
+            msg("c", "3'"),
+            msg("d", "4"),
+            Value::Array(vec![rm("b"), rm("d")]),
+            msg("c", "3''"),
+            Value::Array(vec![rm(REMOVE_ALL_MESSAGES), msg("e", "5")]),
+            msg("f", "6"),
+            msg("e", "5'"),
+        ];
+        let refs: Vec<&Value> = writes.iter().collect();
+        let batch = deerflow_merge(vec![], &refs).unwrap();
+        let mut one = Vec::new();
+        for w in &writes {
+            one = deerflow_merge(one, &[w]).unwrap();
+        }
+        assert_eq!(ids(&batch), ["e", "f"]);
+        assert_eq!(content(&batch[0]), "5'");
+        assert_eq!(ids(&batch), ids(&one));
+        let before_reset = deerflow_merge(vec![], &refs[..6]).unwrap();
+        assert_eq!(ids(&before_reset), ["c"]);
+        assert_eq!(content(&before_reset[0]), "3''");
+    }
+
+    #[test]
     fn coercion() {
         let m = coerce_message(s("hello")).unwrap();
         assert_eq!(

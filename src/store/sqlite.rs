@@ -134,6 +134,14 @@ impl SqliteStore {
         })
     }
 
+    /// Whether the file is in WAL mode (`PRAGMA journal_mode`).
+    pub fn is_wal(&self) -> bool {
+        self.conn
+            .query_row("PRAGMA journal_mode", [], |r| r.get::<_, String>(0))
+            .map(|m| m.eq_ignore_ascii_case("wal"))
+            .unwrap_or(false)
+    }
+
     /// Sets `PRAGMA wal_autocheckpoint` on this connection (0: never checkpoint on commit).
     pub fn set_wal_autocheckpoint(&self, pages: i64) -> Result<(), StoreError> {
         self.conn

@@ -23,11 +23,17 @@ pub struct CacheStats {
     pub misses: u64,
 }
 
+/// A materialized checkpoint: its channel values and its parent.
+struct State {
+    values: Vec<(String, Value)>,
+    parent: Option<String>,
+}
+
 #[derive(Default)]
 struct Cache {
     checkpoints: HashMap<String, Rc<Checkpoint>>,
     writes: HashMap<(String, Option<String>), Vec<WriteRow>>,
-    states: HashMap<String, Rc<Vec<(String, Value)>>>,
+    states: HashMap<String, Rc<State>>,
     stats: CacheStats,
 }
 
@@ -148,8 +154,16 @@ impl<'a> Reader<'a> {
         self.cache.as_ref().map(|c| c.stats).unwrap_or_default()
     }
 
-    fn state_at(&mut self, id: &str) -> Result<Rc<Vec<(String, Value)>>, String> {
+    /// The state at `id` (the state view) and its parent id.
+    fn state_at(&mut self, id: &str) -> Result<Rc<State>, String> {
         let choose = fixed(self.reducer);
+        let materialized = |src: &mut dyn Source| -> Result<State, String> {
+            let m = materialize(src, id, View::State, &choose).map_err(|e| e.to_string())?;
+            Ok(State {
+                parent: m.checkpoint.parent_checkpoint_id.clone(),
+                values: m.values,
+            })
+        };
         match &mut self.cache {
             Some(cache) => {
                 if let Some(s) = cache.states.get(id) {
@@ -161,34 +175,15 @@ impl<'a> Reader<'a> {
                     inner: StoreSource::new(self.store, &self.thread_id, ""),
                     cache,
                 };
-                let m =
-                    materialize(&mut src, id, View::State, &choose).map_err(|e| e.to_string())?;
-                let values = Rc::new(m.values);
-                cache.states.insert(id.to_owned(), values.clone());
-                Ok(values)
+                let state = Rc::new(materialized(&mut src)?);
+                cache.states.insert(id.to_owned(), state.clone());
+                Ok(state)
             }
             None => {
                 let mut src = StoreSource::new(self.store, &self.thread_id, "");
-                let m =
-                    materialize(&mut src, id, View::State, &choose).map_err(|e| e.to_string())?;
-                Ok(Rc::new(m.values))
+                Ok(Rc::new(materialized(&mut src)?))
             }
         }
-    }
-
-    fn parent_of(&mut self, id: &str) -> Result<Option<String>, String> {
-        if let Some(c) = self
-            .cache
-            .as_mut()
-            .and_then(|c| c.checkpoints.get(id).cloned())
-        {
-            return Ok(c.parent_checkpoint_id.clone());
-        }
-        let row = self
-            .store
-            .checkpoint(&self.thread_id, "", id)
-            .map_err(|e| e.to_string())?;
-        Ok(row.and_then(|r| r.parent_checkpoint_id))
     }
 
     fn head(&self) -> Result<String, String> {
@@ -201,20 +196,21 @@ impl<'a> Reader<'a> {
     /// The head's materialized messages (the accessor's view, for the seed digest).
     pub fn state_messages(&mut self) -> Result<Vec<Value>, String> {
         let head = self.head()?;
-        let values = self.state_at(&head)?;
-        Ok(messages_of(&values).to_vec())
+        let state = self.state_at(&head)?;
+        Ok(messages_of(&state.values).to_vec())
     }
 
     /// `GET /api/threads/{id}/state`: the head's values, rendered.
     pub fn state(&mut self) -> Result<ReadResult, String> {
         let head = self.head()?;
-        let values = self.state_at(&head)?;
+        let state = self.state_at(&head)?;
+        let values = &state.values;
         let body = serde_json::json!({
-            "values": public(&values, true),
+            "values": public(values, true),
             "checkpoint_id": head,
         });
         let bytes = serde_json::to_vec(&body).map_err(|e| e.to_string())?;
-        let msgs = messages_of(&values);
+        let msgs = messages_of(values);
         Ok(ReadResult {
             wire_sha256: wire_digest(msgs),
             message_count: msgs.len(),
@@ -232,16 +228,16 @@ impl<'a> Reader<'a> {
             if entries.len() as u64 >= limit {
                 break;
             }
-            let values = self.state_at(&cur)?;
+            let state = self.state_at(&cur)?;
             let newest = entries.is_empty();
             if newest {
-                digest_msgs = messages_of(&values).to_vec();
+                digest_msgs = messages_of(&state.values).to_vec();
             }
             entries.push(serde_json::json!({
                 "checkpoint_id": cur,
-                "values": public(&values, newest),
+                "values": public(&state.values, newest),
             }));
-            id = self.parent_of(&cur)?;
+            id = state.parent.clone();
         }
         let bytes = serde_json::to_vec(&entries).map_err(|e| e.to_string())?;
         Ok(ReadResult {
