@@ -1,6 +1,7 @@
-//! Findings: what `verify` and `lineage` report (fixed code vocabulary, severities).
+//! Findings: what `verify` and `lineage` report. The code vocabulary is a type that knows its
+//! contract string and default severity (docs/findings.md explains every code).
 
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 
 /// How bad a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -25,12 +26,96 @@ impl Severity {
     }
 }
 
+macro_rules! finding_codes {
+    ($( $(#[$doc:meta])* $variant:ident = $code:literal, $sev:ident; )*) => {
+        /// A finding code of the contract's fixed vocabulary.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum FindingCode {
+            $( $(#[$doc])* $variant, )*
+        }
+
+        impl FindingCode {
+            /// Every code, in the contract's order.
+            pub const ALL: &'static [FindingCode] = &[$(FindingCode::$variant),*];
+
+            /// The contract string, e.g. `lineage.cycle`.
+            pub fn as_str(self) -> &'static str {
+                match self { $(FindingCode::$variant => $code,)* }
+            }
+
+            /// The severity the contract gives this code (a few codes may be raised per case,
+            /// see [`Finding::with_severity`]).
+            pub fn severity(self) -> Severity {
+                match self { $(FindingCode::$variant => Severity::$sev,)* }
+            }
+
+            /// Parses a contract string.
+            pub fn parse(s: &str) -> Option<Self> {
+                match s { $($code => Some(FindingCode::$variant),)* _ => None }
+            }
+        }
+    };
+}
+
+finding_codes! {
+    /// `parent_checkpoint_id` names no checkpoint in the same (thread, ns).
+    LineageDanglingParent = "lineage.dangling_parent", Error;
+    /// Following parents returns to a checkpoint already visited.
+    LineageCycle = "lineage.cycle", Error;
+    /// A parent walk longer than the user's `--max-depth` without reaching a root.
+    LineageDepthExceeded = "lineage.depth_exceeded", Error;
+    /// DeerFlow's 400-checkpoint regenerate walk cannot reach older (or any) human turns.
+    LineageRegenerateBudget = "lineage.regenerate_budget", Warning;
+    /// More than one parentless checkpoint in a (thread, ns).
+    LineageMultipleRoots = "lineage.multiple_roots", Warning;
+    /// A child id sorts at or below its parent's, or the head is not a leaf.
+    LineageOrderAnomaly = "lineage.order_anomaly", Warning;
+    /// The head has pending tasks.
+    LineageUnsettledHead = "lineage.unsettled_head", Warning;
+    /// A duration-only checkpoint (DeerFlow's run-duration writer).
+    LineageDurationOnly = "lineage.duration_only", Info;
+    /// A delta checkpoint with neither marker nor counters.
+    ModeUnmarkedDelta = "mode.unmarked_delta", Error;
+    /// A snapshot without the marker in a DeerFlow-marked thread.
+    ModeUnmarkedSnapshot = "mode.unmarked_snapshot", Warning;
+    /// The marker present on a plainly stored list.
+    ModeMarkerWithoutDelta = "mode.marker_without_delta", Warning;
+    /// The marker has a value other than `"delta"`.
+    ModeUnknownMarker = "mode.unknown_marker", Warning;
+    /// Full checkpoints followed by delta ones.
+    ModeMixedThread = "mode.mixed_thread", Info;
+    /// Delta replay picks up writes that belong to a sibling branch.
+    DeltaForkContaminated = "delta.fork_contaminated", Error;
+    /// A fork point whose write ownership cannot be decided from the store.
+    DeltaForkAmbiguous = "delta.fork_ambiguous", Warning;
+    /// A stored `langgraph.types.Overwrite` wrapper.
+    ValueLiteralOverwrite = "value.literal_overwrite", Error;
+    /// A blob or write value that cannot be decoded.
+    ValueUndecodable = "value.undecodable", Error;
+    /// A serializer tag dfck cannot read.
+    ValueUnsupportedSerializer = "value.unsupported_serializer", Error;
+    /// A message without an id inside a persisted `messages` write.
+    MessageMissingId = "message.missing_id", Warning;
+}
+
+impl std::fmt::Display for FindingCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for FindingCode {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
 /// One finding, located at a thread, namespace and (usually) checkpoint.
 #[derive(Debug, Clone, Serialize)]
 pub struct Finding {
-    /// Code from the contract's vocabulary, e.g. `lineage.cycle`.
-    pub code: &'static str,
-    /// Severity fixed by the code.
+    /// Code from the contract's vocabulary.
+    pub code: FindingCode,
+    /// Severity (the code's, unless raised or lowered for this case).
     pub severity: Severity,
     /// Thread id.
     pub thread_id: String,
@@ -40,4 +125,45 @@ pub struct Finding {
     pub checkpoint_id: Option<String>,
     /// What is wrong and what it means for DeerFlow.
     pub message: String,
+}
+
+impl Finding {
+    /// A finding with its code's severity.
+    pub fn new(
+        code: FindingCode,
+        thread_id: &str,
+        checkpoint_ns: &str,
+        checkpoint_id: Option<&str>,
+        message: String,
+    ) -> Self {
+        Finding {
+            code,
+            severity: code.severity(),
+            thread_id: thread_id.to_owned(),
+            checkpoint_ns: checkpoint_ns.to_owned(),
+            checkpoint_id: checkpoint_id.map(str::to_owned),
+            message,
+        }
+    }
+
+    /// The same finding with another severity (codes whose severity depends on the case).
+    pub fn with_severity(mut self, severity: Severity) -> Self {
+        self.severity = severity;
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_round_trips_through_its_contract_string() {
+        for &c in FindingCode::ALL {
+            assert_eq!(FindingCode::parse(c.as_str()), Some(c));
+            assert_eq!(serde_json::to_string(&c).unwrap(), format!("\"{c}\""));
+        }
+        assert_eq!(FindingCode::LineageCycle.severity(), Severity::Error);
+        assert_eq!(FindingCode::parse("lineage.nope"), None);
+    }
 }

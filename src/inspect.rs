@@ -5,8 +5,8 @@ use crate::codec::{self, RenderedMap};
 use crate::error::{Error, MaterializeError, StoreError};
 use crate::materialize::{self, Reducer, StoreSource, View};
 use crate::model::{
-    Checkpoint, MessagesEncoding, Mode, has_marker, is_internal_channel, metadata_is_delta,
-    parse_metadata, thread_mode,
+    ChannelMode, Checkpoint, MessagesEncoding, ThreadMode, has_marker, is_internal_channel,
+    metadata_is_delta, parse_metadata, thread_mode,
 };
 use crate::progress::Progress;
 use crate::store::{CheckpointBody, CheckpointMetaRow, CheckpointRow, Store};
@@ -53,7 +53,7 @@ pub struct ThreadSummary {
     /// Bytes: checkpoints, metadata and write values.
     pub bytes: u64,
     /// `full`, `delta` or `mixed`.
-    pub mode: Mode,
+    pub mode: ThreadMode,
     /// The head (greatest id in the root namespace, else in any namespace).
     pub head: HeadInfo,
 }
@@ -86,7 +86,7 @@ pub struct ConfiguredMode {
 #[derive(Debug, Clone, Serialize)]
 pub struct StoreSummary {
     /// `sqlite` or `postgres`.
-    pub backend: String,
+    pub backend: crate::store::Backend,
     /// Path or redacted URL.
     pub location: String,
     /// Schema shape.
@@ -290,14 +290,14 @@ pub fn summarize(store: &dyn Store, progress: &dyn Progress) -> Result<StoreSumm
             .map(|(_, (_, b))| b)
             .sum::<u64>();
     Ok(StoreSummary {
-        backend: info.backend.to_owned(),
+        backend: info.backend,
         location: info.location.clone(),
         schema: info.schema.clone(),
         counts: Counts {
             threads: threads.len() as u64,
             checkpoints,
             writes: total_writes,
-            blobs: (info.backend == "postgres").then_some(total_blobs),
+            blobs: (info.backend == crate::store::Backend::Postgres).then_some(total_blobs),
         },
         bytes,
         config: None,
@@ -317,7 +317,7 @@ pub struct CheckpointSummary {
     /// `metadata.step`.
     pub step: Option<i64>,
     /// `full` or `delta` (DeerFlow's metadata rule).
-    pub mode: Mode,
+    pub mode: ChannelMode,
     /// How `messages` is stored.
     pub messages_encoding: Option<MessagesEncoding>,
     /// Pending-write rows stored on this checkpoint.
@@ -375,9 +375,9 @@ pub fn thread_report(
             source: meta.get("source").and_then(Json::as_str).map(str::to_owned),
             step: meta.get("step").and_then(Json::as_i64),
             mode: if metadata_is_delta(&meta) {
-                Mode::Delta
+                ChannelMode::Delta
             } else {
-                Mode::Full
+                ChannelMode::Full
             },
             messages_encoding: encoding,
             writes: wn,
@@ -414,7 +414,7 @@ pub struct StateReport {
     /// Parent id.
     pub parent_checkpoint_id: Option<String>,
     /// `full` or `delta`.
-    pub mode: Mode,
+    pub mode: ChannelMode,
     /// Metadata as stored.
     pub metadata: Map<String, Json>,
     /// Channel values (internal channels left out), rendered when serialized.

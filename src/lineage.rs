@@ -2,7 +2,7 @@
 //! walk depth, roots, ordering, unsettled heads, duration-only checkpoints), and the
 //! ownership analysis of delta writes at fork points (DeerFlow #4458).
 
-use crate::finding::{Finding, Severity};
+use crate::finding::{Finding, FindingCode};
 use crate::model::thread::LoadedThread;
 use crate::model::{Checkpoint, MESSAGES, NULL_TASK_ID};
 use serde_json::Value as Json;
@@ -96,19 +96,11 @@ pub fn is_duration_only(t: &LoadedThread, i: usize) -> bool {
 /// A finding located in `t`.
 pub(crate) fn finding(
     t: &LoadedThread,
-    code: &'static str,
-    severity: Severity,
+    code: FindingCode,
     checkpoint_id: Option<&str>,
     message: String,
 ) -> Finding {
-    Finding {
-        code,
-        severity,
-        thread_id: t.thread_id.clone(),
-        checkpoint_ns: t.checkpoint_ns.clone(),
-        checkpoint_id: checkpoint_id.map(str::to_owned),
-        message,
-    }
+    Finding::new(code, &t.thread_id, &t.checkpoint_ns, checkpoint_id, message)
 }
 
 /// Lineage integrity findings of one (thread, ns).
@@ -121,8 +113,7 @@ pub fn integrity(t: &LoadedThread, max_depth: usize) -> Vec<Finding> {
         if let (Some(p), None) = (&n.parent, n.parent_index) {
             out.push(finding(
                 t,
-                "lineage.dangling_parent",
-                Severity::Error,
+                FindingCode::LineageDanglingParent,
                 Some(&n.id),
                 format!(
                     "parent {p} does not exist in this namespace: delta replay stops here and silently loses every earlier message; full-mode history ends here"
@@ -144,8 +135,7 @@ pub fn integrity(t: &LoadedThread, max_depth: usize) -> Vec<Finding> {
                     let min = cycle.iter().copied().min().unwrap_or(i);
                     out.push(finding(
                         t,
-                        "lineage.cycle",
-                        Severity::Error,
+                        FindingCode::LineageCycle,
                         Some(&t.nodes[min].id),
                         format!(
                             "following parents returns to this checkpoint ({} checkpoints in the loop): LangGraph's history walk stops early, replay is incomplete",
@@ -172,8 +162,7 @@ pub fn integrity(t: &LoadedThread, max_depth: usize) -> Vec<Finding> {
         for &r in &roots[1..] {
             out.push(finding(
                 t,
-                "lineage.multiple_roots",
-                Severity::Warning,
+                FindingCode::LineageMultipleRoots,
                 Some(&t.nodes[r].id),
                 format!(
                     "{} parentless checkpoints in this namespace (oldest {}): lineage is severed here (DeerFlow #4292); delta replay from below stops at this root",
@@ -188,8 +177,7 @@ pub fn integrity(t: &LoadedThread, max_depth: usize) -> Vec<Finding> {
             if n.id <= t.nodes[p].id {
                 out.push(finding(
                     t,
-                    "lineage.order_anomaly",
-                    Severity::Warning,
+                    FindingCode::LineageOrderAnomaly,
                     Some(&n.id),
                     format!(
                         "id sorts at or below its parent {}: \"latest\" (the greatest id) no longer follows the lineage",
@@ -204,8 +192,7 @@ pub fn integrity(t: &LoadedThread, max_depth: usize) -> Vec<Finding> {
         if !head.children.is_empty() {
             out.push(finding(
                 t,
-                "lineage.order_anomaly",
-                Severity::Warning,
+                FindingCode::LineageOrderAnomaly,
                 Some(&head.id),
                 format!(
                     "the head (greatest id) is not a leaf: it has {} child(ren), so LangGraph resumes from a checkpoint whose descendants exist",
@@ -217,8 +204,7 @@ pub fn integrity(t: &LoadedThread, max_depth: usize) -> Vec<Finding> {
         if end == WalkEnd::Budget {
             out.push(finding(
                 t,
-                "lineage.depth_exceeded",
-                Severity::Error,
+                FindingCode::LineageDepthExceeded,
                 Some(&head.id),
                 format!(
                     "the parent walk from the head is longer than {max_depth} checkpoints without reaching a root (DeerFlow's lineage walks give up at their budget; raise --max-depth to check deeper)"
@@ -230,8 +216,7 @@ pub fn integrity(t: &LoadedThread, max_depth: usize) -> Vec<Finding> {
             if !pending.is_empty() {
                 out.push(finding(
                     t,
-                    "lineage.unsettled_head",
-                    Severity::Warning,
+                    FindingCode::LineageUnsettledHead,
                     Some(&head.id),
                     format!(
                         "the head has pending tasks ({}): a run stopped mid-graph or waits on an interrupt; DeerFlow refuses to branch or edit from unsettled bases (#4534)",
@@ -245,8 +230,7 @@ pub fn integrity(t: &LoadedThread, max_depth: usize) -> Vec<Finding> {
         if is_duration_only(t, i) {
             out.push(finding(
                 t,
-                "lineage.duration_only",
-                Severity::Info,
+                FindingCode::LineageDurationOnly,
                 Some(&t.nodes[i].id),
                 "a duration-only checkpoint (DeerFlow's run-duration writer): lineage walks skip it".into(),
             ));
@@ -398,8 +382,7 @@ pub fn fork_findings(t: &LoadedThread, analysis: &ForkAnalysis) -> Vec<Finding> 
     for &(k, p) in &analysis.contaminated {
         out.push(finding(
             t,
-            "delta.fork_contaminated",
-            Severity::Error,
+            FindingCode::DeltaForkContaminated,
             Some(&t.nodes[k].id),
             format!(
                 "delta replay passes fork point {} and picks up pending messages writes that belong to a sibling branch (DeerFlow #4458): delta-mode DeerFlow shows another branch's messages here",
@@ -415,8 +398,7 @@ pub fn fork_findings(t: &LoadedThread, analysis: &ForkAnalysis) -> Vec<Finding> 
             .collect();
         out.push(finding(
             t,
-            "delta.fork_ambiguous",
-            Severity::Warning,
+            FindingCode::DeltaForkAmbiguous,
             Some(&t.nodes[p].id),
             format!(
                 "fork point with pending messages writes replayed by both loop and update children ({}): which branch owns them cannot be decided",
@@ -459,7 +441,7 @@ pub struct LineageEntry {
     /// `metadata.step`.
     pub step: Option<i64>,
     /// `full` or `delta` (DeerFlow's metadata rule).
-    pub mode: crate::model::Mode,
+    pub mode: crate::model::ChannelMode,
     /// How `messages` is stored (`None`: unreadable checkpoint).
     pub messages_encoding: Option<crate::model::MessagesEncoding>,
     /// Pending-write rows stored on it.
@@ -502,9 +484,9 @@ fn entry(t: &LoadedThread, i: usize, contaminated: &HashSet<usize>) -> LineageEn
         source: n.source().map(str::to_owned),
         step: n.step(),
         mode: if crate::model::metadata_is_delta(&n.metadata) {
-            crate::model::Mode::Delta
+            crate::model::ChannelMode::Delta
         } else {
-            crate::model::Mode::Full
+            crate::model::ChannelMode::Full
         },
         messages_encoding: n.messages_encoding,
         writes: n.writes.len(),

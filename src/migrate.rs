@@ -7,6 +7,7 @@
 
 use crate::codec::{self, EXT_DELTA_SNAPSHOT, Value};
 use crate::error::{Error, StoreError};
+use crate::finding::FindingCode;
 use crate::lineage::{fork_analysis, integrity};
 use crate::materialize::{Reducer, for_each_stored_messages};
 use crate::model::thread::{LoadedThread, Node};
@@ -160,7 +161,10 @@ fn plan_thread_keeping(
             ));
         }
         for f in integrity(t, usize::MAX) {
-            if matches!(f.code, "lineage.dangling_parent" | "lineage.cycle") {
+            if matches!(
+                f.code,
+                FindingCode::LineageDanglingParent | FindingCode::LineageCycle
+            ) {
                 return Ok(refuse(
                     plan,
                     format!(
@@ -227,7 +231,7 @@ fn plan_thread_keeping(
             let Ok(ck) = &n.checkpoint else { return Ok(()) };
             let encoded = encoded_len(stored) as i64;
             if let Some(v) = ck.version(MESSAGES) {
-                if store.info().backend == "postgres" {
+                if store.info().backend == crate::store::Backend::Postgres {
                     let hash = digest(stored);
                     if let Some(prev) = by_version.insert(v.to_owned(), hash.clone()) {
                         if prev != hash && conflict.is_none() {
@@ -627,7 +631,7 @@ fn verify_converted(
     ns: &str,
     expect: &HashMap<String, String>,
 ) -> Result<(), String> {
-    if store.info().backend == "sqlite" {
+    if store.info().backend == crate::store::Backend::Sqlite {
         return verify_converted_raw(store, thread_id, ns, expect);
     }
     let after = LoadedThread::load_full(store, thread_id, ns).map_err(|e| e.to_string())?;

@@ -4,12 +4,12 @@
 
 use crate::codec::Value;
 use crate::error::{CodecError, Error, ModelError, StoreError};
-use crate::finding::{Finding, Severity};
+use crate::finding::{Finding, FindingCode, Severity};
 use crate::lineage::{fork_analysis, fork_findings, integrity};
 use crate::materialize::reducers::coerce_message;
 use crate::model::thread::{LoadVisitor, LoadedThread};
 use crate::model::{
-    Checkpoint, DELTA_COUNTERS, MESSAGES, MODE_MARKER, MessagesEncoding, Mode, Write,
+    Checkpoint, DELTA_COUNTERS, MESSAGES, MODE_MARKER, MessagesEncoding, ThreadMode, Write,
     metadata_is_delta, thread_mode,
 };
 use crate::progress::Progress;
@@ -54,24 +54,18 @@ impl VerifyReport {
     }
 }
 
-fn codec_code(e: &ModelError) -> &'static str {
+fn codec_code(e: &ModelError) -> FindingCode {
     match e {
         ModelError::Decode {
             source: CodecError::UnsupportedSerializer(_),
             ..
-        } => "value.unsupported_serializer",
-        _ => "value.undecodable",
+        } => FindingCode::ValueUnsupportedSerializer,
+        _ => FindingCode::ValueUndecodable,
     }
 }
 
-fn finding(
-    t: &LoadedThread,
-    code: &'static str,
-    severity: Severity,
-    checkpoint_id: &str,
-    message: String,
-) -> Finding {
-    crate::lineage::finding(t, code, severity, Some(checkpoint_id), message)
+fn finding(t: &LoadedThread, code: FindingCode, checkpoint_id: &str, message: String) -> Finding {
+    crate::lineage::finding(t, code, Some(checkpoint_id), message)
 }
 
 /// The items of one persisted `messages` write (an Overwrite's value unwrapped; an
@@ -108,15 +102,14 @@ struct ValueChecks {
 }
 
 impl ValueChecks {
-    fn push(&mut self, code: &'static str, severity: Severity, id: &str, message: String) {
-        self.findings.push(Finding {
+    fn push(&mut self, code: FindingCode, id: &str, message: String) {
+        self.findings.push(Finding::new(
             code,
-            severity,
-            thread_id: self.thread_id.clone(),
-            checkpoint_ns: self.checkpoint_ns.clone(),
-            checkpoint_id: Some(id.to_owned()),
+            &self.thread_id,
+            &self.checkpoint_ns,
+            Some(id),
             message,
-        });
+        ));
     }
 }
 
@@ -125,8 +118,7 @@ impl LoadVisitor for ValueChecks {
         for (ch, v) in &ck.channel_values {
             if v.ext_class() == Some(("langgraph.types", "Overwrite")) {
                 self.push(
-                    "value.literal_overwrite",
-                    Severity::Error,
+                    FindingCode::ValueLiteralOverwrite,
                     &ck.checkpoint_id,
                     format!(
                         "channel '{ch}' stores a literal langgraph.types.Overwrite wrapper (DeerFlow #4380): the next reader fails with \"'Overwrite' object is not subscriptable\""
@@ -140,7 +132,6 @@ impl LoadVisitor for ValueChecks {
         match Write::from_row(w.clone(), &self.thread_id) {
             Err(e) => self.push(
                 codec_code(&e),
-                Severity::Error,
                 &w.checkpoint_id,
                 format!("{e}: replaying this write fails in LangGraph too"),
             ),
@@ -150,8 +141,7 @@ impl LoadVisitor for ValueChecks {
                     .find_map(|m| coerce_message(m.clone()).err())
                 {
                     self.push(
-                        "value.undecodable",
-                        Severity::Error,
+                        FindingCode::ValueUndecodable,
                         &w.checkpoint_id,
                         format!(
                             "the messages write of task {} (idx {}) holds something that is not a message ({err}): LangGraph's replay fails on it",
@@ -162,8 +152,7 @@ impl LoadVisitor for ValueChecks {
                 let missing = count_missing_ids(&dw.value);
                 if missing > 0 {
                     self.push(
-                        "message.missing_id",
-                        Severity::Warning,
+                        FindingCode::MessageMissingId,
                         &w.checkpoint_id,
                         format!(
                             "{missing} message(s) without an id in the messages write of task {} (idx {}): delta replay assigns a new random id on every read",
@@ -202,7 +191,6 @@ fn check_namespace(
                 out.push(finding(
                     t,
                     codec_code(e),
-                    Severity::Error,
                     &n.id,
                     format!("{e}: LangGraph (and DeerFlow) cannot read this checkpoint either"),
                 ));
@@ -218,8 +206,7 @@ fn check_namespace(
             if m.as_str() != Some("delta") {
                 out.push(finding(
                     t,
-                    "mode.unknown_marker",
-                    Severity::Warning,
+                    FindingCode::ModeUnknownMarker,
                     &n.id,
                     format!(
                         "{MODE_MARKER} is {m}; DeerFlow only writes \"delta\" and treats anything else as no marker"
@@ -230,8 +217,7 @@ fn check_namespace(
         if enc == MessagesEncoding::Absent && !delta {
             out.push(finding(
                 t,
-                "mode.unmarked_delta",
-                Severity::Error,
+                FindingCode::ModeUnmarkedDelta,
                 &n.id,
                 format!(
                     "messages is versioned but not stored (a delta checkpoint) and the metadata has neither the {MODE_MARKER} marker nor {DELTA_COUNTERS}.messages: a full-mode reader silently sees the wrong messages here"
@@ -241,8 +227,7 @@ fn check_namespace(
         if enc == MessagesEncoding::Snapshot && marker.is_none() && marked_thread {
             out.push(finding(
                 t,
-                "mode.unmarked_snapshot",
-                Severity::Warning,
+                FindingCode::ModeUnmarkedSnapshot,
                 &n.id,
                 "a _DeltaSnapshot stored without the DeerFlow marker in a marked thread: DeerFlow's full-mode gate does not see this checkpoint as delta".into(),
             ));
@@ -257,8 +242,7 @@ fn check_namespace(
             if !shared {
                 out.push(finding(
                     t,
-                    "mode.marker_without_delta",
-                    Severity::Warning,
+                    FindingCode::ModeMarkerWithoutDelta,
                     &n.id,
                     "the delta marker is present but messages is stored as a plain list: the data is full-mode, yet a full-mode DeerFlow refuses it".into(),
                 ));
@@ -296,9 +280,9 @@ pub fn verify_thread(
             checkpoint_ns: String::new(),
         });
     }
-    if thread_mode(facts.any_delta, facts.any_full_plain) == Mode::Mixed {
+    if thread_mode(facts.any_delta, facts.any_full_plain) == ThreadMode::Mixed {
         findings.push(Finding {
-            code: "mode.mixed_thread",
+            code: FindingCode::ModeMixedThread,
             severity: Severity::Info,
             thread_id: thread_id.to_owned(),
             checkpoint_ns: String::new(),

@@ -5,13 +5,13 @@
 //! through the same graph (`scripts/check_native_store.py`).
 
 use assert_cmd::Command;
-use dfck::bench::case::{Backend, BenchMode, ChannelCase, Engine, RowEnv, WorkerContext};
+use dfck::bench::case::{Backend, ChannelCase, ChannelMode, Engine, RowEnv, WorkerContext};
 use dfck::bench::digest::channel_workload_sha256;
 use dfck::bench::native::{FIELDS, run_channel_case, write_store};
 use serde_json::Value;
 use std::path::Path;
 
-fn case(mode: BenchMode, backend: Backend, n: u64, f: u64) -> ChannelCase {
+fn case(mode: ChannelMode, backend: Backend, n: u64, f: u64) -> ChannelCase {
     ChannelCase {
         mode,
         backend,
@@ -87,12 +87,12 @@ fn common_checks(row: &serde_json::Map<String, Value>, n: u64) {
 fn memory_rows_full_and_delta() {
     let dir = tempfile::tempdir().unwrap();
     let full = run_channel_case(
-        &case(BenchMode::Full, Backend::Memory, 25, 10),
+        &case(ChannelMode::Full, Backend::Memory, 25, 10),
         &ctx(dir.path(), None),
     )
     .unwrap();
     let delta = run_channel_case(
-        &case(BenchMode::Delta, Backend::Memory, 25, 3),
+        &case(ChannelMode::Delta, Backend::Memory, 25, 3),
         &ctx(dir.path(), None),
     )
     .unwrap();
@@ -114,7 +114,7 @@ fn memory_rows_full_and_delta() {
 fn sqlite_rows_and_store_health() {
     let dir = tempfile::tempdir().unwrap();
     let mut rows = Vec::new();
-    for (mode, f) in [(BenchMode::Full, 10), (BenchMode::Delta, 10)] {
+    for (mode, f) in [(ChannelMode::Full, 10), (ChannelMode::Delta, 10)] {
         let d = dir.path().join(mode.as_str());
         std::fs::create_dir(&d).unwrap();
         let row = run_channel_case(&case(mode, Backend::Sqlite, 50, f), &ctx(&d, None)).unwrap();
@@ -156,7 +156,7 @@ fn dfck_json(args: &[&str]) -> (i32, Value) {
 fn native_stores_are_langgraph_stores() {
     let dir = tempfile::tempdir().unwrap();
     let n = 60;
-    for mode in [BenchMode::Full, BenchMode::Delta] {
+    for mode in [ChannelMode::Full, ChannelMode::Delta] {
         let d = dir.path().join(mode.as_str());
         std::fs::create_dir(&d).unwrap();
         let thread = write_store(&case(mode, Backend::Sqlite, n, 10), &ctx(&d, None)).unwrap();
@@ -175,8 +175,8 @@ fn native_stores_are_langgraph_stores() {
         assert_eq!(cks.len() as u64, 3 * n);
         let enc = |e: &str| cks.iter().filter(|c| c["messages_encoding"] == e).count() as u64;
         match mode {
-            BenchMode::Full => assert_eq!(enc("plain"), 2 * n + (n - 1)),
-            BenchMode::Delta => {
+            ChannelMode::Full => assert_eq!(enc("plain"), 2 * n + (n - 1)),
+            ChannelMode::Delta => {
                 assert_eq!(enc("snapshot"), n / 10);
                 assert!(cks.iter().all(|c| c["mode"] == "delta"));
             }
@@ -218,7 +218,7 @@ fn native_stores_are_langgraph_stores() {
 fn postgres_rows_and_store_health() {
     let Some(url) = pg_url() else { return };
     let dir = tempfile::tempdir().unwrap();
-    for (mode, f) in [(BenchMode::Full, 10), (BenchMode::Delta, 10)] {
+    for (mode, f) in [(ChannelMode::Full, 10), (ChannelMode::Delta, 10)] {
         let row = run_channel_case(
             &case(mode, Backend::Postgres, 40, f),
             &ctx(dir.path(), Some(url.clone())),
@@ -228,8 +228,8 @@ fn postgres_rows_and_store_health() {
         // PostgresSaver: a __start__ blob per input; full adds the messages list per loop step,
         // delta only the snapshots.
         let want = match mode {
-            BenchMode::Full => 80,
-            BenchMode::Delta => 40 + 4,
+            ChannelMode::Full => 80,
+            ChannelMode::Delta => 40 + 4,
         };
         assert_eq!(u(&row, "blob_rows"), want);
         assert!(row["db_bytes"].is_null());
@@ -237,7 +237,7 @@ fn postgres_rows_and_store_health() {
         assert!(!text.contains("dfck-test-pw"));
     }
     // A kept thread reads back through dfck and (optionally) Python.
-    let c = case(BenchMode::Delta, Backend::Postgres, 30, 10);
+    let c = case(ChannelMode::Delta, Backend::Postgres, 30, 10);
     let thread = write_store(&c, &ctx(dir.path(), Some(url.clone()))).unwrap();
     let (code, v) = dfck_json(&["verify", &thread, "--db", &url, "--format", "json"]);
     assert_eq!(code, 0, "{v}");
@@ -286,7 +286,7 @@ fn timing_report() {
     };
     for b in backends.split(',') {
         let backend: Backend = serde_json::from_value(Value::String(b.into())).unwrap();
-        for mode in [BenchMode::Full, BenchMode::Delta] {
+        for mode in [ChannelMode::Full, ChannelMode::Delta] {
             let dir = tempfile::tempdir().unwrap();
             let row =
                 run_channel_case(&case(mode, backend, n, 10), &ctx(dir.path(), pg_url())).unwrap();
@@ -312,7 +312,7 @@ fn keep_stores() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(100);
     let pg = std::env::var("TEST_POSTGRES_URI").ok();
-    for mode in [BenchMode::Full, BenchMode::Delta] {
+    for mode in [ChannelMode::Full, ChannelMode::Delta] {
         let d = Path::new(&dir).join(mode.as_str());
         std::fs::create_dir_all(&d).unwrap();
         let t = write_store(&case(mode, Backend::Sqlite, n, 10), &ctx(&d, None)).unwrap();

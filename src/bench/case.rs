@@ -9,48 +9,8 @@ pub const SCHEMA_VERSION: u64 = 2;
 /// The measured workload's version (unchanged from DeerFlow's harness).
 pub const BENCHMARK_VERSION: u64 = 1;
 
-/// A channel benchmark mode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum BenchMode {
-    /// Every checkpoint holds the whole message list.
-    Full,
-    /// DeltaChannel: snapshots every K updates plus per-step writes.
-    Delta,
-}
-
-impl BenchMode {
-    /// The mode's name in rows and flags.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            BenchMode::Full => "full",
-            BenchMode::Delta => "delta",
-        }
-    }
-}
-
-/// Where a case stores its checkpoints.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Backend {
-    /// In-process maps (LangGraph's InMemorySaver layout).
-    Memory,
-    /// A fresh SQLite file in the case's temporary directory.
-    Sqlite,
-    /// A real PostgreSQL server (`--pg-url` / `TEST_POSTGRES_URI`), unique thread per case.
-    Postgres,
-}
-
-impl Backend {
-    /// The backend's name in rows and flags.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Backend::Memory => "memory",
-            Backend::Sqlite => "sqlite",
-            Backend::Postgres => "postgres",
-        }
-    }
-}
+pub use crate::model::ChannelMode;
+pub use crate::store::Backend;
 
 /// Which system under test runs the case (bench-harness.md §9.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -77,7 +37,7 @@ impl Engine {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChannelCase {
     /// full or delta.
-    pub mode: BenchMode,
+    pub mode: ChannelMode,
     /// memory, sqlite or postgres.
     pub backend: Backend,
     /// N: single-message updates.

@@ -11,7 +11,7 @@
 //! matrix. (Across a repetition boundary two consecutive cells share an order when the number
 //! of cells per repetition is odd.)
 
-use crate::bench::case::{Backend, BenchMode, ChannelCase, Engine};
+use crate::bench::case::{Backend, ChannelCase, ChannelMode, Engine};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashMap};
 
@@ -122,7 +122,7 @@ pub fn parse_choice_csv(
 #[derive(Debug, Clone, PartialEq)]
 pub struct MatrixSpec {
     /// `--modes`, CLI order.
-    pub modes: Vec<BenchMode>,
+    pub modes: Vec<ChannelMode>,
     /// `--backends`, CLI order.
     pub backends: Vec<Backend>,
     /// `--updates`, CLI order.
@@ -154,8 +154,8 @@ pub fn expand_matrix(spec: &MatrixSpec) -> Vec<ChannelCase> {
                     cell += 1;
                     for mode in modes {
                         let freqs: Vec<u64> = match mode {
-                            BenchMode::Full => vec![DEFAULT_SNAPSHOT_FREQUENCY],
-                            BenchMode::Delta => spec.frequencies.clone(),
+                            ChannelMode::Full => vec![DEFAULT_SNAPSHOT_FREQUENCY],
+                            ChannelMode::Delta => spec.frequencies.clone(),
                         };
                         for f in freqs {
                             cases.push(ChannelCase {
@@ -219,7 +219,7 @@ pub fn apply_cap(cases: Vec<ChannelCase>, max: Option<u128>) -> CapOutcome {
     };
     let mut oversized: HashMap<CellKey, (usize, usize)> = HashMap::new();
     for c in &cases {
-        if c.mode == BenchMode::Full && c.estimated_full_bytes() > max {
+        if c.mode == ChannelMode::Full && c.estimated_full_bytes() > max {
             oversized.insert(cell_key(c), (0, 0));
         }
     }
@@ -229,8 +229,8 @@ pub fn apply_cap(cases: Vec<ChannelCase>, max: Option<u128>) -> CapOutcome {
         match oversized.get_mut(&cell_key(&c)) {
             Some(counts) => {
                 match c.mode {
-                    BenchMode::Full => counts.0 += 1,
-                    BenchMode::Delta => counts.1 += 1,
+                    ChannelMode::Full => counts.0 += 1,
+                    ChannelMode::Delta => counts.1 += 1,
                 }
                 skipped.push(c);
             }
@@ -257,8 +257,8 @@ pub fn cap_message(outcome: &CapOutcome) -> String {
 /// The progress line of case `i` of `n` (1-based, §2.5).
 pub fn progress_line(i: usize, n: usize, c: &ChannelCase) -> String {
     let freq = match c.mode {
-        BenchMode::Delta => format!(" freq={}", c.snapshot_frequency),
-        BenchMode::Full => String::new(),
+        ChannelMode::Delta => format!(" freq={}", c.snapshot_frequency),
+        ChannelMode::Full => String::new(),
     };
     format!(
         "[{i}/{n}] {} {}{freq} updates={} payload={} repetition={}",
@@ -375,7 +375,7 @@ mod tests {
 
     fn spec(updates: Vec<u64>, reps: u64) -> MatrixSpec {
         MatrixSpec {
-            modes: vec![BenchMode::Full, BenchMode::Delta],
+            modes: vec![ChannelMode::Full, ChannelMode::Delta],
             backends: vec![Backend::Memory],
             updates,
             payloads: vec![128],
@@ -423,7 +423,7 @@ mod tests {
         assert!(
             cases
                 .iter()
-                .filter(|c| c.mode == BenchMode::Full)
+                .filter(|c| c.mode == ChannelMode::Full)
                 .all(|c| c.snapshot_frequency == 10)
         );
     }
@@ -441,7 +441,7 @@ mod tests {
             cap_message(&out),
             "Skipping 3 oversized comparable case pair(s); use --allow-large-cases to run them."
         );
-        s.modes = vec![BenchMode::Delta];
+        s.modes = vec![ChannelMode::Delta];
         let out = apply_cap(expand_matrix(&s), Some(1));
         assert!(out.skipped.is_empty());
         let out = apply_cap(expand_matrix(&spec(vec![4096], 1)), None);

@@ -6,7 +6,7 @@ pub mod thread;
 use crate::codec::{self, Value};
 use crate::error::ModelError;
 use crate::store::{BlobRow, CheckpointBody, CheckpointRow, WriteRow};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value as Json};
 
 /// The messages channel, the only one DeerFlow stores as a `DeltaChannel`.
@@ -76,25 +76,62 @@ impl MessagesEncoding {
     }
 }
 
-/// Mode of one checkpoint or of a thread.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// How a channel is stored: the whole value at every checkpoint, or LangGraph 1.2's
+/// `DeltaChannel` (a snapshot every K updates plus per-step writes). One type for checkpoints,
+/// benchmark cases and DeerFlow's `checkpoint_channel_mode` setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Mode {
+pub enum ChannelMode {
     /// Full-value storage.
     Full,
     /// Delta storage.
+    Delta,
+}
+
+impl ChannelMode {
+    /// The contract's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChannelMode::Full => "full",
+            ChannelMode::Delta => "delta",
+        }
+    }
+
+    /// Parses `full` / `delta` (as written in flags, rows and DeerFlow's config).
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "full" => Some(ChannelMode::Full),
+            "delta" => Some(ChannelMode::Delta),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for ChannelMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The mode class of a whole thread: uniform, or full checkpoints followed by delta ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ThreadMode {
+    /// Every checkpoint is full.
+    Full,
+    /// Every checkpoint is delta.
     Delta,
     /// A thread with full-value checkpoints followed by delta ones.
     Mixed,
 }
 
-impl Mode {
+impl ThreadMode {
     /// The contract's name.
     pub fn as_str(self) -> &'static str {
         match self {
-            Mode::Full => "full",
-            Mode::Delta => "delta",
-            Mode::Mixed => "mixed",
+            ThreadMode::Full => "full",
+            ThreadMode::Delta => "delta",
+            ThreadMode::Mixed => "mixed",
         }
     }
 }
@@ -336,11 +373,11 @@ impl Checkpoint {
     }
 
     /// Checkpoint mode by DeerFlow's metadata rule.
-    pub fn mode(&self) -> Mode {
+    pub fn mode(&self) -> ChannelMode {
         if metadata_is_delta(&self.metadata) {
-            Mode::Delta
+            ChannelMode::Delta
         } else {
-            Mode::Full
+            ChannelMode::Full
         }
     }
 
@@ -464,10 +501,10 @@ impl Write {
 /// Classifies a thread from per-checkpoint facts: `full` when no checkpoint is delta,
 /// `mixed` when a delta thread also holds full checkpoints that store `messages` as a
 /// plain list (a full→delta migration), `delta` otherwise.
-pub fn thread_mode(any_delta: bool, any_full_plain: bool) -> Mode {
+pub fn thread_mode(any_delta: bool, any_full_plain: bool) -> ThreadMode {
     match (any_delta, any_full_plain) {
-        (false, _) => Mode::Full,
-        (true, true) => Mode::Mixed,
-        (true, false) => Mode::Delta,
+        (false, _) => ThreadMode::Full,
+        (true, true) => ThreadMode::Mixed,
+        (true, false) => ThreadMode::Delta,
     }
 }

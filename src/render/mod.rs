@@ -9,7 +9,7 @@ use crate::finding::{Finding, Severity};
 use crate::inspect::{StateReport, StoreSummary, ThreadReport};
 use crate::lineage::{LineageEntry, LineageReport};
 use crate::migrate::MigrateReport;
-use crate::model::Mode;
+use crate::model::ThreadMode;
 use crate::verify::VerifyReport;
 use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 use serde::Serialize;
@@ -90,7 +90,11 @@ pub fn summary_table(s: &StoreSummary) -> String {
             "config:  {} (checkpoint_channel_mode: {}, snapshot_frequency: {})",
             c.path, c.checkpoint_channel_mode, c.snapshot_frequency
         );
-        let delta = s.threads.iter().filter(|t| t.mode != Mode::Full).count();
+        let delta = s
+            .threads
+            .iter()
+            .filter(|t| t.mode != ThreadMode::Full)
+            .count();
         if c.checkpoint_channel_mode == "full" && delta > 0 {
             let _ = writeln!(
                 out,
@@ -252,7 +256,7 @@ fn findings_table(findings: &[Finding]) -> Table {
     for f in findings {
         t.add_row(vec![
             f.severity.as_str().to_owned(),
-            f.code.to_owned(),
+            f.code.to_string(),
             f.thread_id.clone(),
             ns_label(&f.checkpoint_ns),
             opt(&f.checkpoint_id),

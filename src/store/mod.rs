@@ -143,11 +143,51 @@ pub struct CheckpointWriteTotals {
     pub bytes: u64,
 }
 
+/// Where checkpoints live: LangGraph's three savers. Stores dfck reads are SQLite or
+/// PostgreSQL; `Memory` exists for DeerFlow's in-process checkpointer and benchmark cases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// In-process maps (LangGraph's `InMemorySaver`): nothing on disk.
+    Memory,
+    /// A SQLite file (`SqliteSaver`).
+    Sqlite,
+    /// A PostgreSQL database (`PostgresSaver`).
+    Postgres,
+}
+
+impl Backend {
+    /// The backend's name in flags, rows, configs and reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Memory => "memory",
+            Backend::Sqlite => "sqlite",
+            Backend::Postgres => "postgres",
+        }
+    }
+
+    /// Parses `memory` / `sqlite` / `postgres`.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "memory" => Some(Backend::Memory),
+            "sqlite" => Some(Backend::Sqlite),
+            "postgres" => Some(Backend::Postgres),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Facts about the store itself.
 #[derive(Debug, Clone)]
 pub struct StoreInfo {
-    /// `"sqlite"` or `"postgres"`.
-    pub backend: &'static str,
+    /// Which backend holds the store.
+    pub backend: Backend,
     /// Path or URL (passwords redacted).
     pub location: String,
     /// Schema shape, e.g. `"sqlite"` with `task_path` or without.

@@ -142,7 +142,7 @@ impl PostgresStore {
             rt,
             client,
             info: StoreInfo {
-                backend: "postgres",
+                backend: super::Backend::Postgres,
                 location: match schema {
                     Some(s) => format!("{shown} (schema {s})"),
                     None => shown.clone(),

@@ -122,7 +122,7 @@ impl SqliteStore {
         Ok(SqliteStore {
             conn,
             info: StoreInfo {
-                backend: "sqlite",
+                backend: super::Backend::Sqlite,
                 location: shown,
                 schema: if has_task_path {
                     "sqlite (writes.task_path)".into()

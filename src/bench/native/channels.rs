@@ -10,7 +10,7 @@ use super::writer::{
     ChannelKind, CheckpointRecord, Clock, GraphState, Stored, WriteRecord, encode_list,
     pull_task_path, task_id,
 };
-use crate::bench::case::BenchMode;
+use crate::bench::case::ChannelMode;
 use crate::codec::{Value, encode};
 use crate::materialize::Reducer;
 use crate::model::{MESSAGES, MODE_MARKER};
@@ -62,7 +62,7 @@ pub struct UpdateRows {
 
 /// The one-node graph's saver-visible behaviour, one update at a time.
 pub struct ChannelWorkload {
-    mode: BenchMode,
+    mode: ChannelMode,
     state: GraphState,
     messages: Vec<Value>,
 }
@@ -70,10 +70,10 @@ pub struct ChannelWorkload {
 impl ChannelWorkload {
     /// A fresh thread in `mode` (delta: `DeltaChannel` at `snapshot_frequency`, marker in the
     /// metadata).
-    pub fn new(mode: BenchMode, snapshot_frequency: u64, clock: Clock) -> Self {
+    pub fn new(mode: ChannelMode, snapshot_frequency: u64, clock: Clock) -> Self {
         let kind = match mode {
-            BenchMode::Full => ChannelKind::Plain,
-            BenchMode::Delta => ChannelKind::Delta { snapshot_frequency },
+            ChannelMode::Full => ChannelKind::Plain,
+            ChannelMode::Delta => ChannelKind::Delta { snapshot_frequency },
         };
         let channels = vec![
             (MESSAGES.to_owned(), kind),
@@ -81,8 +81,8 @@ impl ChannelWorkload {
             (BRANCH.to_owned(), ChannelKind::Plain),
         ];
         let extra = match mode {
-            BenchMode::Full => Vec::new(),
-            BenchMode::Delta => vec![(MODE_MARKER.to_owned(), "delta".to_owned())],
+            ChannelMode::Full => Vec::new(),
+            ChannelMode::Delta => vec![(MODE_MARKER.to_owned(), "delta".to_owned())],
         };
         ChannelWorkload {
             mode,
@@ -103,8 +103,8 @@ impl ChannelWorkload {
             return None;
         }
         match self.mode {
-            BenchMode::Full => Some(Stored::Encoded(encode_list(&self.messages))),
-            BenchMode::Delta => self
+            ChannelMode::Full => Some(Stored::Encoded(encode_list(&self.messages))),
+            ChannelMode::Delta => self
                 .state
                 .snapshot_due(MESSAGES, updated)
                 .then(|| Stored::snapshot_of(&encode_list(&self.messages))),
@@ -193,7 +193,7 @@ mod tests {
     use super::*;
     use crate::bench::native::writer::Rng;
 
-    fn run(mode: BenchMode, n: u64, f: u64) -> Vec<UpdateRows> {
+    fn run(mode: ChannelMode, n: u64, f: u64) -> Vec<UpdateRows> {
         let mut w = ChannelWorkload::new(mode, f, Clock::new(Rng::seeded(1)));
         workload_messages(n, 8)
             .iter()
@@ -209,7 +209,7 @@ mod tests {
     /// F=3, payload 8): channel order, versions pattern, metadata keys, writes, snapshots.
     #[test]
     fn matches_langgraph_dump_structure() {
-        let rows = run(BenchMode::Delta, 5, 3);
+        let rows = run(ChannelMode::Delta, 5, 3);
         let cks: Vec<&CheckpointRecord> = rows.iter().flat_map(|r| r.checkpoints.iter()).collect();
         assert_eq!(cks.len(), 15);
         let steps: Vec<i64> = cks.iter().map(|c| c.step).collect();
@@ -328,7 +328,7 @@ mod tests {
 
     #[test]
     fn full_mode_sizes_match_langgraph() {
-        let rows = run(BenchMode::Full, 2, 10);
+        let rows = run(ChannelMode::Full, 2, 10);
         // SQLite checkpoint blob lengths seen with LangGraph at payload 8:
         // 420, 643, 677, 913 (+/-2 from the random version fractions), metadata 46, 44, 44, 45.
         let lens: Vec<usize> = rows

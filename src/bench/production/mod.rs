@@ -7,7 +7,7 @@ pub mod reader;
 pub mod replay;
 pub mod workload;
 
-use super::case::{BENCHMARK_VERSION, Backend, BenchMode, Engine, RowEnv, SCHEMA_VERSION};
+use super::case::{BENCHMARK_VERSION, Backend, ChannelMode, Engine, RowEnv, SCHEMA_VERSION};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
@@ -32,7 +32,7 @@ pub struct ReplaySource {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProductionCase {
     /// full or delta.
-    pub mode: BenchMode,
+    pub mode: ChannelMode,
     /// Conversation turns.
     pub turns: u64,
     /// Exact content size of generated messages.
@@ -75,10 +75,10 @@ impl ProductionCase {
             return Err("payload_bytes must be positive".into());
         }
         match (self.mode, self.snapshot_frequency) {
-            (BenchMode::Full, Some(_)) => {
+            (ChannelMode::Full, Some(_)) => {
                 return Err("snapshot_frequency is a delta-only axis".into());
             }
-            (BenchMode::Delta, None | Some(0)) => {
+            (ChannelMode::Delta, None | Some(0)) => {
                 return Err("delta cases need a positive snapshot_frequency".into());
             }
             _ => {}
@@ -119,7 +119,7 @@ impl ProductionCase {
 #[derive(Debug, Clone)]
 pub struct ProductionMatrix {
     /// Modes in CLI order.
-    pub modes: Vec<BenchMode>,
+    pub modes: Vec<ChannelMode>,
     /// Backends in CLI order.
     pub backends: Vec<Backend>,
     /// Turn counts.
@@ -156,8 +156,8 @@ impl ProductionMatrix {
                         group += 1;
                         for mode in modes {
                             let freqs: Vec<Option<u64>> = match mode {
-                                BenchMode::Full => vec![None],
-                                BenchMode::Delta => {
+                                ChannelMode::Full => vec![None],
+                                ChannelMode::Delta => {
                                     self.snapshot_frequencies.iter().map(|f| Some(*f)).collect()
                                 }
                             };
@@ -361,7 +361,7 @@ mod tests {
 
     fn matrix() -> ProductionMatrix {
         ProductionMatrix {
-            modes: vec![BenchMode::Full, BenchMode::Delta],
+            modes: vec![ChannelMode::Full, ChannelMode::Delta],
             backends: vec![Backend::Sqlite],
             turns: vec![10, 30],
             payload_bytes: vec![128],

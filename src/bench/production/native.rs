@@ -12,7 +12,7 @@
 use super::reader::Reader;
 use super::workload::{Step, Turn, generated_turn, replay_turns, written_messages};
 use super::{ProductionCase, WARMUP_TURNS};
-use crate::bench::case::{Backend, BenchMode, WorkerContext};
+use crate::bench::case::{Backend, ChannelMode, WorkerContext};
 use crate::bench::digest::combined_sha256;
 use crate::bench::native::writer::{
     ChannelKind, CheckpointRecord, Clock, GraphState, Stored, WriteRecord, encode_list,
@@ -106,7 +106,7 @@ pub enum Row {
 
 /// The saver-visible state of the production graph for one thread.
 pub struct ProductionGraph {
-    mode: BenchMode,
+    mode: ChannelMode,
     state: GraphState,
     messages: Vec<Value>,
     values: Vec<(String, Value)>,
@@ -114,9 +114,9 @@ pub struct ProductionGraph {
 
 impl ProductionGraph {
     /// A fresh thread (delta: `DeltaChannel` at `snapshot_frequency` and DeerFlow's marker).
-    pub fn new(mode: BenchMode, snapshot_frequency: Option<u64>, clock: Clock) -> Self {
+    pub fn new(mode: ChannelMode, snapshot_frequency: Option<u64>, clock: Clock) -> Self {
         let kind = match (mode, snapshot_frequency) {
-            (BenchMode::Delta, Some(f)) => ChannelKind::Delta {
+            (ChannelMode::Delta, Some(f)) => ChannelKind::Delta {
                 snapshot_frequency: f,
             },
             _ => ChannelKind::Plain,
@@ -130,8 +130,8 @@ impl ProductionGraph {
         channels.push((START.to_owned(), ChannelKind::Plain));
         channels.extend(NODES.iter().map(|n| (branch(n), ChannelKind::Plain)));
         let extra = match mode {
-            BenchMode::Full => Vec::new(),
-            BenchMode::Delta => vec![(MODE_MARKER.to_owned(), "delta".to_owned())],
+            ChannelMode::Full => Vec::new(),
+            ChannelMode::Delta => vec![(MODE_MARKER.to_owned(), "delta".to_owned())],
         };
         ProductionGraph {
             mode,
@@ -151,8 +151,8 @@ impl ProductionGraph {
         let versioned = self.state.version(MESSAGES).is_some() || updated.contains(&MESSAGES);
         if versioned {
             let v = match self.mode {
-                BenchMode::Full => Some(Stored::Encoded(encode_list(&self.messages))),
-                BenchMode::Delta => self
+                ChannelMode::Full => Some(Stored::Encoded(encode_list(&self.messages))),
+                ChannelMode::Delta => self
                     .state
                     .snapshot_due(MESSAGES, updated)
                     .then(|| Stored::snapshot_of(&encode_list(&self.messages))),

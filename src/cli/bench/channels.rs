@@ -17,7 +17,7 @@
 //! SIGKILL), its case gets no row, every finished row stays in the file (gated), and the run
 //! exits 130.
 
-use crate::bench::case::{Backend, BenchMode, Engine, RowEnv, channel_base_row};
+use crate::bench::case::{Backend, ChannelMode, Engine, RowEnv, channel_base_row};
 use crate::bench::channels::{
     CsvValues, MatrixSpec, apply_cap, cap_message, cross_mode_gate, expand_matrix,
     parse_choice_csv, parse_positive_int_csv, progress_line,
@@ -208,9 +208,9 @@ fn plan(args: &ChannelsArgs) -> Result<Plan, Error> {
                 .iter()
                 .map(|m| {
                     if m == "full" {
-                        BenchMode::Full
+                        ChannelMode::Full
                     } else {
-                        BenchMode::Delta
+                        ChannelMode::Delta
                     }
                 })
                 .collect(),

@@ -11,7 +11,7 @@
 //! identity fields. The PostgreSQL URL reaches children only through `DFCK_BENCH_PG_URL`.
 
 use super::channels::{usage, warn};
-use crate::bench::case::{Backend, BenchMode, Engine};
+use crate::bench::case::{Backend, ChannelMode, Engine};
 use crate::bench::channels::{parse_choice_csv, parse_positive_int_csv};
 use crate::bench::controller::PlannedCase;
 use crate::bench::production::replay::prepare;
@@ -117,14 +117,14 @@ pub fn run(_global: &GlobalArgs, args: &ProductionArgs) -> Result<i32, Error> {
     if let Some(case) = &args.worker_case {
         return Ok(worker::print_row(run_worker_case(case)));
     }
-    let modes: Vec<BenchMode> =
+    let modes: Vec<ChannelMode> =
         warn(parse_choice_csv("--modes", &args.modes, &["full", "delta"]).map_err(usage)?)
             .iter()
             .map(|m| {
                 if m == "full" {
-                    BenchMode::Full
+                    ChannelMode::Full
                 } else {
-                    BenchMode::Delta
+                    ChannelMode::Delta
                 }
             })
             .collect();
