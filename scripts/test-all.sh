@@ -35,6 +35,7 @@ if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import langgraph, lan
     "$VENV/bin/pip" install -q -r scripts/requirements.txt
 fi
 export DFCK_TEST_PYTHON="$VENV/bin/python"
+export DFCK_REQUIRE_PYTHON=1
 
 cargo test --release -- --show-output
 

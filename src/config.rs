@@ -15,7 +15,8 @@
 //! Library code: nothing here prints. Error messages are one line and never contain a
 //! password (URLs go through [`redact_url`]).
 
-use crate::target::{Target, redact_url};
+use crate::redact::redact_url;
+use crate::target::Target;
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
 use thiserror::Error;

@@ -1,16 +1,20 @@
-//! The `dfck` binary: parse, dispatch, map errors to exit codes. Nothing else.
+//! The `dfck` binary: parse, dispatch, and map outcomes and errors to exit codes in this one
+//! place. Nothing else.
 
 use clap::Parser;
 use dfck::cli::{Cli, run};
+use dfck::outcome::Outcome;
 
 fn main() {
     let cli = Cli::parse();
     let code = match run(cli) {
-        Ok(code) => code,
+        Ok(Outcome::Clean) => 0,
+        Ok(Outcome::Findings | Outcome::Refused | Outcome::Failed) => 1,
+        Ok(Outcome::Interrupted) => 130,
         Err(e) => {
             let msg = e.to_string().replace(['\n', '\r'], " ");
             eprintln!("dfck: error: {msg}");
-            e.exit_code()
+            2
         }
     };
     std::process::exit(code);

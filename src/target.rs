@@ -2,6 +2,7 @@
 //! module unredacted.
 
 use crate::error::StoreError;
+pub use crate::redact::redact_url;
 use crate::store::Store;
 use crate::store::postgres::PostgresStore;
 use crate::store::sqlite::SqliteStore;
@@ -20,37 +21,6 @@ pub enum Target {
         /// `--pg-schema` / DeerFlow's `postgres_schema`.
         schema: Option<String>,
     },
-}
-
-/// Replaces the password of a URL (`scheme://user:pass@host`) and any `password=` query
-/// option with `***`.
-pub fn redact_url(url: &str) -> String {
-    let mut out = url.to_owned();
-    if let Some(scheme_end) = out.find("://") {
-        let rest_start = scheme_end + 3;
-        let authority_end = out[rest_start..]
-            .find(['/', '?', '#'])
-            .map(|i| rest_start + i)
-            .unwrap_or(out.len());
-        if let Some(at) = out[rest_start..authority_end].rfind('@') {
-            let userinfo = &out[rest_start..rest_start + at];
-            if let Some(colon) = userinfo.find(':') {
-                let start = rest_start + colon + 1;
-                let end = rest_start + at;
-                out.replace_range(start..end, "***");
-            }
-        }
-    }
-    let lower = out.to_ascii_lowercase();
-    if let Some(i) = lower.find("password=") {
-        let start = i + "password=".len();
-        let end = out[start..]
-            .find(['&', ' '])
-            .map(|j| start + j)
-            .unwrap_or(out.len());
-        out.replace_range(start..end, "***");
-    }
-    out
 }
 
 impl Target {

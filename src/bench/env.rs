@@ -142,29 +142,7 @@ pub fn children_max_rss() -> Option<u64> {
     maxrss_bytes(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
 }
 
-/// The password of a `scheme://user:password@host` URL or of a `password=` option.
-pub fn url_password(url: &str) -> Option<String> {
-    if let Some(scheme_end) = url.find("://") {
-        let rest = &url[scheme_end + 3..];
-        let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
-        if let Some(at) = authority.rfind('@') {
-            if let Some(colon) = authority[..at].find(':') {
-                let p = &authority[colon + 1..at];
-                if !p.is_empty() {
-                    return Some(p.to_string());
-                }
-            }
-        }
-    }
-    let lower = url.to_ascii_lowercase();
-    let i = lower.find("password=")?;
-    let start = i + "password=".len();
-    let end = url[start..]
-        .find(['&', ' '])
-        .map(|j| start + j)
-        .unwrap_or(url.len());
-    Some(url[start..end].to_string()).filter(|p| !p.is_empty())
-}
+pub use crate::redact::url_password;
 
 /// Replaces every URL password (`scheme://user:pw@`, `password=pw`) in free text with `***`.
 pub fn redact_urls(text: &str) -> String {
@@ -172,7 +150,7 @@ pub fn redact_urls(text: &str) -> String {
     let mut token = String::new();
     let flush = |token: &mut String, out: &mut String| {
         if token.contains("://") || token.to_ascii_lowercase().contains("password=") {
-            out.push_str(&crate::target::redact_url(token));
+            out.push_str(&crate::redact::redact_url(token));
         } else {
             out.push_str(token);
         }

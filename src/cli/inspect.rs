@@ -1,9 +1,10 @@
 //! `dfck inspect [THREAD] [--state …]`.
 
 use super::{GlobalArgs, ReducerArg, output};
-use crate::error::{EXIT_OK, Error};
+use crate::error::Error;
 use crate::inspect::{ConfiguredMode, ReducerChoice, state_report, summarize, thread_report};
 use crate::materialize::{Reducer, View};
+use crate::outcome::Outcome;
 use crate::render::{self, TerminalProgress};
 use clap::Args;
 
@@ -33,7 +34,7 @@ pub struct InspectArgs {
 }
 
 /// Runs `dfck inspect`.
-pub fn run(global: &GlobalArgs, args: &InspectArgs) -> Result<i32, Error> {
+pub fn run(global: &GlobalArgs, args: &InspectArgs) -> Result<Outcome, Error> {
     let (target, discovered) = global.resolve()?;
     let store = target.open_read_only()?;
     let progress = TerminalProgress::stderr();
@@ -78,5 +79,5 @@ pub fn run(global: &GlobalArgs, args: &InspectArgs) -> Result<i32, Error> {
             std::mem::forget(r);
         }
     }
-    Ok(EXIT_OK)
+    Ok(Outcome::Clean)
 }

@@ -1,9 +1,10 @@
 //! `dfck lineage THREAD [--checkpoint ID] [--ns NS] [--tree]`.
 
 use super::{GlobalArgs, ReducerArg, output};
-use crate::error::{EXIT_FINDINGS, EXIT_OK, Error, StoreError};
+use crate::error::{Error, StoreError};
 use crate::finding::Severity;
 use crate::model::thread::LoadedThread;
+use crate::outcome::Outcome;
 use crate::render;
 use clap::Args;
 
@@ -30,7 +31,7 @@ pub struct LineageArgs {
 }
 
 /// Runs `dfck lineage`: exit 1 when the namespace has error-severity integrity findings.
-pub fn run(global: &GlobalArgs, args: &LineageArgs) -> Result<i32, Error> {
+pub fn run(global: &GlobalArgs, args: &LineageArgs) -> Result<Outcome, Error> {
     let (target, _) = global.resolve()?;
     let store = target.open_read_only()?;
     let t = LoadedThread::load(store.as_ref(), &args.thread, &args.ns)?;
@@ -49,9 +50,9 @@ pub fn run(global: &GlobalArgs, args: &LineageArgs) -> Result<i32, Error> {
             .iter()
             .any(|f| f.severity == Severity::Error)
         {
-            EXIT_FINDINGS
+            Outcome::Findings
         } else {
-            EXIT_OK
+            Outcome::Clean
         },
     )
 }

@@ -1,8 +1,9 @@
 //! `dfck migrate delta-to-full [THREAD …] [--all] [--apply]`: the plan, or the conversion.
 
 use super::{GlobalArgs, ReducerArg, output};
-use crate::error::{EXIT_FINDINGS, EXIT_OK, Error};
+use crate::error::Error;
 use crate::migrate::{MigrateOptions, MigrateReport, apply_postgres, apply_sqlite, plan};
+use crate::outcome::Outcome;
 use crate::render::{self, TerminalProgress};
 use crate::store::postgres::PostgresStore;
 use crate::store::sqlite::SqliteStore;
@@ -50,7 +51,7 @@ pub struct DeltaToFullArgs {
 }
 
 /// Runs `dfck migrate`: exit 1 when a thread is refused.
-pub fn run(global: &GlobalArgs, args: &MigrateArgs) -> Result<i32, Error> {
+pub fn run(global: &GlobalArgs, args: &MigrateArgs) -> Result<Outcome, Error> {
     let Direction::DeltaToFull(args) = &args.direction;
     if args.threads.is_empty() && !args.all {
         return Err(Error::Usage(
@@ -77,9 +78,9 @@ pub fn run(global: &GlobalArgs, args: &MigrateArgs) -> Result<i32, Error> {
     )?;
     output(global.format(), &report, render::migrate_table)?;
     Ok(if report.refused > 0 {
-        EXIT_FINDINGS
+        Outcome::Refused
     } else {
-        EXIT_OK
+        Outcome::Clean
     })
 }
 
@@ -88,7 +89,7 @@ fn apply(
     args: &DeltaToFullArgs,
     target: &Target,
     discovered: Option<&crate::config::Discovered>,
-) -> Result<i32, Error> {
+) -> Result<Outcome, Error> {
     let opts = MigrateOptions {
         accept_delta_view: args.accept_delta_view,
     };
@@ -147,8 +148,8 @@ fn apply(
         }
     }
     Ok(if report.refused > 0 {
-        EXIT_FINDINGS
+        Outcome::Refused
     } else {
-        EXIT_OK
+        Outcome::Clean
     })
 }

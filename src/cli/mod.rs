@@ -8,6 +8,7 @@ mod migrate;
 mod verify;
 
 use crate::error::Error;
+use crate::outcome::Outcome;
 use crate::render::Format;
 use crate::target::Target;
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -189,8 +190,8 @@ pub(crate) fn output<T: serde::Serialize>(
     }
 }
 
-/// Runs a parsed command line; returns the exit code.
-pub fn run(cli: Cli) -> Result<i32, Error> {
+/// Runs a parsed command line; returns how it ended.
+pub fn run(cli: Cli) -> Result<Outcome, Error> {
     match &cli.command {
         Command::Inspect(args) => inspect::run(&cli.global, args),
         Command::Verify(args) => verify::run(&cli.global, args),

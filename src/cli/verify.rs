@@ -1,7 +1,8 @@
 //! `dfck verify [THREAD …]`.
 
 use super::{GlobalArgs, ReducerArg, output};
-use crate::error::{EXIT_FINDINGS, EXIT_OK, Error};
+use crate::error::Error;
+use crate::outcome::Outcome;
 use crate::render::{self, TerminalProgress};
 use crate::verify::{VerifyOptions, verify_store};
 use clap::Args;
@@ -23,7 +24,7 @@ pub struct VerifyArgs {
 }
 
 /// Runs `dfck verify`: exit 1 when any finding is an error.
-pub fn run(global: &GlobalArgs, args: &VerifyArgs) -> Result<i32, Error> {
+pub fn run(global: &GlobalArgs, args: &VerifyArgs) -> Result<Outcome, Error> {
     let (target, _) = global.resolve()?;
     let store = target.open_read_only()?;
     let opts = VerifyOptions {
@@ -40,8 +41,8 @@ pub fn run(global: &GlobalArgs, args: &VerifyArgs) -> Result<i32, Error> {
     )?;
     output(global.format(), &report, render::verify_table)?;
     Ok(if report.has_errors() {
-        EXIT_FINDINGS
+        Outcome::Findings
     } else {
-        EXIT_OK
+        Outcome::Clean
     })
 }

@@ -8,7 +8,7 @@ use super::{
     StoreInfo, WriteRow, WriteTotals, sort_writes,
 };
 use crate::error::StoreError;
-use crate::target::redact_url;
+use crate::redact::redact_url;
 use std::cell::Cell;
 use std::str::FromStr;
 use std::time::Duration;

@@ -119,6 +119,41 @@ pub fn with_db(uri: &str, db: &str) -> String {
     }
 }
 
+/// The test server's URI ([`pg_server`] under the name the tests use), or `None` after
+/// saying that `what` is skipped. With `DFCK_REQUIRE_POSTGRES` set (CI) a missing server fails
+/// the test.
+pub fn require_postgres(what: &str) -> Option<String> {
+    let got = std::env::var("TEST_POSTGRES_URI")
+        .ok()
+        .filter(|u| !u.is_empty());
+    if got.is_none() {
+        require_or_skip("DFCK_REQUIRE_POSTGRES", "TEST_POSTGRES_URI", what);
+    }
+    got
+}
+
+/// The pinned Python with LangGraph (`DFCK_TEST_PYTHON`), or `None` after saying that `what`
+/// is skipped. With `DFCK_REQUIRE_PYTHON` set (CI) a missing Python fails the test.
+pub fn require_python(what: &str) -> Option<PathBuf> {
+    let got = std::env::var_os("DFCK_TEST_PYTHON")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from);
+    if got.is_none() {
+        require_or_skip("DFCK_REQUIRE_PYTHON", "DFCK_TEST_PYTHON", what);
+    }
+    got
+}
+
+fn require_or_skip(require: &str, var: &str, what: &str) {
+    if std::env::var_os(require).is_some_and(|v| !v.is_empty() && v != "0") {
+        panic!(
+            "{var} unset but {require} is set: {what} cannot be skipped (scripts/test-all.sh sets both up)"
+        );
+    }
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "{what} skipped: {var} unset");
+}
+
 /// The test server's URI, or `None` after printing (on the real stderr, so it always
 /// shows) that the Postgres tests are skipped. With `DFCK_REQUIRE_POSTGRES=1` (CI) a
 /// missing server is a failure.

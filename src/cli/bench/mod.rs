@@ -28,12 +28,18 @@ pub enum BenchCommand {
 }
 
 /// Runs `dfck bench …`.
-pub fn run(global: &GlobalArgs, args: &BenchArgs) -> Result<i32, Error> {
-    match &args.command {
+pub fn run(global: &GlobalArgs, args: &BenchArgs) -> Result<crate::outcome::Outcome, Error> {
+    let code = match &args.command {
         BenchCommand::Channels(a) => channels::run(global, a),
         BenchCommand::Production(a) => production::run(global, a),
         BenchCommand::Summarize(a) => summarize::run(global, a),
-    }
+    }?;
+    // TODO(bench library): commands return an Outcome themselves.
+    Ok(match code {
+        0 => crate::outcome::Outcome::Clean,
+        130 => crate::outcome::Outcome::Interrupted,
+        _ => crate::outcome::Outcome::Failed,
+    })
 }
 
 /// How a benchmark controller starts its children: `dfck bench <subcommand> --worker-case
