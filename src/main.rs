@@ -2,20 +2,56 @@
 //! place. Nothing else.
 
 use clap::Parser;
+use clap::error::ErrorKind;
 use dfck::cli::{Cli, run};
 use dfck::outcome::Outcome;
 
 fn main() {
-    let cli = Cli::parse();
-    let code = match run(cli) {
-        Ok(Outcome::Clean) => 0,
-        Ok(Outcome::Findings | Outcome::Refused | Outcome::Failed) => 1,
-        Ok(Outcome::Interrupted) => 130,
-        Err(e) => {
-            let msg = e.to_string().replace(['\n', '\r'], " ");
-            eprintln!("dfck: error: {msg}");
-            2
-        }
+    let code = match Cli::try_parse() {
+        Ok(cli) => match run(cli) {
+            Ok(Outcome::Clean) => 0,
+            Ok(Outcome::Findings | Outcome::Refused | Outcome::Failed) => 1,
+            Ok(Outcome::Interrupted) => 130,
+            Err(e) => fail(&e.to_string()),
+        },
+        Err(e) => match e.kind() {
+            // --help and --version print in full, on stdout, and succeed.
+            ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+                let _ = e.print();
+                0
+            }
+            _ => fail(&usage_line(&e)),
+        },
     };
     std::process::exit(code);
+}
+
+/// Prints one error line on stderr; exit code 2.
+fn fail(msg: &str) -> i32 {
+    let msg = msg.replace(['\n', '\r'], " ");
+    eprintln!("dfck: error: {msg}");
+    2
+}
+
+/// A clap usage error as one line: its message, its tips, and where to read more.
+fn usage_line(e: &clap::Error) -> String {
+    let text = e.render().to_string();
+    let mut parts: Vec<String> = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with("Usage:") || line.starts_with("For more information")
+        {
+            continue;
+        }
+        let line = line.strip_prefix("error: ").unwrap_or(line);
+        parts.push(line.to_owned());
+    }
+    if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        parts = vec!["a subcommand is required".to_owned()];
+    }
+    let mut out = parts.join("; ");
+    if out.is_empty() {
+        out = "invalid arguments".to_owned();
+    }
+    out.push_str(" (see dfck --help)");
+    out
 }

@@ -1,0 +1,46 @@
+//! Usage errors end in exactly one stderr line and exit 2; help and version still print in full.
+
+use std::process::Command;
+
+fn dfck(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_dfck"))
+        .args(args)
+        .env_remove("DFCK_DB")
+        .output()
+        .expect("run dfck")
+}
+
+#[test]
+fn every_usage_error_is_one_line_and_exit_2() {
+    let cases: &[&[&str]] = &[
+        &[],
+        &["inspect", "--bogus"],
+        &["inspect", "--format", "xml"],
+        &["verify", "--jobs"],
+        &["verify", "--jobs", "zero"],
+        &["migrate"],
+        &["migrate", "delta-to-full", "--backup"],
+        &["bench"],
+        &["nosuchcommand"],
+    ];
+    for args in cases {
+        let o = dfck(args);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr:?}");
+        assert!(stderr.starts_with("dfck: error: "), "{args:?}: {stderr:?}");
+        assert!(o.stdout.is_empty(), "{args:?}");
+    }
+}
+
+#[test]
+fn help_and_version_print_in_full_and_succeed() {
+    let o = dfck(&["--help"]);
+    assert_eq!(o.status.code(), Some(0));
+    let help = String::from_utf8_lossy(&o.stdout);
+    assert!(help.lines().count() > 5, "{help}");
+    assert!(help.contains("inspect"));
+    let o = dfck(&["--version"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&o.stdout).starts_with("dfck "));
+}
