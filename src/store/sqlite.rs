@@ -82,12 +82,12 @@ impl SqliteStore {
                 reason: "not a SQLite database".into(),
             });
         }
-        // A WAL-mode file (header bytes 18/19 = 2) with no -wal sidecar has no unmerged
-        // content and no live writer: open it immutable so that reading creates no -shm.
-        // A -wal without frames (32-byte header at most) holds nothing either. (A -wal with
-        // frames but no -shm, left by a crashed writer, can only be read by letting SQLite
-        // create the -shm: the one case where a read leaves a file behind.)
-        let wal_mode = header[18] == 2 && header[19] == 2;
+        // Read-only opens use SQLite's normal locking (`mode=ro`), so a live writer (DeerFlow
+        // opens and closes connections all the time) can never tear what dfck reads. Only a
+        // store nobody else can be writing is opened `immutable`: one whose directory dfck
+        // cannot write (no writer could create the -wal/-shm there either) and that has no
+        // -wal with frames. A WAL-mode file read with `mode=ro` gets (empty) -wal/-shm
+        // sidecars when it had none, as with any SQLite reader; docs/reliability.md.
         let wal_has_frames = std::fs::metadata(sidecar(path, "-wal")).is_ok_and(|m| m.len() > 32);
         let (uri, flags) = if writable {
             (
@@ -96,7 +96,7 @@ impl SqliteStore {
             )
         } else {
             (
-                file_uri(path, wal_mode && !wal_has_frames),
+                file_uri(path, !wal_has_frames && !dir_writable(path)),
                 OpenFlags::SQLITE_OPEN_READ_ONLY
                     | OpenFlags::SQLITE_OPEN_URI
                     | OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -273,6 +273,15 @@ fn sidecar(path: &Path, suffix: &str) -> PathBuf {
     let mut s = path.as_os_str().to_owned();
     s.push(suffix);
     PathBuf::from(s)
+}
+
+/// Whether this process may create files in `path`'s directory (where SQLite puts -wal/-shm).
+fn dir_writable(path: &Path) -> bool {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    nix::unistd::access(&dir, nix::unistd::AccessFlags::W_OK).is_ok()
 }
 
 fn file_uri(path: &Path, immutable: bool) -> String {
