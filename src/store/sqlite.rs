@@ -102,7 +102,12 @@ impl SqliteStore {
                     | OpenFlags::SQLITE_OPEN_NO_MUTEX,
             )
         };
-        let conn = Connection::open_with_flags(&uri, flags).map_err(|e| open_err(e.to_string()))?;
+        let conn = Connection::open_with_flags(&uri, flags).map_err(|e| {
+            match schema_error(&e, &shown) {
+                StoreError::NotLangGraph { .. } => open_err(e.to_string()),
+                other => other,
+            }
+        })?;
         conn.busy_timeout(std::time::Duration::from_secs(if writable {
             30
         } else {
@@ -300,6 +305,50 @@ fn file_uri(path: &Path, immutable: bool) -> String {
     uri
 }
 
+/// Why the schema could not be read: the store's state (a hot journal, a full disk, a lock)
+/// when SQLite says so, else "not a LangGraph store".
+fn schema_error(e: &rusqlite::Error, shown: &str) -> StoreError {
+    use rusqlite::ErrorCode as C;
+    let open = |reason: String| StoreError::Open {
+        path: shown.to_owned(),
+        reason,
+    };
+    let journal = sidecar(Path::new(shown), "-journal");
+    match e.sqlite_error_code() {
+        Some(C::ReadOnly | C::CannotOpen)
+            if std::fs::metadata(&journal).is_ok_and(|m| m.len() > 0) =>
+        {
+            open(format!(
+                "a hot journal ({}) left by a writer that stopped mid-transaction must be rolled back first, which needs write access: let DeerFlow (or any SQLite client that may write) open the store once; dfck reads stores read-only",
+                journal.display()
+            ))
+        }
+        Some(C::DiskFull) => open(format!("the disk is full ({e})")),
+        Some(C::DatabaseBusy | C::DatabaseLocked) => {
+            open(format!("the store is locked by another process ({e})"))
+        }
+        Some(C::SystemIoFailure) if disk_full(Path::new(shown)) => open(format!(
+            "the disk is full: no space left on the store's filesystem for SQLite's -shm/-wal files ({e})"
+        )),
+        Some(C::SystemIoFailure | C::PermissionDenied | C::CannotOpen | C::ReadOnly) => {
+            open(e.to_string())
+        }
+        _ => StoreError::NotLangGraph {
+            path: shown.to_owned(),
+            reason: format!("cannot read the schema ({e})"),
+        },
+    }
+}
+
+/// Whether the filesystem holding `path` has (next to) no space left.
+fn disk_full(path: &Path) -> bool {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    fs4::available_space(dir).is_ok_and(|free| free < 64 * 1024)
+}
+
 /// Checks tables and columns; returns whether `writes.task_path` exists.
 fn detect_schema(conn: &Connection, shown: &str) -> Result<bool, StoreError> {
     let not_lg = |reason: String| StoreError::NotLangGraph {
@@ -309,11 +358,11 @@ fn detect_schema(conn: &Connection, shown: &str) -> Result<bool, StoreError> {
     let columns = |table: &str| -> Result<Vec<String>, StoreError> {
         let mut st = conn
             .prepare("SELECT name FROM pragma_table_info(?1)")
-            .map_err(|e| not_lg(format!("cannot read the schema ({e})")))?;
+            .map_err(|e| schema_error(&e, shown))?;
         let cols = st
             .query_map([table], |r| r.get::<_, String>(0))
             .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
-            .map_err(|e| not_lg(format!("cannot read the schema ({e})")))?;
+            .map_err(|e| schema_error(&e, shown))?;
         Ok(cols)
     };
     let ck = columns("checkpoints")?;
