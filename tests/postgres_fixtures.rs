@@ -57,7 +57,13 @@ fn postgres_summary_counts_blobs_and_reads_schema_version() {
     // The password never shows in table output either.
     let out = dfck(&with_db(&uri, "dfck_delta_k3"), &["inspect"]);
     assert!(out.status.success());
-    assert!(!String::from_utf8_lossy(&out.stdout).contains("dfck-test-pw"));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains("dfck-test-pw"), "{text}");
+    assert!(
+        text.contains(":***@") && text.contains("/dfck_delta_k3 (postgres)"),
+        "the store line names the masked URL: {text}"
+    );
+    assert!(text.contains("threads: 8 "), "{text}");
 }
 
 #[test]
