@@ -83,6 +83,12 @@ fn no_store_given() {
         .output()
         .unwrap();
     assert!(out.status.success());
+    let via_env: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let via_flag = dfck_json(
+        &s(&sqlite_fixture("full")),
+        &["inspect", "--format", "json"],
+    );
+    assert_eq!(via_env, via_flag);
 }
 
 #[test]
@@ -330,8 +336,18 @@ fn read_only_commands_change_nothing() {
     conn.pragma_update(None, "journal_mode", "WAL").unwrap();
     conn.execute("CREATE TABLE IF NOT EXISTS keepalive(x)", [])
         .unwrap();
+    let wal = dir.path().join("deerflow.db-wal");
+    assert!(wal.exists(), "the store is live");
+    let (db_before, wal_before) = (digest(&db), digest(&wal));
     let out = dfck_json(&target, &["inspect", "--format", "json"]);
     assert_eq!(out["counts"]["threads"], 2);
+    assert!(
+        dfck(&target, &["inspect", "t-deerflow", "--state"])
+            .status
+            .success()
+    );
+    assert_eq!(db_before, digest(&db), "the live store changed");
+    assert_eq!(wal_before, digest(&wal), "the live store's WAL changed");
     drop(conn);
 }
 
@@ -343,10 +359,9 @@ fn special_files_are_refused_without_blocking() {
         .arg(&fifo)
         .status()
         .map(|s| s.success());
-    if made.unwrap_or(false) {
-        // Opening a FIFO for reading would block forever: it must be refused up front.
-        assert_clean_failure(&dfck(&s(&fifo), &["inspect"]), "not a regular file");
-    }
+    assert!(made.unwrap_or(false), "mkfifo failed");
+    // Opening a FIFO for reading would block forever: it must be refused up front.
+    assert_clean_failure(&dfck(&s(&fifo), &["inspect"]), "not a regular file");
     assert_clean_failure(&dfck("/dev/null", &["inspect"]), "not a regular file");
 }
 

@@ -84,7 +84,8 @@ fn incremental_materialization_matches_langgraph_everywhere() {
         total += n;
         bad.extend(b);
     }
-    if let Some(uri) = pg_server() {
+    let mut pg_total = 0;
+    if let Some(uri) = require_postgres("incremental materialization of the postgres fixtures") {
         for stem in stems_in("expected-pg") {
             let store = Target::parse(&with_db(&uri, &format!("dfck_{stem}")))
                 .unwrap()
@@ -95,10 +96,15 @@ fn incremental_materialization_matches_langgraph_everywhere() {
                 store.as_ref(),
                 &expected_in("expected-pg", &stem),
             );
-            total += n;
+            pg_total += n;
             bad.extend(b);
         }
+        assert!(
+            pg_total > 400,
+            "too few postgres checkpoints compared: {pg_total}"
+        );
     }
+    total += pg_total;
     println!(
         "incremental materialization: {total} checkpoints equal LangGraph's messages (state and stored views)"
     );

@@ -4,21 +4,19 @@
 //! operator meets first: wrong password, unreachable server, not a LangGraph database,
 //! unknown schema version, the shallow saver's layout.
 //!
-//! Needs `TEST_POSTGRES_URI` (see scripts/pg-test-server.sh); without it these tests print
-//! "postgres tests skipped: TEST_POSTGRES_URI unset" and pass, unless
-//! `DFCK_REQUIRE_POSTGRES=1` (CI) makes that a failure.
+//! Needs `TEST_POSTGRES_URI` (see scripts/pg-test-server.sh); without it each test prints
+//! "<what> skipped: TEST_POSTGRES_URI unset" and passes, unless `DFCK_REQUIRE_POSTGRES` is set
+//! (scripts/test-all.sh, CI), which makes that a failure.
 
 mod common;
 
 use common::*;
 
-fn server() -> Option<String> {
-    pg_server()
-}
-
 #[test]
 fn every_postgres_fixture_checkpoint_matches_langgraph() {
-    let Some(uri) = server() else { return };
+    let Some(uri) = require_postgres("postgres fixture comparison with LangGraph") else {
+        return;
+    };
     let stems = stems_in("expected-pg");
     assert!(stems.len() >= 6, "postgres fixtures missing: {stems:?}");
     let targets = stems
@@ -41,7 +39,9 @@ fn every_postgres_fixture_checkpoint_matches_langgraph() {
 
 #[test]
 fn postgres_summary_counts_blobs_and_reads_schema_version() {
-    let Some(uri) = server() else { return };
+    let Some(uri) = require_postgres("postgres store summary") else {
+        return;
+    };
     let j = dfck_json(
         &with_db(&uri, "dfck_delta_k3"),
         &["inspect", "--format", "json"],
@@ -57,12 +57,20 @@ fn postgres_summary_counts_blobs_and_reads_schema_version() {
     // The password never shows in table output either.
     let out = dfck(&with_db(&uri, "dfck_delta_k3"), &["inspect"]);
     assert!(out.status.success());
-    assert!(!String::from_utf8_lossy(&out.stdout).contains("dfck-test-pw"));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains("dfck-test-pw"), "{text}");
+    assert!(
+        text.contains(":***@") && text.contains("/dfck_delta_k3 (postgres)"),
+        "the store line names the masked URL: {text}"
+    );
+    assert!(text.contains("threads: 8 "), "{text}");
 }
 
 #[test]
 fn postgres_failures_are_one_line_without_the_password() {
-    let Some(uri) = server() else { return };
+    let Some(uri) = require_postgres("postgres connection failures") else {
+        return;
+    };
     let check = |target: &str, needle: &str| {
         let line = assert_clean_failure(&dfck(target, &["inspect"]), needle);
         assert!(!line.contains("dfck-test-pw"), "password leaked: {line}");
@@ -91,7 +99,9 @@ fn postgres_failures_are_one_line_without_the_password() {
 
 #[test]
 fn postgres_unknown_thread_and_checkpoint() {
-    let Some(uri) = server() else { return };
+    let Some(uri) = require_postgres("postgres unknown thread/checkpoint") else {
+        return;
+    };
     let db = with_db(&uri, "dfck_full");
     assert_clean_failure(
         &dfck(&db, &["inspect", "nope", "--state"]),
@@ -114,7 +124,9 @@ fn postgres_unknown_thread_and_checkpoint() {
 
 #[test]
 fn postgres_over_tls() {
-    let Some(uri) = server() else { return };
+    let Some(uri) = require_postgres("postgres over TLS") else {
+        return;
+    };
     // Role dfck_tls may only connect over TLS (hostssl in the test server's pg_hba.conf).
     let tls = with_db(&uri, "dfck_delta_k3").replacen("://dfck:", "://dfck_tls:", 1);
     let sep = if tls.contains('?') { '&' } else { '?' };

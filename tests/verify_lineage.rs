@@ -146,12 +146,7 @@ fn lineage_chain_and_tree() {
 
 #[test]
 fn healthy_postgres_fixtures_have_no_error_findings() {
-    let Some(uri) = pg_server() else {
-        use std::io::Write as _;
-        let _ = writeln!(
-            std::io::stderr(),
-            "postgres tests skipped: TEST_POSTGRES_URI unset"
-        );
+    let Some(uri) = require_postgres("verify on the healthy postgres fixtures") else {
         return;
     };
     let mut checkpoints = 0;
@@ -294,7 +289,9 @@ fn lineage_marks_contaminated_branches() {
 
 #[test]
 fn postgres_defects_yield_exactly_their_codes() {
-    let Some(uri) = pg_server() else { return };
+    let Some(uri) = require_postgres("verify on the postgres defect fixtures") else {
+        return;
+    };
     let exp = expected_in("defects-pg", "expected");
     let mut matched = 0;
     let mut bad = Vec::new();

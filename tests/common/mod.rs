@@ -119,7 +119,7 @@ pub fn with_db(uri: &str, db: &str) -> String {
     }
 }
 
-/// The test server's URI ([`pg_server`] under the name the tests use), or `None` after
+/// The test server's URI (`TEST_POSTGRES_URI`), or `None` after
 /// saying that `what` is skipped. With `DFCK_REQUIRE_POSTGRES` set (CI) a missing server fails
 /// the test.
 pub fn require_postgres(what: &str) -> Option<String> {
@@ -150,28 +150,16 @@ fn require_or_skip(require: &str, var: &str, what: &str) {
             "{var} unset but {require} is set: {what} cannot be skipped (scripts/test-all.sh sets both up)"
         );
     }
+    // One write of the whole line, on the real stderr (shown even when the harness captures
+    // output), so that it does not interleave with the harness's own lines.
     use std::io::Write as _;
-    let _ = writeln!(std::io::stderr(), "{what} skipped: {var} unset");
+    let line = format!("{what} skipped: {var} unset\n");
+    let _ = std::io::stderr().write_all(line.as_bytes());
 }
 
-/// The test server's URI, or `None` after printing (on the real stderr, so it always
-/// shows) that the Postgres tests are skipped. With `DFCK_REQUIRE_POSTGRES=1` (CI) a
-/// missing server is a failure.
+/// The older name of [`require_postgres`], still used by the bench and migrate tests: prints
+/// "postgres tests skipped: TEST_POSTGRES_URI unset" when there is no server, and fails when
+/// `DFCK_REQUIRE_POSTGRES` is set.
 pub fn pg_server() -> Option<String> {
-    match std::env::var("TEST_POSTGRES_URI") {
-        Ok(u) if !u.is_empty() => Some(u),
-        _ => {
-            if std::env::var("DFCK_REQUIRE_POSTGRES").is_ok_and(|v| v == "1") {
-                panic!(
-                    "TEST_POSTGRES_URI unset but DFCK_REQUIRE_POSTGRES=1: start scripts/pg-test-server.sh"
-                );
-            }
-            use std::io::Write as _;
-            let _ = writeln!(
-                std::io::stderr(),
-                "postgres tests skipped: TEST_POSTGRES_URI unset"
-            );
-            None
-        }
-    }
+    require_postgres("postgres tests")
 }
