@@ -9,7 +9,7 @@ use crate::finding::{Finding, Severity};
 use crate::inspect::{StateReport, StoreSummary, ThreadReport};
 use crate::lineage::{LineageEntry, LineageReport};
 use crate::migrate::MigrateReport;
-use crate::model::ThreadMode;
+use crate::model::{ChannelMode, ThreadMode};
 use crate::verify::VerifyReport;
 use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 use serde::Serialize;
@@ -95,7 +95,7 @@ pub fn summary_table(s: &StoreSummary) -> String {
             .iter()
             .filter(|t| t.mode != ThreadMode::Full)
             .count();
-        if c.checkpoint_channel_mode == "full" && delta > 0 {
+        if c.checkpoint_channel_mode == ChannelMode::Full && delta > 0 {
             let _ = writeln!(
                 out,
                 "note:    the config says full, but {delta} thread(s) hold delta checkpoints: a full-mode DeerFlow refuses them (convert with `dfck migrate delta-to-full`)"
