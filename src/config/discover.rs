@@ -10,7 +10,7 @@ use super::{DiscoverOptions, Discovered, SOURCE_DATABASE, SOURCE_LEGACY, invalid
 use crate::error::ConfigError;
 use crate::model::ChannelMode;
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// `database.checkpoint_delta.snapshot_frequency` when unset.
 const DEFAULT_SNAPSHOT_FREQUENCY: u64 = 10;
@@ -173,7 +173,7 @@ fn snapshot_frequency(database: &[(Node, Node)], cfg: &str) -> Result<u64, Confi
 fn store_missing(
     opts: &DiscoverOptions,
     source: &str,
-    path: &PathBuf,
+    path: &Path,
     how: &str,
     cfg: String,
 ) -> ConfigError {
