@@ -31,25 +31,8 @@ pub fn discover(opts: &DiscoverOptions) -> Result<Discovered, ConfigError> {
 
     // The .env file: never overrides the process environment.
     let env_file = locate::env_file(opts, &cwd, &config_dir, &deerflow_cwd)?;
-    let dotenv = match &env_file {
-        Some(f) => parse_dotenv(&read(f)?, opts.env),
-        None => HashMap::new(),
-    };
-    let lookup = |name: &str| (opts.env)(name).or_else(|| dotenv.get(name).cloned());
-    let env_desc = env_file
-        .as_ref()
-        .map(|f| show(f))
-        .unwrap_or_else(|| "no .env file".into());
-    let subst = |node: Node, key: &str| -> Result<Node, ConfigError> {
-        substitute(node, key, &|var, key| {
-            lookup(var).ok_or_else(|| ConfigError::MissingEnv {
-                path: cfg.clone(),
-                var: var.to_owned(),
-                key: key.to_owned(),
-                env_file: env_desc.clone(),
-            })
-        })
-    };
+    let env = Environment::load(opts, env_file.as_deref(), &cfg)?;
+    let subst = |node: Node, key: &str| env.substitute(node, key);
 
     let top = top_level(&config_path, &cfg)?;
     // `database`: a missing or null section → {backend: sqlite, sqlite_dir: .deer-flow/data};
@@ -65,6 +48,7 @@ pub fn discover(opts: &DiscoverOptions) -> Result<Discovered, ConfigError> {
     let (source, selection) = match section(&top, "checkpointer") {
         Some(node) => {
             let ck = mapping(subst(node, "checkpointer")?, &cfg, "checkpointer")?;
+            let lookup = |name: &str| env.get(name);
             let data_home = || locate::base_dir(opts, &cwd, &deerflow_cwd, &lookup);
             let selection = backend::legacy(&ck, &cfg, &deerflow_cwd, &data_home)?;
             (SOURCE_LEGACY, selection)
@@ -92,6 +76,52 @@ pub fn discover(opts: &DiscoverOptions) -> Result<Discovered, ConfigError> {
         checkpoint_channel_mode,
         snapshot_frequency,
     })
+}
+
+/// The variables `$VAR` values and `DEER_FLOW_HOME` read: the process environment, then the
+/// `.env` file.
+struct Environment<'a> {
+    process: &'a dyn Fn(&str) -> Option<String>,
+    dotenv: HashMap<String, String>,
+    /// The `.env` file as named in errors, or "no .env file".
+    desc: String,
+    /// The config file, for errors.
+    cfg: &'a str,
+}
+
+impl<'a> Environment<'a> {
+    fn load(
+        opts: &DiscoverOptions<'a>,
+        env_file: Option<&Path>,
+        cfg: &'a str,
+    ) -> Result<Self, ConfigError> {
+        let dotenv = match env_file {
+            Some(f) => parse_dotenv(&read(f)?, opts.env),
+            None => HashMap::new(),
+        };
+        Ok(Environment {
+            process: opts.env,
+            dotenv,
+            desc: env_file.map_or_else(|| "no .env file".into(), show),
+            cfg,
+        })
+    }
+
+    fn get(&self, name: &str) -> Option<String> {
+        (self.process)(name).or_else(|| self.dotenv.get(name).cloned())
+    }
+
+    /// `node` with every `$VAR` string replaced; a missing variable is an error.
+    fn substitute(&self, node: Node, key: &str) -> Result<Node, ConfigError> {
+        substitute(node, key, &|var, key| {
+            self.get(var).ok_or_else(|| ConfigError::MissingEnv {
+                path: self.cfg.to_owned(),
+                var: var.to_owned(),
+                key: key.to_owned(),
+                env_file: self.desc.clone(),
+            })
+        })
+    }
 }
 
 /// The config file's top-level mapping (an empty file is an empty mapping).
