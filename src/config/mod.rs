@@ -4,14 +4,14 @@
 //! 1. The config file: `--config`, else `DEER_FLOW_CONFIG_PATH` (must exist), else
 //!    `config.yaml` in `DEER_FLOW_PROJECT_ROOT` (must be a directory) or the current directory,
 //!    else the source-tree fallbacks `./backend/config.yaml` and, run from `backend/`,
-//!    `../config.yaml` ([`locate`]).
+//!    `../config.yaml` (`locate`).
 //! 2. The environment: the process environment, plus one `.env` file (`--env-file`, else the
 //!    first of `.env` beside the config, at the project root, in the DeerFlow CWD) that never
-//!    overrides a variable already set, as DeerFlow's `load_dotenv()` ([`dotenv`]). A YAML
+//!    overrides a variable already set, as DeerFlow's `load_dotenv()` (`dotenv`). A YAML
 //!    string starting with `$` is replaced whole by that variable, in the sections dfck reads
 //!    (`database`, `checkpointer`); a missing variable is an error naming it.
 //! 3. The store: the legacy top-level `checkpointer:` wins; else `database.backend`
-//!    ([`backend`]).
+//!    (`backend`).
 //!
 //! This module owns the types discovery returns; [`discover`] ties the steps together.
 //! Library code: nothing here prints. Error messages are one line and never contain a
