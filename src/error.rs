@@ -1,92 +1,104 @@
-//! Error types per domain, and the one place that maps them to exit codes.
+//! Error types per domain (store, model, materialize, config, usage, I/O) and the exit-code
+//! constants the benchmark commands return. The codec's error lives in [`crate::codec`] and
+//! is re-exported here; this module imports no other module of the crate, so every module can
+//! depend on it without an import cycle.
 
+pub use crate::codec::CodecError;
 use thiserror::Error;
 
-/// A value could not be decoded.
+/// Config discovery failed.
 #[derive(Debug, Error, Clone, PartialEq)]
-pub enum CodecError {
-    /// The document ends before a value it announces.
-    #[error("truncated msgpack at byte {offset} (needs {wanted} more bytes)")]
-    Truncated {
-        /// Byte offset where the read started.
-        offset: usize,
-        /// Bytes wanted.
-        wanted: usize,
-    },
-    /// A byte that starts no msgpack value.
-    #[error("invalid msgpack marker 0x{byte:02x} at byte {offset}")]
-    InvalidMarker {
-        /// Byte offset.
-        offset: usize,
-        /// The marker byte.
-        byte: u8,
-    },
-    /// A msgpack string that is not UTF-8.
-    #[error("msgpack string at byte {offset} is not valid UTF-8")]
-    InvalidUtf8 {
-        /// Byte offset.
-        offset: usize,
-    },
-    /// Bytes left over after one complete document.
-    #[error("trailing bytes after msgpack value (value ends at byte {offset} of {len})")]
-    TrailingBytes {
-        /// End of the decoded value.
-        offset: usize,
-        /// Length of the buffer.
-        len: usize,
-    },
-    /// Nesting deeper than [`crate::codec::MAX_DEPTH`].
+pub enum ConfigError {
+    /// No config file was found by any rule.
     #[error(
-        "msgpack nesting deeper than {} at byte {offset}",
-        crate::codec::MAX_DEPTH
+        "no store given: pass --db TARGET, set DFCK_DB, or point --config at a DeerFlow config.yaml (none found: looked for {searched})"
     )]
-    TooDeep {
-        /// Byte offset.
-        offset: usize,
+    NotFound {
+        /// The candidate files, comma-separated.
+        searched: String,
     },
-    /// A serializer tag dfck cannot read (`pickle`, `msgpack+aes`, …).
-    #[error("unsupported serializer type '{0}' ({why})", why = unsupported_why(.0))]
-    UnsupportedSerializer(String),
-    /// A legacy `json` row that is not JSON.
-    #[error("invalid legacy JSON value: {0}")]
-    InvalidJson(String),
-}
-
-fn unsupported_why(tag: &str) -> &'static str {
-    if tag.contains('+') {
-        "encrypted by an EncryptedSerializer: needs the key and Python"
-    } else if tag == "pickle" {
-        "Python pickle: cannot be read without Python"
-    } else {
-        "not a LangGraph serializer tag dfck reads"
-    }
-}
-
-impl CodecError {
-    /// The same error with its byte offsets moved by `by` (errors inside ext payloads).
-    pub fn shifted(self, by: usize) -> Self {
-        match self {
-            CodecError::Truncated { offset, wanted } => CodecError::Truncated {
-                offset: offset + by,
-                wanted,
-            },
-            CodecError::InvalidMarker { offset, byte } => CodecError::InvalidMarker {
-                offset: offset + by,
-                byte,
-            },
-            CodecError::InvalidUtf8 { offset } => CodecError::InvalidUtf8 {
-                offset: offset + by,
-            },
-            CodecError::TrailingBytes { offset, len } => CodecError::TrailingBytes {
-                offset: offset + by,
-                len: len + by,
-            },
-            CodecError::TooDeep { offset } => CodecError::TooDeep {
-                offset: offset + by,
-            },
-            other => other,
-        }
-    }
+    /// A config file named explicitly (`--config`, `DEER_FLOW_CONFIG_PATH`) does not exist.
+    #[error("config file {path} (from {rule}) does not exist or is not a file")]
+    ConfigMissing {
+        /// The absolute path.
+        path: String,
+        /// Which rule named it.
+        rule: &'static str,
+    },
+    /// `DEER_FLOW_PROJECT_ROOT` is set to something that is not a directory.
+    #[error("DEER_FLOW_PROJECT_ROOT is set to '{value}', but {path} {problem}")]
+    ProjectRoot {
+        /// The variable's value.
+        value: String,
+        /// The absolute path.
+        path: String,
+        /// "does not exist" / "is not a directory".
+        problem: &'static str,
+    },
+    /// `--deerflow-cwd` is not a directory.
+    #[error("--deerflow-cwd {path} is not a directory")]
+    DeerflowCwd {
+        /// The absolute path.
+        path: String,
+    },
+    /// `--env-file` does not exist.
+    #[error("env file {path} (from --env-file) does not exist or is not a file")]
+    EnvFileMissing {
+        /// The absolute path.
+        path: String,
+    },
+    /// A file could not be read.
+    #[error("cannot read {path}: {reason}")]
+    Read {
+        /// The file.
+        path: String,
+        /// The OS error.
+        reason: String,
+    },
+    /// The config file is not valid YAML.
+    #[error("{path}: invalid YAML: {reason}")]
+    Yaml {
+        /// The config file.
+        path: String,
+        /// The parser's message.
+        reason: String,
+    },
+    /// A `$VAR` value names a variable that is not set.
+    #[error(
+        "{path}: environment variable {var} (for {key}) is not set in the environment or in {env_file}"
+    )]
+    MissingEnv {
+        /// The config file.
+        path: String,
+        /// The variable name (never its value).
+        var: String,
+        /// The dotted key holding `$VAR`.
+        key: String,
+        /// The `.env` file consulted, or "no .env file".
+        env_file: String,
+    },
+    /// A value in the config is missing or wrong.
+    #[error("{path}: {key}: {reason}")]
+    Invalid {
+        /// The config file.
+        path: String,
+        /// The dotted key.
+        key: String,
+        /// What is wrong (URLs redacted).
+        reason: String,
+    },
+    /// The resolved SQLite store does not exist.
+    #[error("sqlite store {path} does not exist (from {how} in {config}){hint}")]
+    StoreMissing {
+        /// The resolved store file.
+        path: String,
+        /// Which setting produced it.
+        how: String,
+        /// The config file.
+        config: String,
+        /// A hint about `--deerflow-cwd` / `DEER_FLOW_HOME`, or "".
+        hint: String,
+    },
 }
 
 /// Opening or reading a store failed.
@@ -217,9 +229,9 @@ pub enum Error {
     /// See [`MaterializeError`].
     #[error(transparent)]
     Materialize(#[from] MaterializeError),
-    /// See [`crate::config::ConfigError`].
+    /// See [`ConfigError`].
     #[error(transparent)]
-    Config(#[from] crate::config::ConfigError),
+    Config(#[from] ConfigError),
     /// Bad command-line input that clap cannot catch.
     #[error("{0}")]
     Usage(String),
@@ -237,11 +249,3 @@ pub const EXIT_OK: i32 = 0;
 pub const EXIT_FINDINGS: i32 = 1;
 /// Exit code: usage error, unreadable/unsupported store, connection failure, I/O error.
 pub const EXIT_ERROR: i32 = 2;
-
-impl Error {
-    /// The documented exit code for this error.
-    pub fn exit_code(&self) -> i32 {
-        // Every error that stops a command is a usage, store, data or I/O failure.
-        EXIT_ERROR
-    }
-}

@@ -77,7 +77,7 @@ pub struct ConfiguredMode {
     /// The config file.
     pub path: String,
     /// `database.checkpoint_channel_mode`.
-    pub checkpoint_channel_mode: String,
+    pub checkpoint_channel_mode: crate::model::ChannelMode,
     /// `database.checkpoint_delta.snapshot_frequency`.
     pub snapshot_frequency: u64,
 }

@@ -1,5 +1,5 @@
 //! Config discovery end to end: the real `dfck` binary, without `--db`, finds the store of a
-//! DeerFlow-shaped install built in a temp dir (deerflow-semantics.md §6).
+//! DeerFlow-shaped install built in a temp dir (docs/config.md).
 
 use serde_json::Value as Json;
 use std::path::{Path, PathBuf};

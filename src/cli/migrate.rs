@@ -141,7 +141,8 @@ fn apply(
             "dfck: {} thread(s) converted. Set database.checkpoint_channel_mode: full and restart every process sharing this store.",
             report.converted
         );
-        if discovered.is_some_and(|d| d.checkpoint_channel_mode == "delta") {
+        if discovered.is_some_and(|d| d.checkpoint_channel_mode == crate::model::ChannelMode::Delta)
+        {
             eprintln!(
                 "dfck: warning: the DeerFlow config still says checkpoint_channel_mode: delta"
             );

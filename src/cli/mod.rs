@@ -11,8 +11,10 @@ use crate::error::Error;
 use crate::outcome::Outcome;
 use crate::render::Format;
 use crate::target::Target;
+
+/// Output plumbing for the command files (`super::emit`, `super::output`).
+pub(crate) use crate::render::{emit, output};
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use std::io::Write;
 
 /// Inspect, verify and migrate LangGraph / DeerFlow checkpoint stores, without Python.
 #[derive(Debug, Parser)]
@@ -137,56 +139,14 @@ impl GlobalArgs {
         } else {
             ""
         };
-        eprintln!(
+        crate::render::note(&format!(
             "dfck: config {} ({}){env_note} \u{2192} {} {}{legacy_note}",
             found.config_path.display(),
             found.config_rule,
             found.backend,
             target.display(),
-        );
+        ));
         Ok((target, Some(found)))
-    }
-}
-
-/// Writes command output to stdout; a closed pipe (`dfck … | head`) ends quietly.
-pub(crate) fn emit(text: &str) -> Result<(), Error> {
-    let mut out = std::io::stdout().lock();
-    quiet_pipe(
-        out.write_all(text.as_bytes())
-            .and_then(|()| out.flush())
-            .map_err(Error::from),
-    )
-}
-
-fn quiet_pipe(r: Result<(), Error>) -> Result<(), Error> {
-    match r {
-        Err(Error::Io(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        other => other,
-    }
-}
-
-/// Writes a report: a table, or one JSON document streamed to stdout.
-pub(crate) fn output<T: serde::Serialize>(
-    format: Format,
-    report: &T,
-    table: impl FnOnce(&T) -> String,
-) -> Result<(), Error> {
-    match format {
-        Format::Table => emit(&table(report)),
-        Format::Json => {
-            let mut w = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
-            let r = serde_json::to_writer(&mut w, report)
-                .map_err(|e| match e.io_error_kind() {
-                    Some(kind) => Error::Io(kind.into()),
-                    None => Error::Render(e.to_string()),
-                })
-                .and_then(|()| {
-                    w.write_all(b"\n")?;
-                    w.flush()?;
-                    Ok(())
-                });
-            quiet_pipe(r)
-        }
     }
 }
 

@@ -1,9 +1,9 @@
 //! msgpack decoding into [`Value`], built on the token cursor of `scan`: ext payloads are
 //! zero-copy slices of the input, decoded recursively (pydantic payloads lazily).
 
+use super::CodecError;
 use super::scan::{Cur, Token, validate_document};
 use super::value::{EXT_PYDANTIC_V1, EXT_PYDANTIC_V2, Ext, Value};
-use crate::error::CodecError;
 use bytes::Bytes;
 
 /// Deepest nesting accepted (arrays, maps and ext payloads together).

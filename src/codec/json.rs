@@ -65,7 +65,7 @@ enum Kind<'a> {
 }
 
 impl<'a> Node<'a> {
-    fn kind(self) -> Result<Kind<'a>, crate::error::CodecError> {
+    fn kind(self) -> Result<Kind<'a>, super::CodecError> {
         Ok(match self {
             Node::Str(s) => Kind::Str(s),
             Node::Val(v) => match v {

@@ -3,17 +3,18 @@
 
 mod decode;
 mod encode;
+mod error;
 mod json;
 mod scan;
 mod value;
 
 pub use decode::{MAX_DEPTH, decode, decode_shared};
 pub use encode::{encode, write_array_header, write_ext_header, write_value};
+pub use error::CodecError;
 pub use json::{Rendered, RenderedMap, from_json, to_json};
 pub use scan::checkpoint_messages_slice;
 pub use value::*;
 
-use crate::error::CodecError;
 use bytes::Bytes;
 
 /// Decodes a `(type, bytes)` pair the way `JsonPlusSerializer.loads_typed` does.

@@ -1,7 +1,7 @@
 //! Allocation-free reading of msgpack bytes: a token cursor, full structural validation
 //! (`skip`), and field look-ups inside undecoded pydantic payloads.
 
-use crate::error::CodecError;
+use super::CodecError;
 
 /// One msgpack header-level item.
 #[derive(Debug, Clone, Copy)]

@@ -1,18 +1,20 @@
-//! Rendering of report values: tables (comfy-table) and JSON for stdout, and the progress
-//! bar for stderr. Nothing in the runtime library depends on this module.
+//! Rendering of report values: tables (comfy-table) and JSON for stdout, the progress bar
+//! and notes for stderr, and the writing of them ([`emit`], [`output`], [`note`]).
+//! Nothing in the runtime library depends on this module.
 
+mod output;
 mod progress;
 
+pub use output::{emit, note, output};
 pub use progress::TerminalProgress;
 
 use crate::finding::{Finding, Severity};
 use crate::inspect::{StateReport, StoreSummary, ThreadReport};
 use crate::lineage::{LineageEntry, LineageReport};
 use crate::migrate::MigrateReport;
-use crate::model::ThreadMode;
+use crate::model::{ChannelMode, ThreadMode};
 use crate::verify::VerifyReport;
 use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
-use serde::Serialize;
 use serde_json::Value as Json;
 use std::fmt::Write as _;
 
@@ -23,16 +25,6 @@ pub enum Format {
     Table,
     /// One JSON document.
     Json,
-}
-
-/// A report as one JSON document (UTF-8, stable key order) with a trailing newline.
-///
-/// Compact (one line): large states render several times faster, and `jq` pretty-prints.
-pub fn json<T: Serialize>(report: &T) -> Result<String, crate::error::Error> {
-    let mut s =
-        serde_json::to_string(report).map_err(|e| crate::error::Error::Render(e.to_string()))?;
-    s.push('\n');
-    Ok(s)
 }
 
 /// Bytes in binary units (`1.5 MiB`).
@@ -95,7 +87,7 @@ pub fn summary_table(s: &StoreSummary) -> String {
             .iter()
             .filter(|t| t.mode != ThreadMode::Full)
             .count();
-        if c.checkpoint_channel_mode == "full" && delta > 0 {
+        if c.checkpoint_channel_mode == ChannelMode::Full && delta > 0 {
             let _ = writeln!(
                 out,
                 "note:    the config says full, but {delta} thread(s) hold delta checkpoints: a full-mode DeerFlow refuses them (convert with `dfck migrate delta-to-full`)"

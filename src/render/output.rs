@@ -1,0 +1,53 @@
+//! Where rendered output goes: reports and text to stdout, notes to stderr. A closed pipe
+//! (`dfck … | head`) ends the output quietly instead of failing the command.
+
+use super::Format;
+use crate::error::Error;
+use std::io::Write;
+
+/// Writes command output to stdout; a closed pipe ends quietly.
+pub fn emit(text: &str) -> Result<(), Error> {
+    let mut out = std::io::stdout().lock();
+    quiet_pipe(
+        out.write_all(text.as_bytes())
+            .and_then(|()| out.flush())
+            .map_err(Error::from),
+    )
+}
+
+/// Writes a report: a table, or one JSON document (compact, one line) streamed to stdout.
+pub fn output<T: serde::Serialize>(
+    format: Format,
+    report: &T,
+    table: impl FnOnce(&T) -> String,
+) -> Result<(), Error> {
+    match format {
+        Format::Table => emit(&table(report)),
+        Format::Json => {
+            let mut w = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+            let r = serde_json::to_writer(&mut w, report)
+                .map_err(|e| match e.io_error_kind() {
+                    Some(kind) => Error::Io(kind.into()),
+                    None => Error::Render(e.to_string()),
+                })
+                .and_then(|()| {
+                    w.write_all(b"\n")?;
+                    w.flush()?;
+                    Ok(())
+                });
+            quiet_pipe(r)
+        }
+    }
+}
+
+/// Writes one line (a newline is added) to stderr: notes about what a command did or found.
+pub fn note(line: &str) {
+    eprintln!("{line}");
+}
+
+fn quiet_pipe(r: Result<(), Error>) -> Result<(), Error> {
+    match r {
+        Err(Error::Io(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
+    }
+}
