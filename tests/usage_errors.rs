@@ -44,3 +44,30 @@ fn help_and_version_print_in_full_and_succeed() {
     assert_eq!(o.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&o.stdout).starts_with("dfck "));
 }
+
+#[test]
+fn a_closed_stdout_is_an_error_not_a_silent_success() {
+    let db = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/sqlite/deerflow.db");
+    for format in ["table", "json"] {
+        let o = Command::new("sh")
+            .args(["-c", r#"exec "$0" "$@" >&-"#, env!("CARGO_BIN_EXE_dfck")])
+            .args(["--db", db, "inspect", "--format", format])
+            .output()
+            .expect("run dfck");
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{format}: {stderr}");
+        assert!(stderr.contains("standard output is closed"), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    }
+    // Output sent to /dev/null on purpose still succeeds.
+    let o = Command::new("sh")
+        .args([
+            "-c",
+            r#"exec "$0" "$@" >/dev/null"#,
+            env!("CARGO_BIN_EXE_dfck"),
+        ])
+        .args(["--db", db, "inspect"])
+        .output()
+        .expect("run dfck");
+    assert_eq!(o.status.code(), Some(0));
+}

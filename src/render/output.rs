@@ -5,8 +5,32 @@ use super::Format;
 use crate::error::Error;
 use std::io::Write;
 
+/// Fails when dfck was started with stdout closed (`dfck … >&-`). Rust's runtime reopens a
+/// closed stdout on /dev/null read-write before `main`, so every write would "succeed" with
+/// the output lost; a shell's `> /dev/null` opens it write-only, so the two differ.
+fn stdout_open() -> Result<(), Error> {
+    use nix::fcntl::{FcntlArg, OFlag, fcntl};
+    use std::os::fd::AsFd;
+    let out = std::io::stdout();
+    let fd = out.as_fd();
+    let closed_at_start = fcntl(fd, FcntlArg::F_GETFL)
+        .is_ok_and(|fl| OFlag::from_bits_truncate(fl) & OFlag::O_ACCMODE == OFlag::O_RDWR)
+        && nix::sys::stat::fstat(fd).is_ok_and(|st| {
+            st.st_mode & nix::libc::S_IFMT == nix::libc::S_IFCHR
+                && nix::sys::stat::major(st.st_rdev) == 1
+                && nix::sys::stat::minor(st.st_rdev) == 3
+        });
+    if closed_at_start {
+        return Err(Error::Io(std::io::Error::other(
+            "standard output is closed: nowhere to write the output",
+        )));
+    }
+    Ok(())
+}
+
 /// Writes command output to stdout; a closed pipe ends quietly.
 pub fn emit(text: &str) -> Result<(), Error> {
+    stdout_open()?;
     let mut out = std::io::stdout().lock();
     quiet_pipe(
         out.write_all(text.as_bytes())
@@ -24,6 +48,7 @@ pub fn output<T: serde::Serialize>(
     match format {
         Format::Table => emit(&table(report)),
         Format::Json => {
+            stdout_open()?;
             let mut w = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
             let r = serde_json::to_writer(&mut w, report)
                 .map_err(|e| match e.io_error_kind() {
