@@ -20,16 +20,44 @@ pub fn redact_url(url: &str) -> String {
             }
         }
     }
-    let lower = out.to_ascii_lowercase();
-    if let Some(i) = lower.find("password=") {
-        let start = i + "password=".len();
-        let end = out[start..]
-            .find(['&', ' '])
-            .map(|j| start + j)
-            .unwrap_or(out.len());
-        out.replace_range(start..end, "***");
+    let mut from = 0;
+    while let Some(i) = out[from..].to_ascii_lowercase().find("password") {
+        let key_end = from + i + "password".len();
+        // `password=…` (URL option) or `password = …` (keyword DSN, spaces allowed).
+        let rest = &out[key_end..];
+        let after_eq = match rest.trim_start().strip_prefix('=') {
+            Some(r) => out.len() - r.trim_start().len(),
+            None => {
+                from = key_end;
+                continue;
+            }
+        };
+        let end = value_end(&out, after_eq);
+        out.replace_range(after_eq..end, "***");
+        from = after_eq + 3;
     }
     out
+}
+
+/// Where a password value starting at `start` ends: a quoted keyword-DSN value ends after its
+/// closing quote (`\'` escapes one), a bare one at `&`, a space or the end.
+fn value_end(s: &str, start: usize) -> usize {
+    let bytes = s.as_bytes();
+    if bytes.get(start) == Some(&b'\'') {
+        let mut j = start + 1;
+        while j < bytes.len() {
+            match bytes[j] {
+                b'\\' => j += 2,
+                b'\'' => return j + 1,
+                _ => j += 1,
+            }
+        }
+        return bytes.len();
+    }
+    s[start..]
+        .find(['&', ' '])
+        .map(|j| start + j)
+        .unwrap_or(s.len())
 }
 
 /// The password of a `scheme://user:password@host` URL or of a `password=` option.

@@ -23,6 +23,34 @@ pub enum Target {
     },
 }
 
+/// Whether `s` is a libpq keyword/value connection string (`host=… dbname=…`), not a path.
+fn is_keyword_dsn(s: &str) -> bool {
+    const KEYS: &[&str] = &[
+        "host",
+        "hostaddr",
+        "port",
+        "dbname",
+        "user",
+        "password",
+        "passfile",
+        "service",
+        "sslmode",
+        "sslrootcert",
+        "sslcert",
+        "sslkey",
+        "connect_timeout",
+        "options",
+        "application_name",
+        "target_session_attrs",
+        "keepalives",
+        "channel_binding",
+    ];
+    let Some((key, _)) = s.split_once('=') else {
+        return false;
+    };
+    KEYS.contains(&key.trim())
+}
+
 impl Target {
     /// Parses a `--db` value.
     pub fn parse(s: &str) -> Result<Target, StoreError> {
@@ -30,7 +58,7 @@ impl Target {
         if s.is_empty() {
             return Err(StoreError::Target("empty --db value".into()));
         }
-        if s.starts_with("postgresql://") || s.starts_with("postgres://") {
+        if s.starts_with("postgresql://") || s.starts_with("postgres://") || is_keyword_dsn(s) {
             return Ok(Target::Postgres {
                 url: s.to_owned(),
                 schema: None,
@@ -105,5 +133,24 @@ mod tests {
             "postgresql://me:***@host:5432/db?password=***&sslmode=require"
         );
         assert_eq!(redact_url("postgres://host/db"), "postgres://host/db");
+        // libpq keyword DSNs are PostgreSQL targets, never file paths, and hide passwords,
+        // quoted or not.
+        let dsn = "host=127.0.0.1 port=5432 dbname=x user=u password='p w\\'d' sslmode=disable";
+        assert!(matches!(
+            Target::parse(dsn).unwrap(),
+            Target::Postgres { .. }
+        ));
+        assert_eq!(
+            redact_url(dsn),
+            "host=127.0.0.1 port=5432 dbname=x user=u password=*** sslmode=disable"
+        );
+        assert_eq!(
+            redact_url("password = secret host=h"),
+            "password = *** host=h"
+        );
+        assert_eq!(
+            Target::parse("./odd=name.db").unwrap(),
+            Target::Sqlite("./odd=name.db".into())
+        );
     }
 }

@@ -78,3 +78,46 @@ fn a_full_disk_at_open_is_named() {
         std::panic::resume_unwind(e);
     }
 }
+
+/// `host=… port=… user=… password=… dbname=…` from a `postgresql://user:pw@host:port/db` URI.
+fn keyword_dsn(uri: &str, db: &str, password: &str) -> String {
+    let rest = uri.split_once("://").unwrap().1;
+    let (auth, hostpart) = rest.split_once('@').unwrap();
+    let user = auth.split(':').next().unwrap();
+    let hostport = hostpart.split(['/', '?']).next().unwrap();
+    let (host, port) = hostport.split_once(':').unwrap_or((hostport, "5432"));
+    format!("host={host} port={port} user={user} password='{password}' dbname={db} sslmode=disable")
+}
+
+#[test]
+fn a_keyword_dsn_in_dfck_db_is_postgres_and_its_password_never_shows() {
+    let Some(uri) = common::require_postgres("keyword DSN test") else {
+        return;
+    };
+    let real_pw = uri
+        .split_once("://")
+        .and_then(|(_, r)| r.split_once('@'))
+        .and_then(|(a, _)| a.split_once(':'))
+        .map(|(_, p)| p.to_owned())
+        .expect("the test server's URI has a password");
+    let run = |dsn: &str| {
+        Command::new(env!("CARGO_BIN_EXE_dfck"))
+            .args(["inspect", "--format", "json"])
+            .env("DFCK_DB", dsn)
+            .output()
+            .expect("run dfck")
+    };
+    let good = run(&keyword_dsn(&uri, "dfck_delta_k3", &real_pw));
+    assert_eq!(
+        good.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&good.stderr)
+    );
+    let j: serde_json::Value = serde_json::from_slice(&good.stdout).unwrap();
+    assert_eq!(j["backend"], "postgres");
+    let bad = run(&keyword_dsn(&uri, "dfck_delta_k3", "wrong pw 'x"));
+    let line = assert_clean_failure(&bad, "password");
+    assert!(!line.contains("wrong pw"), "{line}");
+    assert!(!line.contains(&real_pw), "{line}");
+}
