@@ -3,6 +3,7 @@
 use super::{GlobalArgs, ReducerArg, output};
 use crate::error::Error;
 use crate::migrate::{MigrateOptions, MigrateReport, plan};
+use crate::model::ChannelMode;
 use crate::outcome::Outcome;
 use crate::render::{self, TerminalProgress};
 use crate::store::postgres::PostgresStore;
@@ -147,7 +148,9 @@ fn apply(
             "dfck: {} thread(s) converted. Set database.checkpoint_channel_mode: full and restart every process sharing this store.",
             report.converted
         );
-        if discovered.is_some_and(|d| d.checkpoint_channel_mode == "delta") {
+        if discovered.is_some_and(|d| {
+            ChannelMode::parse(&d.checkpoint_channel_mode) == Some(ChannelMode::Delta)
+        }) {
             eprintln!(
                 "dfck: warning: the DeerFlow config still says checkpoint_channel_mode: delta"
             );

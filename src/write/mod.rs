@@ -250,3 +250,114 @@ where
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::progress::NoProgress;
+    use crate::store::Store;
+    use crate::store::sqlite::SqliteStore;
+
+    /// Rewrites the head's metadata, then fails verification when `fail` is set.
+    struct Touch {
+        fail: bool,
+    }
+
+    const META: &[u8] = br#"{"touched": true}"#;
+
+    impl ThreadJob<SqliteStore> for Touch {
+        type Report = (String, Option<String>);
+        type Work = String;
+        type Expect = ();
+        fn name(&self) -> &'static str {
+            "touch"
+        }
+        fn verb(&self) -> &'static str {
+            "touching"
+        }
+        fn untouched(&self, thread_id: &str) -> Self::Report {
+            (thread_id.to_owned(), None)
+        }
+        fn refuse(&self, report: Self::Report, reason: Refusal) -> Self::Report {
+            (report.0, Some(reason.0))
+        }
+        fn plan(
+            &self,
+            conn: &SqliteStore,
+            thread_id: &str,
+        ) -> Result<Planned<Self::Report, String>, Error> {
+            let head = conn.head_id(thread_id, "")?.unwrap_or_default();
+            Ok(Planned::Write {
+                report: self.untouched(thread_id),
+                work: head,
+                growth: 0,
+            })
+        }
+        fn apply(
+            &self,
+            conn: &SqliteStore,
+            thread_id: &str,
+            head: String,
+            cx: &ApplyContext,
+        ) -> Result<(), Refusal> {
+            let row = conn.checkpoint(thread_id, "", &head).unwrap().unwrap();
+            let crate::store::CheckpointBody::Serialized { bytes, .. } = &row.body else {
+                return Err(Refusal("not sqlite".into()));
+            };
+            conn.update_checkpoint(thread_id, "", &head, bytes, META)
+                .map_err(|e| Refusal(e.to_string()))?;
+            cx.row_written();
+            Ok(())
+        }
+        fn verify(&self, _: &SqliteStore, _: &str, _: &()) -> Result<(), Refusal> {
+            if self.fail {
+                Err(Refusal("postcondition fails".into()))
+            } else {
+                Ok(())
+            }
+        }
+        fn committed(&self, report: Self::Report, _: ()) -> Self::Report {
+            report
+        }
+    }
+
+    fn head_meta(store: &SqliteStore, thread: &str) -> Vec<u8> {
+        let head = store.head_id(thread, "").unwrap().unwrap();
+        store.metadata(thread, "", &head).unwrap().unwrap()
+    }
+
+    #[test]
+    fn a_failed_postcondition_rolls_back_and_refuses_and_a_passing_one_commits() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("store.db");
+        std::fs::copy(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/sqlite/delta_k3.db"),
+            &db,
+        )
+        .unwrap();
+        let store = SqliteStore::open_read_write(&db).unwrap();
+        let before = head_meta(&store, "t-linear");
+        let open = || SqliteStore::open_read_write(&db);
+        let opts = RunOptions {
+            jobs: 1,
+            backup: None,
+            phase: "touching threads",
+            progress: &NoProgress,
+            events: &|_| {},
+        };
+        let conns = || Connections {
+            first: &store,
+            open: &open,
+            spare: None,
+        };
+        let threads = ["t-linear".to_string(), "t-fork".to_string()];
+        let out = run(&Touch { fail: true }, conns(), &threads, &opts).unwrap();
+        assert_eq!(out[0].0, "t-linear");
+        assert_eq!(out[1].1.as_deref(), Some("postcondition fails"));
+        assert_eq!(head_meta(&store, "t-linear"), before, "rolled back");
+
+        let out = run(&Touch { fail: false }, conns(), &threads, &opts).unwrap();
+        assert_eq!(out[0].1, None);
+        assert_eq!(head_meta(&store, "t-linear"), META, "committed");
+    }
+}
