@@ -4,8 +4,8 @@
 //! transaction that locks the thread, plans under the lock, rewrites every delta checkpoint
 //! to full form, verifies and commits, or rolls back and refuses.
 //!
-//! [`plan`] (what a thread needs), [`apply`] (the job and the backends' row changes),
-//! `checks` (the postcondition verified before commit).
+//! Submodules: `plan` (what a thread needs), `apply` (the engine job and the backends' row
+//! changes), `checks` (the postcondition verified before commit).
 
 mod apply;
 mod checks;
