@@ -1,6 +1,6 @@
 //! `verify`: every check of the contract's finding table over a store or a set of threads,
 //! thread by thread (one (thread, ns) in memory at a time), optionally on several
-//! connections at once.
+//! connections at once ([`crate::pool`]).
 
 use crate::codec::Value;
 use crate::error::{CodecError, Error, ModelError, StoreError};
@@ -16,7 +16,6 @@ use crate::progress::Progress;
 use crate::store::{Store, WriteRow};
 use serde::Serialize;
 use serde_json::Value as Json;
-use std::sync::Mutex;
 
 /// Options of a verify run.
 #[derive(Debug, Clone)]
@@ -295,8 +294,8 @@ pub fn verify_thread(
 
 /// Verifies the given threads (every thread when `threads` is empty). `open` makes one
 /// more connection for each extra job.
-pub fn verify_store(
-    store: &dyn Store,
+pub fn verify_store<'s>(
+    store: &'s (dyn Store + 's),
     open: &(dyn Fn() -> Result<Box<dyn Store>, StoreError> + Sync),
     threads: &[String],
     opts: &VerifyOptions,
@@ -304,60 +303,21 @@ pub fn verify_store(
 ) -> Result<VerifyReport, Error> {
     let ids = crate::store::select_threads(store, threads)?;
     progress.start("verifying threads", Some(ids.len() as u64));
-    let next = Mutex::new(0usize);
-    let results: Mutex<Vec<(usize, Vec<Finding>, u64)>> = Mutex::new(Vec::new());
-    let failure: Mutex<Option<StoreError>> = Mutex::new(None);
-    let work = |s: &dyn Store| loop {
-        let i = {
-            let Ok(mut n) = next.lock() else { return };
-            let i = *n;
-            *n += 1;
-            i
-        };
-        if i >= ids.len() || failure.lock().map(|f| f.is_some()).unwrap_or(true) {
-            return;
-        }
-        match verify_thread(s, &ids[i], opts) {
-            Ok((f, c)) => {
-                if let Ok(mut r) = results.lock() {
-                    r.push((i, f, c));
-                }
-            }
-            Err(e) => {
-                if let Ok(mut f) = failure.lock() {
-                    f.get_or_insert(e);
-                }
-                return;
-            }
-        }
+    // Extra workers' connections, as trait objects living as long as the caller's.
+    let open_more = || open().map(|b| -> Box<dyn Store + 's> { b });
+    let results = crate::pool::run(ids.len(), opts.jobs, store, &open_more, &|s, i| {
+        let (f, c) = verify_thread(s, &ids[i], opts)?;
         progress.inc(1);
-    };
-    let jobs = opts.jobs.max(1).min(ids.len().max(1));
-    std::thread::scope(|scope| {
-        for _ in 1..jobs {
-            scope.spawn(|| match open() {
-                Ok(s) => work(s.as_ref()),
-                Err(e) => {
-                    if let Ok(mut f) = failure.lock() {
-                        f.get_or_insert(e);
-                    }
-                }
-            });
-        }
-        work(store);
+        Ok((f, c))
     });
     progress.finish();
-    if let Some(e) = failure.into_inner().ok().flatten() {
-        return Err(e.into());
-    }
-    let mut results = results.into_inner().unwrap_or_default();
-    results.sort_by_key(|r| r.0);
+    let results = results?;
     let mut report = VerifyReport {
         threads_checked: results.len() as u64,
         checkpoints_checked: 0,
         findings: Vec::new(),
     };
-    for (_, f, c) in results {
+    for (f, c) in results {
         report.checkpoints_checked += c;
         report.findings.extend(f);
     }

@@ -2,12 +2,14 @@
 
 use super::{GlobalArgs, ReducerArg, output};
 use crate::error::Error;
-use crate::migrate::{MigrateOptions, MigrateReport, apply_postgres, apply_sqlite, plan};
+use crate::migrate::{MigrateOptions, MigrateReport, plan};
+use crate::model::ChannelMode;
 use crate::outcome::Outcome;
 use crate::render::{self, TerminalProgress};
 use crate::store::postgres::PostgresStore;
 use crate::store::sqlite::SqliteStore;
 use crate::target::Target;
+use crate::write::{Connections, RunOptions, WriteEvent};
 use clap::{Args, Subcommand};
 
 /// `dfck migrate …`.
@@ -94,6 +96,18 @@ fn apply(
         accept_delta_view: args.accept_delta_view,
     };
     let progress = TerminalProgress::stderr();
+    let events = |e: WriteEvent<'_>| match e {
+        WriteEvent::BackupWritten(dest) => {
+            eprintln!("dfck: backup written to {}", dest.display());
+        }
+    };
+    let run = RunOptions {
+        jobs: usize::from(args.jobs),
+        backup: args.backup.as_deref(),
+        phase: "converting threads",
+        progress: &progress,
+        events: &events,
+    };
     let report: MigrateReport = match target {
         Target::Sqlite(path) => {
             if args.jobs > 1 {
@@ -102,20 +116,14 @@ fn apply(
                 ));
             }
             let store = SqliteStore::open_read_write(path)?;
-            if let Some(dest) = &args.backup {
-                store.backup_to(dest)?;
-                eprintln!("dfck: backup written to {}", dest.display());
-            }
+            let open = || SqliteStore::open_read_write(path);
             // A second connection copies WAL frames into the file in the background.
-            let checkpointer = SqliteStore::open_read_write(path).ok();
-            apply_sqlite(
-                &store,
-                checkpointer,
-                &args.threads,
-                args.all,
-                &opts,
-                &progress,
-            )?
+            let conns = Connections {
+                first: &store,
+                open: &open,
+                spare: SqliteStore::open_read_write(path).ok(),
+            };
+            crate::migrate::apply(conns, &args.threads, args.all, &opts, &run)?
         }
         Target::Postgres { url, schema } => {
             if args.backup.is_some() {
@@ -125,14 +133,13 @@ fn apply(
                 ));
             }
             let open = || PostgresStore::open_read_write(url, schema.as_deref());
-            apply_postgres(
-                &open,
-                &args.threads,
-                args.all,
-                &opts,
-                usize::from(args.jobs),
-                &progress,
-            )?
+            let first = open()?;
+            let conns = Connections {
+                first: &first,
+                open: &open,
+                spare: None,
+            };
+            crate::migrate::apply(conns, &args.threads, args.all, &opts, &run)?
         }
     };
     output(global.format(), &report, render::migrate_table)?;
@@ -141,8 +148,7 @@ fn apply(
             "dfck: {} thread(s) converted. Set database.checkpoint_channel_mode: full and restart every process sharing this store.",
             report.converted
         );
-        if discovered.is_some_and(|d| d.checkpoint_channel_mode == crate::model::ChannelMode::Delta)
-        {
+        if discovered.is_some_and(|d| d.checkpoint_channel_mode == ChannelMode::Delta) {
             eprintln!(
                 "dfck: warning: the DeerFlow config still says checkpoint_channel_mode: delta"
             );

@@ -308,6 +308,14 @@ pub(crate) fn model_field_str<'a>(payload: &'a [u8], field: &str) -> Option<&'a 
     None
 }
 
+/// The ext type code of one encoded value, `None` when it is not an ext (or unreadable).
+pub fn ext_code(value: &[u8]) -> Option<i8> {
+    match Cur::new(value).token() {
+        Ok(Token::Ext(code, _)) => Some(code),
+        _ => None,
+    }
+}
+
 /// Where `messages` sits in an encoded checkpoint dict, found without decoding it: the bytes
 /// of `channel_values["messages"]` (when stored) and whether `channel_versions` has the
 /// channel. Only lengths are read: use it on bytes this process wrote or already validated.

@@ -418,7 +418,7 @@ pub fn migrate_table(r: &MigrateReport) -> String {
     for p in &r.threads {
         t.add_row(vec![
             p.thread_id.clone(),
-            p.status.to_owned(),
+            p.status.as_str().to_owned(),
             p.checkpoints_rewritten.to_string(),
             human_bytes(p.bytes_before),
             human_bytes(p.bytes_after),

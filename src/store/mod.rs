@@ -1,8 +1,10 @@
-//! Store access: the backend-neutral row types and the [`Store`] trait. This is the only
-//! layer that speaks SQL; everything above it works on rows.
+//! Store access: the backend-neutral row types, the [`Store`] trait (reads) and the
+//! [`WriteStore`] trait (the per-thread transaction the write engine, `crate::write`,
+//! drives). This is the only layer that speaks SQL; everything above it works on rows.
 
 pub mod postgres;
 pub mod sqlite;
+mod sqlite_write;
 pub(crate) mod tls;
 
 use crate::error::StoreError;
@@ -259,6 +261,13 @@ pub trait Store {
         self.scan_thread(thread_id, ns, f)
     }
 
+    /// Whether channel values live apart from checkpoints, shared by every checkpoint at
+    /// the same channel version (Postgres `checkpoint_blobs`); SQLite stores each
+    /// checkpoint's values inside it.
+    fn values_shared_by_version(&self) -> bool {
+        false
+    }
+
     /// Whether DeerFlow's `runs` table (when the store has one) holds a `pending` or
     /// `running` row for the thread: a run may be writing it right now.
     fn active_run(&self, _thread_id: &str) -> Result<bool, StoreError> {
@@ -299,4 +308,72 @@ pub trait Store {
         thread_id: &str,
         ns: &str,
     ) -> Result<Vec<CheckpointWriteTotals>, StoreError>;
+}
+
+/// Whether a thread's write lock was taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThreadLock {
+    /// The thread is locked inside a fresh transaction.
+    Held,
+    /// Another dfck holds the thread; no transaction is open.
+    Busy,
+}
+
+/// What [`WriteStore::begin_batch`] changed on the connection, undone by
+/// [`WriteStore::end_batch`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BatchTuning {
+    /// A spare connection copies committed data in the background
+    /// ([`WriteStore::background_step`]).
+    pub background: bool,
+    /// Commits no longer wait for the disk; the end of the batch makes everything durable.
+    pub relaxed: bool,
+}
+
+/// Write access to a store: one transaction per thread, as the write engine
+/// (`crate::write`) drives it. Command-specific row changes are inherent methods of the
+/// backends; this trait carries only what every store-changing command shares.
+pub trait WriteStore {
+    /// The store as read inside the open transaction.
+    fn store(&self) -> &dyn Store;
+
+    /// The threads a command works on (see [`select_threads`]), read outside any write
+    /// transaction.
+    fn list_threads(&self, given: &[String]) -> Result<Vec<String>, StoreError> {
+        select_threads(self.store(), given)
+    }
+
+    /// Opens the thread's write transaction and takes its locks (SQLite: the database write
+    /// lock, `BEGIN IMMEDIATE`; Postgres: the thread's advisory lock, then row locks with a
+    /// lock timeout). [`ThreadLock::Busy`]: another dfck holds it; nothing is open then.
+    fn lock_thread(&self, thread_id: &str) -> Result<ThreadLock, StoreError>;
+
+    /// Commits the thread's transaction.
+    fn commit(&self) -> Result<(), StoreError>;
+
+    /// Rolls the thread's transaction back (nothing of it stays).
+    fn rollback(&self) -> Result<(), StoreError>;
+
+    /// Free bytes where the store grows, when known.
+    fn free_space(&self) -> Option<u64> {
+        None
+    }
+
+    /// Writes a consistent copy of the store to `dest` before anything changes.
+    fn backup_to(&self, dest: &std::path::Path) -> Result<(), StoreError>;
+
+    /// Prepares the connection for a batch of thread transactions; `background`: a spare
+    /// connection will call [`WriteStore::background_step`] while the batch runs.
+    fn begin_batch(&self, _background: bool) -> BatchTuning {
+        BatchTuning::default()
+    }
+
+    /// One step of background work on a spare connection (SQLite: copy WAL frames into the
+    /// file); errors only delay the work until [`WriteStore::end_batch`].
+    fn background_step(&self) {}
+
+    /// Undoes [`WriteStore::begin_batch`] and makes the batch durable.
+    fn end_batch(&self, _tuning: BatchTuning) -> Result<(), StoreError> {
+        Ok(())
+    }
 }

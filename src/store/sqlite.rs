@@ -234,13 +234,6 @@ impl SqliteStore {
 
     /// Free bytes on the file system holding the store (`None` when unknown).
     pub fn available_space(&self) -> Option<u64> {
-        // Test-only: `DFCK_FAILPOINT=free-bytes:N` pretends the disk has N bytes free.
-        if let Some(n) = std::env::var("DFCK_FAILPOINT")
-            .ok()
-            .and_then(|v| v.strip_prefix("free-bytes:")?.parse().ok())
-        {
-            return Some(n);
-        }
         let dir = std::path::Path::new(&self.info.location)
             .parent()
             .filter(|p| !p.as_os_str().is_empty())

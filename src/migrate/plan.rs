@@ -1,0 +1,232 @@
+//! Planning one thread of `migrate delta-to-full`: which checkpoints a conversion rewrites,
+//! what it must refuse and why (`docs/replay-and-forks.md`), the bytes before and after.
+
+use super::checks::{digest, encoded_len};
+use super::{MigrateOptions, PlanStatus, ThreadPlan};
+use crate::codec::{self, EXT_DELTA_SNAPSHOT, Value};
+use crate::error::{Error, StoreError};
+use crate::finding::FindingCode;
+use crate::lineage::{fork_analysis, integrity};
+use crate::materialize::{Reducer, for_each_stored_messages};
+use crate::model::thread::{LoadedThread, Node};
+use crate::model::{DELTA_COUNTERS, MESSAGES, MessagesEncoding, has_marker, metadata_is_delta};
+use crate::store::Store;
+use serde_json::Value as Json;
+use std::collections::HashMap;
+
+/// Delta by metadata, or by structure (`messages` a snapshot or versioned but not stored).
+pub(super) fn delta_encoded(n: &Node) -> bool {
+    metadata_is_delta(&n.metadata)
+        || matches!(
+            n.messages_encoding,
+            Some(MessagesEncoding::Snapshot | MessagesEncoding::Absent)
+        )
+}
+
+/// A checkpoint the conversion rewrites: delta, or carrying DeerFlow's marker key.
+pub(super) fn needs_rewrite(n: &Node) -> bool {
+    delta_encoded(n) || n.metadata.contains_key(crate::model::MODE_MARKER)
+}
+
+impl ThreadPlan {
+    /// A thread with nothing to do yet (`skipped`, no bytes counted).
+    pub(super) fn skipped(thread_id: &str) -> Self {
+        ThreadPlan {
+            thread_id: thread_id.to_owned(),
+            status: PlanStatus::Skipped,
+            checkpoints_rewritten: 0,
+            reason: None,
+            bytes_before: 0,
+            bytes_after: 0,
+            accepted_delta_view: Vec::new(),
+        }
+    }
+}
+
+pub(super) fn refuse(mut p: ThreadPlan, reason: String) -> ThreadPlan {
+    p.status = PlanStatus::Refused;
+    p.reason = Some(reason);
+    p.checkpoints_rewritten = 0;
+    p.bytes_after = p.bytes_before;
+    p
+}
+
+/// Plans one thread (every namespace), reading it as it is now.
+pub fn plan_thread(
+    store: &dyn Store,
+    thread_id: &str,
+    opts: &MigrateOptions,
+) -> Result<ThreadPlan, Error> {
+    plan_thread_keeping(store, thread_id, opts, None)
+}
+
+/// [`plan_thread`], handing the loaded namespaces of a convertible thread to `keep` (the
+/// conversion then walks them without reading the thread again).
+pub(super) fn plan_thread_keeping(
+    store: &dyn Store,
+    thread_id: &str,
+    opts: &MigrateOptions,
+    keep: Option<&mut Vec<LoadedThread>>,
+) -> Result<ThreadPlan, Error> {
+    let mut plan = ThreadPlan::skipped(thread_id);
+    let namespaces = store.namespaces(thread_id)?;
+    if namespaces.is_empty() {
+        return Err(StoreError::ThreadNotFound {
+            thread_id: thread_id.to_owned(),
+            checkpoint_ns: String::new(),
+        }
+        .into());
+    }
+    if store.active_run(thread_id)? {
+        return Ok(refuse(
+            plan,
+            "DeerFlow's runs table has a pending or running run for this thread: stop DeerFlow (or let the run finish) first".into(),
+        ));
+    }
+    let mut threads = Vec::new();
+    for ns in &namespaces {
+        let t = LoadedThread::load_full(store, thread_id, ns)?;
+        plan.bytes_before += t.nodes.iter().map(|n| n.bytes).sum::<u64>();
+        threads.push(t);
+    }
+    plan.bytes_after = plan.bytes_before;
+    let is_delta = |t: &LoadedThread| t.nodes.iter().any(delta_encoded);
+    if !threads.iter().any(is_delta) {
+        plan.reason = Some("no delta checkpoint".into());
+        return Ok(plan);
+    }
+    plan.status = PlanStatus::Converted;
+    let mut rewritten = 0;
+    let mut after = plan.bytes_before as i64;
+    for t in &threads {
+        if !is_delta(t) {
+            continue;
+        }
+        let ns = &t.checkpoint_ns;
+        if !ns.is_empty() {
+            return Ok(refuse(
+                plan,
+                format!(
+                    "namespace '{ns}' holds delta data: DeerFlow never writes subgraph namespaces, convert them deliberately"
+                ),
+            ));
+        }
+        for f in integrity(t, usize::MAX) {
+            if matches!(
+                f.code,
+                FindingCode::LineageDanglingParent | FindingCode::LineageCycle
+            ) {
+                return Ok(refuse(
+                    plan,
+                    format!(
+                        "{} at {}: {}",
+                        f.code,
+                        f.checkpoint_id.unwrap_or_default(),
+                        f.message
+                    ),
+                ));
+            }
+        }
+        for n in &t.nodes {
+            if let Err(e) = &n.checkpoint {
+                return Ok(refuse(plan, format!("unreadable checkpoint: {e}")));
+            }
+            for w in &n.writes {
+                if let Err(e) = codec::decode_typed(w.type_tag.as_deref(), w.value.clone()) {
+                    return Ok(refuse(plan, format!("unreadable write on {}: {e}", n.id)));
+                }
+            }
+            if let Some(Json::Object(c)) = n.metadata.get(DELTA_COUNTERS) {
+                if let Some(other) = c.keys().find(|k| k.as_str() != MESSAGES) {
+                    return Ok(refuse(
+                        plan,
+                        format!(
+                            "{DELTA_COUNTERS} names channel '{other}' at {}: not DeerFlow's delta data",
+                            n.id
+                        ),
+                    ));
+                }
+            }
+        }
+        let forks = fork_analysis(t);
+        if !forks.contaminated.is_empty() || !forks.ambiguous.is_empty() {
+            let ids: Vec<String> = forks
+                .contaminated
+                .iter()
+                .map(|&(k, _)| t.nodes[k].id.clone())
+                .chain(forks.ambiguous.iter().map(|&p| t.nodes[p].id.clone()))
+                .collect();
+            if !opts.accept_delta_view {
+                return Ok(refuse(
+                    plan,
+                    format!(
+                        "delta forks replay another branch's writes (DeerFlow #4458) at {}; --accept-delta-view converts exactly what delta mode shows",
+                        ids.join(", ")
+                    ),
+                ));
+            }
+            plan.accepted_delta_view.extend(ids);
+        }
+        let reducer = if t.nodes.iter().any(|n| has_marker(&n.metadata)) {
+            Reducer::Deerflow
+        } else {
+            Reducer::Langgraph
+        };
+        // Postgres shares blobs by version: one list per (messages, version).
+        let mut by_version: HashMap<String, String> = HashMap::new();
+        let mut conflict = None;
+        let mut reached = 0;
+        let result = for_each_stored_messages(t, reducer, &mut |i, stored| {
+            reached += 1;
+            let n = &t.nodes[i];
+            let Ok(ck) = &n.checkpoint else { return Ok(()) };
+            let encoded = encoded_len(stored) as i64;
+            if let Some(v) = ck.version(MESSAGES) {
+                if store.values_shared_by_version() {
+                    let hash = digest(stored);
+                    if let Some(prev) = by_version.insert(v.to_owned(), hash.clone()) {
+                        if prev != hash && conflict.is_none() {
+                            conflict = Some(n.id.clone());
+                        }
+                    }
+                }
+            }
+            if needs_rewrite(n) {
+                rewritten += 1;
+                let old = match ck.value(MESSAGES) {
+                    Some(Value::Ext(e)) if e.code == EXT_DELTA_SNAPSHOT => {
+                        codec::encode(&Value::Ext(e.clone())).len() as i64
+                    }
+                    _ => 0,
+                };
+                if ck.version(MESSAGES).is_some() {
+                    after += encoded - old;
+                }
+            }
+            Ok(())
+        });
+        if let Err(e) = result {
+            return Ok(refuse(plan, format!("materialization fails: {e}")));
+        }
+        if reached != t.nodes.len() {
+            return Ok(refuse(
+                plan,
+                "some checkpoints are not reachable from a root".into(),
+            ));
+        }
+        if let Some(id) = conflict {
+            return Ok(refuse(
+                plan,
+                format!(
+                    "checkpoints sharing one Postgres messages version need different lists (at {id})"
+                ),
+            ));
+        }
+    }
+    plan.checkpoints_rewritten = rewritten;
+    plan.bytes_after = after.max(0) as u64;
+    if let Some(k) = keep {
+        *k = threads;
+    }
+    Ok(plan)
+}

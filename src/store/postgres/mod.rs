@@ -1,0 +1,166 @@
+//! The PostgreSQL backend (`PostgresSaver` layout): the connection type and its query
+//! helpers. Connecting and schema detection live in `connect`, reads inside one
+//! `REPEATABLE READ READ ONLY` transaction in `read` (large scans go through server-side
+//! cursors fetched in batches, so memory stays bounded and the caller's callbacks may issue
+//! further queries between batches), and the per-thread write transaction in `write`.
+
+mod connect;
+mod read;
+mod write;
+
+use super::StoreInfo;
+use crate::error::StoreError;
+use std::cell::Cell;
+use std::time::Duration;
+use tokio::runtime::Runtime;
+use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::{Client, Row};
+
+/// The newest `checkpoint_migrations` version this build knows (langgraph-checkpoint-postgres 3.x).
+pub const MAX_KNOWN_MIGRATION: i32 = 9;
+/// Default connect timeout when the URL sets none.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Statement timeout set on the session (one cursor batch is one statement).
+pub const STATEMENT_TIMEOUT_MS: u64 = 300_000;
+
+/// A LangGraph Postgres checkpoint store, read inside one read-only transaction.
+pub struct PostgresStore {
+    rt: Runtime,
+    client: Client,
+    info: StoreInfo,
+    password: Option<String>,
+    cursor_seq: Cell<u64>,
+}
+
+/// Quotes an SQL identifier.
+fn quote_ident(s: &str) -> String {
+    format!("\"{}\"", s.replace('"', "\"\""))
+}
+
+/// A one-line description of a driver error, without the password.
+fn describe(e: &tokio_postgres::Error, password: Option<&str>) -> String {
+    let mut msg = match e.as_db_error() {
+        Some(db) => db.message().to_owned(),
+        None => {
+            let mut m = e.to_string();
+            let mut src = std::error::Error::source(e);
+            while let Some(s) = src {
+                let t = s.to_string();
+                if !m.contains(&t) {
+                    m.push_str(": ");
+                    m.push_str(&t);
+                }
+                src = s.source();
+            }
+            m
+        }
+    };
+    if let Some(p) = password.filter(|p| !p.is_empty()) {
+        msg = msg.replace(p, "***");
+    }
+    msg.replace(['\n', '\r'], " ")
+}
+
+impl PostgresStore {
+    /// Connects to `url`, opens a read-only transaction, checks the schema.
+    pub fn open_read_only(url: &str, schema: Option<&str>) -> Result<Self, StoreError> {
+        let mut store = Self::connect(url, schema)?;
+        store.begin(schema)?;
+        let (version, has_task_path) = store.detect_schema(schema)?;
+        store.info.schema = format!("postgres (checkpoint_migrations v{version})");
+        store.info.has_task_path = has_task_path;
+        Ok(store)
+    }
+
+    /// Connects to `url` for a conversion: the session gets the statement timeout and the
+    /// schema's search_path; no transaction is left open (see [`Self::begin_thread`]).
+    pub fn open_read_write(url: &str, schema: Option<&str>) -> Result<Self, StoreError> {
+        let mut store = Self::connect(url, schema)?;
+        let mut sql = format!("SET statement_timeout = {STATEMENT_TIMEOUT_MS};");
+        if let Some(s) = schema {
+            sql.push_str(&format!(" SET search_path TO {};", quote_ident(s)));
+        }
+        sql.push_str(" BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;");
+        store
+            .rt
+            .block_on(store.client.batch_execute(&sql))
+            .map_err(|e| store.err("starting a session", e))?;
+        let detected = store.detect_schema(schema);
+        store.end_transaction(false)?;
+        let (version, has_task_path) = detected?;
+        store.info.schema = format!("postgres (checkpoint_migrations v{version})");
+        store.info.has_task_path = has_task_path;
+        Ok(store)
+    }
+
+    pub(super) fn err(&self, what: &str, e: tokio_postgres::Error) -> StoreError {
+        StoreError::Query {
+            what: format!("{}: {what}", self.info.location),
+            reason: describe(&e, self.password.as_deref()),
+        }
+    }
+
+    pub(super) fn begin(&self, schema: Option<&str>) -> Result<(), StoreError> {
+        let mut sql = format!(
+            "SET statement_timeout = {STATEMENT_TIMEOUT_MS}; \
+             BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;"
+        );
+        if let Some(s) = schema {
+            sql.push_str(&format!(" SET LOCAL search_path TO {};", quote_ident(s)));
+        }
+        self.rt
+            .block_on(self.client.batch_execute(&sql))
+            .map_err(|e| self.err("starting a read-only transaction", e))
+    }
+
+    /// Runs a query in one round trip (no separate prepare): every parameter is TEXT.
+    pub(super) fn query(
+        &self,
+        what: &str,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, StoreError> {
+        let typed: Vec<(&(dyn ToSql + Sync), Type)> =
+            params.iter().map(|p| (*p, Type::TEXT)).collect();
+        self.rt
+            .block_on(self.client.query_typed(sql, &typed))
+            .map_err(|e| self.err(what, e))
+    }
+
+    /// Runs `sql` through a server-side cursor, `batch` rows at a time.
+    pub(super) fn cursor(
+        &self,
+        what: &str,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        batch: usize,
+        f: &mut dyn FnMut(&Row) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let n = self.cursor_seq.get() + 1;
+        self.cursor_seq.set(n);
+        let name = format!("dfck_cursor_{n}");
+        let typed: Vec<(&(dyn ToSql + Sync), Type)> =
+            params.iter().map(|p| (*p, Type::TEXT)).collect();
+        self.rt
+            .block_on(self.client.execute_typed(
+                &format!("DECLARE {name} NO SCROLL CURSOR FOR {sql}"),
+                &typed,
+            ))
+            .map_err(|e| self.err(what, e))?;
+        let fetch = format!("FETCH {batch} FROM {name}");
+        let result = (|| loop {
+            let rows = self.query(what, &fetch, &[])?;
+            if rows.is_empty() {
+                return Ok(());
+            }
+            for r in &rows {
+                f(r)?;
+            }
+        })();
+        // Closing is best-effort: the transaction ends with the connection anyway.
+        let _ = self
+            .rt
+            .block_on(self.client.batch_execute(&format!("CLOSE {name}")));
+        result
+    }
+}

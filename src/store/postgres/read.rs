@@ -1,0 +1,389 @@
+//! Reads: the [`Store`] implementation over one read-only transaction.
+
+use super::PostgresStore;
+use crate::error::StoreError;
+use crate::store::{
+    BlobRow, CheckpointBody, CheckpointMetaRow, CheckpointRow, CheckpointWriteTotals, Store,
+    StoreInfo, WriteRow, WriteTotals, sort_writes,
+};
+use tokio_postgres::Row;
+
+impl PostgresStore {
+    /// Row counts and `blob` bytes per thread of one table.
+    pub(super) fn scan_totals(
+        &self,
+        table: &'static str,
+        what: &str,
+        f: &mut dyn FnMut(WriteTotals) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        self.cursor(
+            what,
+            &format!(
+                "SELECT thread_id, count(*)::int8, coalesce(sum(octet_length(blob)), 0)::int8 \
+                 FROM {table} GROUP BY thread_id"
+            ),
+            &[],
+            2000,
+            &mut |r| {
+                f(WriteTotals {
+                    thread_id: get(r, 0, what)?,
+                    writes: nonneg(get(r, 1, what)?),
+                    bytes: nonneg(get(r, 2, what)?),
+                })
+            },
+        )
+    }
+
+    pub(super) fn task_path_expr(&self) -> &'static str {
+        if self.info.has_task_path {
+            "task_path"
+        } else {
+            "''::text"
+        }
+    }
+}
+
+fn get<'a, T: tokio_postgres::types::FromSql<'a>>(
+    r: &'a Row,
+    i: usize,
+    what: &str,
+) -> Result<T, StoreError> {
+    r.try_get(i).map_err(|e| StoreError::Query {
+        what: what.to_owned(),
+        reason: e.to_string(),
+    })
+}
+
+fn write_row(r: &Row, what: &str) -> Result<WriteRow, StoreError> {
+    let value: Option<Vec<u8>> = get(r, 6, what)?;
+    Ok(WriteRow {
+        checkpoint_id: get(r, 0, what)?,
+        task_id: get(r, 1, what)?,
+        task_path: get(r, 2, what)?,
+        idx: get(r, 3, what)?,
+        channel: get(r, 4, what)?,
+        type_tag: get(r, 5, what)?,
+        value: value.unwrap_or_default(),
+    })
+}
+
+fn nonneg(v: Option<i64>) -> u64 {
+    v.unwrap_or(0).max(0) as u64
+}
+
+/// A point read: checkpoint columns plus every blob at its channel versions, in full.
+const POINT_SELECT: &str = "SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, \
+    c.checkpoint, c.metadata::text, \
+    (pg_column_size(c.checkpoint) + pg_column_size(c.metadata))::int8, \
+    b.channels, b.types, b.blobs, b.complete \
+    FROM checkpoints c \
+    LEFT JOIN LATERAL ( \
+        SELECT array_agg(bl.channel::text) AS channels, array_agg(bl.type::text) AS types, \
+               array_agg(bl.blob) AS blobs, array_agg(true) AS complete \
+        FROM jsonb_each_text(c.checkpoint -> 'channel_versions') cv \
+        JOIN checkpoint_blobs bl ON bl.thread_id = c.thread_id AND bl.checkpoint_ns = c.checkpoint_ns \
+            AND bl.channel = cv.key AND bl.version = cv.value \
+    ) b ON true";
+
+/// A scan: like [`POINT_SELECT`], but a blob the parent shares (same version) comes as its
+/// first 16 bytes only — enough to tell a snapshot from a list — so a thread scan reads each
+/// blob in full once, at the checkpoint that introduced it. The bytes column counts the
+/// blobs a checkpoint introduced.
+const SCAN_SELECT: &str = "SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, \
+    c.checkpoint, c.metadata::text, \
+    (pg_column_size(c.checkpoint) + pg_column_size(c.metadata))::int8 + coalesce(b.new_bytes, 0)::int8, \
+    b.channels, b.types, b.blobs, b.complete \
+    FROM checkpoints c \
+    LEFT JOIN checkpoints p ON p.thread_id = c.thread_id AND p.checkpoint_ns = c.checkpoint_ns \
+        AND p.checkpoint_id = c.parent_checkpoint_id \
+    LEFT JOIN LATERAL ( \
+        SELECT array_agg(bl.channel::text) AS channels, array_agg(bl.type::text) AS types, \
+               array_agg(CASE WHEN n.is_new THEN bl.blob ELSE substring(bl.blob FROM 1 FOR 16) END) AS blobs, \
+               array_agg(n.is_new) AS complete, \
+               sum(CASE WHEN n.is_new THEN octet_length(bl.blob) ELSE 0 END) AS new_bytes \
+        FROM jsonb_each_text(c.checkpoint -> 'channel_versions') cv \
+        CROSS JOIN LATERAL (SELECT (p.checkpoint IS NULL \
+            OR (p.checkpoint -> 'channel_versions' ->> cv.key) IS DISTINCT FROM cv.value) AS is_new) n \
+        JOIN checkpoint_blobs bl ON bl.thread_id = c.thread_id AND bl.checkpoint_ns = c.checkpoint_ns \
+            AND bl.channel = cv.key AND bl.version = cv.value \
+    ) b ON true";
+
+fn checkpoint_row(r: &Row, what: &str) -> Result<CheckpointRow, StoreError> {
+    let channels: Option<Vec<String>> = get(r, 7, what)?;
+    let types: Option<Vec<String>> = get(r, 8, what)?;
+    let blobs: Option<Vec<Option<Vec<u8>>>> = get(r, 9, what)?;
+    let complete: Option<Vec<Option<bool>>> = get(r, 10, what)?;
+    let blobs = channels
+        .unwrap_or_default()
+        .into_iter()
+        .zip(types.unwrap_or_default())
+        .zip(blobs.unwrap_or_default())
+        .zip(complete.unwrap_or_default())
+        .map(|(((channel, type_tag), blob), complete)| BlobRow {
+            channel,
+            type_tag,
+            blob,
+            complete: complete.unwrap_or(true),
+        })
+        .collect();
+    let metadata: Option<String> = get(r, 5, what)?;
+    Ok(CheckpointRow {
+        thread_id: get(r, 0, what)?,
+        checkpoint_ns: get(r, 1, what)?,
+        checkpoint_id: get(r, 2, what)?,
+        parent_checkpoint_id: get(r, 3, what)?,
+        body: CheckpointBody::Postgres {
+            checkpoint: get(r, 4, what)?,
+            blobs,
+        },
+        metadata: metadata.unwrap_or_default().into_bytes(),
+        bytes: nonneg(get(r, 6, what)?),
+    })
+}
+
+impl Store for PostgresStore {
+    fn info(&self) -> &StoreInfo {
+        &self.info
+    }
+
+    fn scan_checkpoint_meta(
+        &self,
+        f: &mut dyn FnMut(CheckpointMetaRow) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let what = "scanning checkpoints";
+        self.cursor(
+            what,
+            "SELECT thread_id, checkpoint_ns, checkpoint_id, \
+             (pg_column_size(checkpoint) + pg_column_size(metadata))::int8, metadata::text \
+             FROM checkpoints ORDER BY thread_id, checkpoint_ns, checkpoint_id",
+            &[],
+            2000,
+            &mut |r| {
+                let metadata: Option<String> = get(r, 4, what)?;
+                f(CheckpointMetaRow {
+                    thread_id: get(r, 0, what)?,
+                    checkpoint_ns: get(r, 1, what)?,
+                    checkpoint_id: get(r, 2, what)?,
+                    bytes: nonneg(get(r, 3, what)?),
+                    metadata: metadata.unwrap_or_default().into_bytes(),
+                })
+            },
+        )
+    }
+
+    fn scan_write_totals(
+        &self,
+        f: &mut dyn FnMut(WriteTotals) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        self.scan_totals("checkpoint_writes", "scanning writes", f)
+    }
+
+    fn scan_blob_totals(
+        &self,
+        f: &mut dyn FnMut(WriteTotals) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        self.scan_totals("checkpoint_blobs", "scanning blobs", f)
+    }
+
+    fn values_shared_by_version(&self) -> bool {
+        true
+    }
+
+    fn active_run(&self, thread_id: &str) -> Result<bool, StoreError> {
+        let what = "checking DeerFlow's runs table";
+        let rows = self.query(
+            what,
+            "SELECT count(*) = 2 FROM pg_attribute \
+             WHERE attrelid = to_regclass('runs') AND attname IN ('thread_id', 'status') AND NOT attisdropped",
+            &[],
+        )?;
+        if !rows
+            .first()
+            .and_then(|r| r.try_get::<_, bool>(0).ok())
+            .unwrap_or(false)
+        {
+            return Ok(false);
+        }
+        let rows = self.query(
+            what,
+            "SELECT EXISTS (SELECT 1 FROM runs WHERE thread_id = $1 AND status IN ('pending', 'running'))",
+            &[&thread_id],
+        )?;
+        Ok(rows
+            .first()
+            .and_then(|r| r.try_get::<_, bool>(0).ok())
+            .unwrap_or(false))
+    }
+
+    fn scan_thread_ids(
+        &self,
+        f: &mut dyn FnMut(String) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let what = "listing threads";
+        self.cursor(
+            what,
+            "SELECT DISTINCT thread_id FROM checkpoints ORDER BY thread_id",
+            &[],
+            2000,
+            &mut |r| f(get(r, 0, what)?),
+        )
+    }
+
+    fn scan_thread_values(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        f: &mut dyn FnMut(CheckpointRow) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let what = "reading a thread's checkpoints";
+        self.cursor(
+            what,
+            &format!("{POINT_SELECT} WHERE c.thread_id = $1 AND c.checkpoint_ns = $2"),
+            &[&thread_id, &ns],
+            16,
+            &mut |r| f(checkpoint_row(r, what)?),
+        )
+    }
+
+    fn thread_writes(&self, thread_id: &str, ns: &str) -> Result<Vec<WriteRow>, StoreError> {
+        let what = "reading a thread's pending writes";
+        let sql = format!(
+            "SELECT checkpoint_id, task_id, {tp}, idx::int8, channel, type, blob \
+             FROM checkpoint_writes WHERE thread_id = $1 AND checkpoint_ns = $2",
+            tp = self.task_path_expr()
+        );
+        let mut out = Vec::new();
+        self.cursor(what, &sql, &[&thread_id, &ns], 500, &mut |r| {
+            out.push(write_row(r, what)?);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    fn namespaces(&self, thread_id: &str) -> Result<Vec<String>, StoreError> {
+        let what = "listing namespaces";
+        let mut out: Vec<String> = self
+            .query(
+                what,
+                "SELECT DISTINCT checkpoint_ns FROM checkpoints WHERE thread_id = $1",
+                &[&thread_id],
+            )?
+            .iter()
+            .map(|r| get(r, 0, what))
+            .collect::<Result<_, _>>()?;
+        out.sort();
+        Ok(out)
+    }
+
+    fn head_id(&self, thread_id: &str, ns: &str) -> Result<Option<String>, StoreError> {
+        let what = "finding the head checkpoint";
+        self.query(
+            what,
+            "SELECT checkpoint_id FROM checkpoints WHERE thread_id = $1 AND checkpoint_ns = $2 \
+             ORDER BY checkpoint_id DESC LIMIT 1",
+            &[&thread_id, &ns],
+        )?
+        .first()
+        .map(|r| get(r, 0, what))
+        .transpose()
+    }
+
+    fn checkpoint(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        checkpoint_id: &str,
+    ) -> Result<Option<CheckpointRow>, StoreError> {
+        let what = "reading a checkpoint";
+        self.query(
+            what,
+            &format!(
+                "{POINT_SELECT} WHERE c.thread_id = $1 AND c.checkpoint_ns = $2 AND c.checkpoint_id = $3"
+            ),
+            &[&thread_id, &ns, &checkpoint_id],
+        )?
+        .first()
+        .map(|r| checkpoint_row(r, what))
+        .transpose()
+    }
+
+    fn metadata(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        checkpoint_id: &str,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        let what = "reading checkpoint metadata";
+        self.query(
+            what,
+            "SELECT metadata::text FROM checkpoints \
+             WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3",
+            &[&thread_id, &ns, &checkpoint_id],
+        )?
+        .first()
+        .map(|r| get::<Option<String>>(r, 0, what).map(|m| m.unwrap_or_default().into_bytes()))
+        .transpose()
+    }
+
+    fn scan_thread(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        f: &mut dyn FnMut(CheckpointRow) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let what = "reading a thread's checkpoints";
+        self.cursor(
+            what,
+            &format!("{SCAN_SELECT} WHERE c.thread_id = $1 AND c.checkpoint_ns = $2"),
+            &[&thread_id, &ns],
+            32,
+            &mut |r| f(checkpoint_row(r, what)?),
+        )
+    }
+
+    fn writes(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        checkpoint_id: &str,
+        channel: Option<&str>,
+    ) -> Result<Vec<WriteRow>, StoreError> {
+        let what = "reading pending writes";
+        let sql = format!(
+            "SELECT checkpoint_id, task_id, {tp}, idx::int8, channel, type, blob \
+             FROM checkpoint_writes WHERE thread_id = $1 AND checkpoint_ns = $2 \
+             AND checkpoint_id = $3 AND ($4::text IS NULL OR channel = $4::text)",
+            tp = self.task_path_expr()
+        );
+        let rows = self.query(what, &sql, &[&thread_id, &ns, &checkpoint_id, &channel])?;
+        let mut out = rows
+            .iter()
+            .map(|r| write_row(r, what))
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        sort_writes(&mut out);
+        Ok(out)
+    }
+
+    fn write_totals_by_checkpoint(
+        &self,
+        thread_id: &str,
+        ns: &str,
+    ) -> Result<Vec<CheckpointWriteTotals>, StoreError> {
+        let what = "counting pending writes";
+        self.query(
+            what,
+            "SELECT checkpoint_id, count(*)::int8, coalesce(sum(octet_length(blob)), 0)::int8 \
+             FROM checkpoint_writes WHERE thread_id = $1 AND checkpoint_ns = $2 GROUP BY checkpoint_id",
+            &[&thread_id, &ns],
+        )?
+        .iter()
+        .map(|r| {
+            Ok(CheckpointWriteTotals {
+                checkpoint_id: get(r, 0, what)?,
+                writes: nonneg(get(r, 1, what)?),
+                bytes: nonneg(get(r, 2, what)?),
+            })
+        })
+        .collect()
+    }
+}

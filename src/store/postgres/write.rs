@@ -1,0 +1,182 @@
+//! Writes: the per-thread write transaction (advisory lock, row locks, lock timeout) and
+//! the row changes of `migrate delta-to-full`.
+
+use super::PostgresStore;
+use crate::error::StoreError;
+use crate::store::{Store, ThreadLock, WriteStore};
+use tokio_postgres::types::Type;
+
+impl PostgresStore {
+    /// Opens a short read-only transaction (listing threads on a read-write session).
+    pub fn begin_read(&self) -> Result<(), StoreError> {
+        self.rt
+            .block_on(
+                self.client
+                    .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"),
+            )
+            .map_err(|e| self.err("starting a read-only transaction", e))
+    }
+
+    /// Starts the conversion transaction of one thread: `REPEATABLE READ`, a transaction
+    /// advisory lock on the thread (another dfck converting it makes this return
+    /// `Ok(false)` at once), then row locks on every checkpoint and blob row of the thread
+    /// (waiting at most `lock_timeout` for a live writer). `Ok(false)`: not locked, the
+    /// transaction is already rolled back.
+    pub fn begin_thread(&self, thread_id: &str) -> Result<bool, StoreError> {
+        self.rt
+            .block_on(self.client.batch_execute(
+                "BEGIN ISOLATION LEVEL REPEATABLE READ; SET LOCAL lock_timeout = '30s'",
+            ))
+            .map_err(|e| self.err("starting a write transaction", e))?;
+        let locked = self
+            .query(
+                "taking the thread's advisory lock",
+                "SELECT pg_try_advisory_xact_lock(hashtextextended('dfck migrate ' || $1, 0))",
+                &[&thread_id],
+            )
+            .map(|rows| {
+                rows.first()
+                    .and_then(|r| r.try_get::<_, bool>(0).ok())
+                    .unwrap_or(false)
+            });
+        let locked = match locked {
+            Ok(l) => l,
+            Err(e) => {
+                let _ = self.end_transaction(false);
+                return Err(e);
+            }
+        };
+        if !locked {
+            self.end_transaction(false)?;
+            return Ok(false);
+        }
+        for (what, sql) in [
+            (
+                "locking the thread's checkpoints",
+                "SELECT 1 FROM checkpoints WHERE thread_id = $1 FOR UPDATE",
+            ),
+            (
+                "locking the thread's blobs",
+                "SELECT 1 FROM checkpoint_blobs WHERE thread_id = $1 FOR UPDATE",
+            ),
+        ] {
+            if let Err(e) = self.query(what, sql, &[&thread_id]) {
+                let _ = self.end_transaction(false);
+                return Err(e);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Ends the open transaction: `COMMIT` (`commit`) or `ROLLBACK`.
+    pub fn end_transaction(&self, commit: bool) -> Result<(), StoreError> {
+        let (sql, what) = if commit {
+            ("COMMIT", "commit the transaction")
+        } else {
+            ("ROLLBACK", "rollback the transaction")
+        };
+        self.rt
+            .block_on(self.client.batch_execute(sql))
+            .map_err(|e| self.err(what, e))
+    }
+
+    /// Turns one checkpoint into its full-mode form, in SQL so every other JSONB byte stays
+    /// as stored: the inline `messages: true` snapshot marker goes, and the metadata loses
+    /// DeerFlow's mode marker and the `messages` delta counter (the counters key when it
+    /// becomes empty).
+    pub fn rewrite_checkpoint_full(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        checkpoint_id: &str,
+    ) -> Result<(), StoreError> {
+        let what = "rewriting a checkpoint";
+        let sql = "UPDATE checkpoints SET \
+            checkpoint = CASE WHEN checkpoint -> 'channel_values' -> 'messages' = 'true'::jsonb \
+                THEN checkpoint #- '{channel_values,messages}' ELSE checkpoint END, \
+            metadata = (SELECT CASE WHEN m -> 'counters_since_delta_snapshot' = '{}'::jsonb \
+                THEN m - 'counters_since_delta_snapshot' ELSE m END \
+                FROM (SELECT (metadata - 'deerflow_checkpoint_channel_mode') \
+                    #- '{counters_since_delta_snapshot,messages}' AS m) s) \
+            WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3";
+        let n = self
+            .rt
+            .block_on(self.client.execute_typed(
+                sql,
+                &[
+                    (&thread_id, Type::TEXT),
+                    (&ns, Type::TEXT),
+                    (&checkpoint_id, Type::TEXT),
+                ],
+            ))
+            .map_err(|e| self.err(what, e))?;
+        if n != 1 {
+            return Err(StoreError::Query {
+                what: what.into(),
+                reason: format!("checkpoint {checkpoint_id} vanished"),
+            });
+        }
+        Ok(())
+    }
+
+    /// Stores `messages` at `version` as a plain `msgpack` blob, overwriting a snapshot.
+    pub fn upsert_messages_blob(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        version: &str,
+        blob: &[u8],
+    ) -> Result<(), StoreError> {
+        let sql = "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob) \
+            VALUES ($1, $2, 'messages', $3, 'msgpack', $4) \
+            ON CONFLICT (thread_id, checkpoint_ns, channel, version) \
+            DO UPDATE SET type = EXCLUDED.type, blob = EXCLUDED.blob";
+        self.rt
+            .block_on(self.client.execute_typed(
+                sql,
+                &[
+                    (&thread_id, Type::TEXT),
+                    (&ns, Type::TEXT),
+                    (&version, Type::TEXT),
+                    (&blob, Type::BYTEA),
+                ],
+            ))
+            .map(|_| ())
+            .map_err(|e| self.err("writing a messages blob", e))
+    }
+}
+
+impl WriteStore for PostgresStore {
+    fn store(&self) -> &dyn Store {
+        self
+    }
+
+    fn list_threads(&self, given: &[String]) -> Result<Vec<String>, StoreError> {
+        self.begin_read()?;
+        let ids = crate::store::select_threads(self, given);
+        self.end_transaction(false)?;
+        ids
+    }
+
+    fn lock_thread(&self, thread_id: &str) -> Result<ThreadLock, StoreError> {
+        Ok(if self.begin_thread(thread_id)? {
+            ThreadLock::Held
+        } else {
+            ThreadLock::Busy
+        })
+    }
+
+    fn commit(&self) -> Result<(), StoreError> {
+        self.end_transaction(true)
+    }
+
+    fn rollback(&self) -> Result<(), StoreError> {
+        self.end_transaction(false)
+    }
+
+    fn backup_to(&self, _dest: &std::path::Path) -> Result<(), StoreError> {
+        Err(StoreError::Target(
+            "--backup is for SQLite stores; back a PostgreSQL store up with pg_dump first".into(),
+        ))
+    }
+}

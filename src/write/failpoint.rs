@@ -1,0 +1,48 @@
+//! Test-only fault injection, compiled in only with the `failpoints` cargo feature (test
+//! builds enable it through the crate's self dev-dependency; release builds lack it, and
+//! the variable's name is not even in the binary). `DFCK_FAILPOINT` holds one of:
+//!
+//! - `<command>-abort-after:N` — abort the process (no rollback, no destructors, as a
+//!   SIGKILL would) right after the N-th row change of the run;
+//! - `free-bytes:N` — pretend the disk holding the store has N bytes free.
+
+/// The failpoints of one run (all off without the `failpoints` feature).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Failpoints {
+    abort_after: Option<usize>,
+    free_bytes: Option<u64>,
+}
+
+impl Failpoints {
+    /// Reads `DFCK_FAILPOINT` for `command`.
+    #[cfg(feature = "failpoints")]
+    pub fn from_env(command: &str) -> Self {
+        let v = std::env::var("DFCK_FAILPOINT").unwrap_or_default();
+        Failpoints {
+            abort_after: v
+                .strip_prefix(command)
+                .and_then(|r| r.strip_prefix("-abort-after:"))
+                .and_then(|n| n.parse().ok()),
+            free_bytes: v.strip_prefix("free-bytes:").and_then(|n| n.parse().ok()),
+        }
+    }
+
+    /// No failpoints in this build.
+    #[cfg(not(feature = "failpoints"))]
+    pub fn from_env(_command: &str) -> Self {
+        Failpoints::default()
+    }
+
+    /// Aborts the process when `rows` row changes reach the crash failpoint.
+    pub fn after_row(&self, rows: usize) {
+        if self.abort_after == Some(rows) {
+            std::process::abort();
+        }
+    }
+
+    /// The free space the guard sees: the injected amount where the store knows its free
+    /// space at all.
+    pub fn free_space(&self, measured: Option<u64>) -> Option<u64> {
+        measured.map(|f| self.free_bytes.unwrap_or(f))
+    }
+}

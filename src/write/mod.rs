@@ -1,0 +1,363 @@
+//! The write engine: the per-thread transaction of every store-changing command, on every
+//! backend. For each thread it locks ([`WriteStore::lock_thread`]), plans under the lock,
+//! checks free space, applies, verifies before commit and commits — or rolls back and
+//! refuses, leaving the thread untouched. It also owns `--jobs` (threads over N connections,
+//! [`crate::pool`]), `--backup`, progress and the test-only failpoints ([`failpoint`]).
+//! The contract is described in `docs/write-engine.md`.
+//!
+//! A new command plugs in by implementing [`ThreadJob`] for the connection type it writes
+//! through (any [`WriteStore`]; a command reading another store, like a copy, uses a
+//! connection type holding both the source and the target): [`ThreadJob::plan`] reads
+//! the thread under the lock and says what to write ([`Planned`]), [`ThreadJob::apply`]
+//! changes the rows (calling [`ApplyContext::row_written`] after each), and
+//! [`ThreadJob::verify`] checks the postcondition. Then call [`run`].
+
+pub mod failpoint;
+
+use crate::error::{Error, StoreError};
+use crate::progress::Progress;
+use crate::store::{ThreadLock, WriteStore};
+use failpoint::Failpoints;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+/// Why a thread is left untouched: the reason a report shows. Not an error — the run goes
+/// on with the next thread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal(pub String);
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What planning one thread (under its lock) decided.
+#[derive(Debug)]
+pub enum Planned<R, W> {
+    /// Nothing to write (skipped, or refused by the plan): the transaction rolls back and
+    /// the report stands as it is.
+    Done(R),
+    /// Write `work`; `growth` is the estimated number of bytes the store grows by (the
+    /// free-space guard needs twice that free).
+    Write {
+        /// The thread's report so far.
+        report: R,
+        /// What [`ThreadJob::apply`] needs (e.g. the rows the plan loaded).
+        work: W,
+        /// Estimated growth in bytes (0 when the store shrinks).
+        growth: u64,
+    },
+}
+
+/// One store-changing command, per thread, over connections of type `C`.
+pub trait ThreadJob<C: ?Sized>: Sync {
+    /// The per-thread line of the command's report.
+    type Report: Send;
+    /// What the plan hands to apply.
+    type Work;
+    /// What apply hands to verify: the postcondition to check.
+    type Expect;
+
+    /// The command's name: in the busy-lock refusal and the crash failpoint
+    /// (`DFCK_FAILPOINT=<name>-abort-after:N`).
+    fn name(&self) -> &'static str;
+    /// What the command does, as in "not enough disk space: converting needs …".
+    fn verb(&self) -> &'static str;
+    /// The report of a thread nothing was done to (before any plan).
+    fn untouched(&self, thread_id: &str) -> Self::Report;
+    /// `report` turned into a refusal for `reason`.
+    fn refuse(&self, report: Self::Report, reason: Refusal) -> Self::Report;
+    /// Reads the thread inside the locked transaction and decides. `Err` aborts the whole
+    /// run (the transaction is rolled back first); refusals are `Planned::Done`.
+    fn plan(&self, conn: &C, thread_id: &str) -> Result<Planned<Self::Report, Self::Work>, Error>;
+    /// Changes the rows inside the transaction; `Err` rolls back and refuses.
+    fn apply(
+        &self,
+        conn: &C,
+        thread_id: &str,
+        work: Self::Work,
+        cx: &ApplyContext,
+    ) -> Result<Self::Expect, Refusal>;
+    /// Checks the postcondition by reading back inside the transaction; `Err` rolls back
+    /// and refuses.
+    fn verify(&self, conn: &C, thread_id: &str, expect: &Self::Expect) -> Result<(), Refusal>;
+    /// The report of a committed thread.
+    fn committed(&self, report: Self::Report, expect: Self::Expect) -> Self::Report;
+}
+
+/// Shared state of one run that apply steps report to.
+#[derive(Debug)]
+pub struct ApplyContext {
+    rows: AtomicUsize,
+    failpoints: Failpoints,
+}
+
+impl ApplyContext {
+    fn new(command: &str) -> Self {
+        ApplyContext {
+            rows: AtomicUsize::new(0),
+            failpoints: Failpoints::from_env(command),
+        }
+    }
+
+    /// Call after each row change: counts it over the whole run, and (test builds only)
+    /// aborts the process at the crash failpoint.
+    pub fn row_written(&self) {
+        let done = self.rows.fetch_add(1, Ordering::SeqCst) + 1;
+        self.failpoints.after_row(done);
+    }
+}
+
+/// Where a run writes.
+pub struct Connections<'a, C> {
+    /// The caller's connection: the backup, the thread list and the first worker use it.
+    pub first: &'a C,
+    /// Opens one more connection for each extra job (`--jobs`).
+    pub open: &'a (dyn Fn() -> Result<C, StoreError> + Sync),
+    /// A spare connection for background work while the batch runs
+    /// ([`WriteStore::background_step`]), when the backend has any.
+    pub spare: Option<C>,
+}
+
+/// Something the user should hear about, as it happens.
+#[derive(Debug, Clone, Copy)]
+pub enum WriteEvent<'a> {
+    /// The `--backup` copy is written.
+    BackupWritten(&'a Path),
+}
+
+/// How a run goes.
+pub struct RunOptions<'a> {
+    /// Threads written at once, each over its own connection.
+    pub jobs: usize,
+    /// Write a consistent copy of the store here first.
+    pub backup: Option<&'a Path>,
+    /// The progress phase's message, e.g. "converting threads".
+    pub phase: &'a str,
+    /// Progress: one unit per finished thread.
+    pub progress: &'a (dyn Progress + Sync),
+    /// Receives [`WriteEvent`]s.
+    pub events: &'a (dyn Fn(WriteEvent<'_>) + Sync),
+}
+
+/// Runs `job` on the given threads (every thread of the store when none are given): one
+/// transaction per thread, `opts.jobs` at a time. Reports come back in thread order. An
+/// `Err` (a store failure, not a refusal) stops the run; committed threads stay committed.
+pub fn run<C, J>(
+    job: &J,
+    conns: Connections<'_, C>,
+    threads: &[String],
+    opts: &RunOptions<'_>,
+) -> Result<Vec<J::Report>, Error>
+where
+    C: WriteStore + Send,
+    J: ThreadJob<C>,
+{
+    let first = conns.first;
+    if let Some(dest) = opts.backup {
+        first.backup_to(dest)?;
+        (opts.events)(WriteEvent::BackupWritten(dest));
+    }
+    let ids = first.list_threads(threads)?;
+    opts.progress.start(opts.phase, Some(ids.len() as u64));
+    let cx = ApplyContext::new(job.name());
+    let tuning = first.begin_batch(conns.spare.is_some());
+    let done = AtomicBool::new(false);
+    let open = || (conns.open)().map_err(Error::from);
+    let result = std::thread::scope(|scope| {
+        if let Some(spare) = conns.spare.filter(|_| tuning.background) {
+            let done = &done;
+            scope.spawn(move || {
+                while !done.load(Ordering::SeqCst) {
+                    spare.background_step();
+                    std::thread::park_timeout(std::time::Duration::from_millis(20));
+                }
+            });
+        }
+        let r = crate::pool::run(ids.len(), opts.jobs, first, &open, &|conn: &C, i| {
+            let report = run_thread(job, conn, &ids[i], &cx)?;
+            opts.progress.inc(1);
+            Ok(report)
+        });
+        done.store(true, Ordering::SeqCst);
+        r
+    });
+    first.end_batch(tuning)?;
+    let reports = result?;
+    opts.progress.finish();
+    Ok(reports)
+}
+
+/// One thread's transaction: lock, plan, guard, apply, verify, commit — or roll back.
+fn run_thread<C, J>(
+    job: &J,
+    conn: &C,
+    thread_id: &str,
+    cx: &ApplyContext,
+) -> Result<J::Report, Error>
+where
+    C: WriteStore,
+    J: ThreadJob<C>,
+{
+    if conn.lock_thread(thread_id)? == ThreadLock::Busy {
+        let reason = format!(
+            "another dfck {} holds this thread's lock; re-run when it is done",
+            job.name()
+        );
+        return Ok(job.refuse(job.untouched(thread_id), Refusal(reason)));
+    }
+    let (report, work, growth) = match job.plan(conn, thread_id) {
+        Ok(Planned::Write {
+            report,
+            work,
+            growth,
+        }) => (report, work, growth),
+        Ok(Planned::Done(report)) => {
+            conn.rollback()?;
+            return Ok(report);
+        }
+        Err(e) => {
+            conn.rollback()?;
+            return Err(e);
+        }
+    };
+    // The WAL (or the transaction log) holds the transaction too: refuse rather than fill
+    // the disk.
+    if let Some(free) = cx.failpoints.free_space(conn.free_space()) {
+        if growth.saturating_mul(2) > free {
+            conn.rollback()?;
+            let reason = format!(
+                "not enough disk space: {} needs about {} MiB (twice the growth, for the WAL) and {} MiB are free",
+                job.verb(),
+                growth.saturating_mul(2) / (1 << 20),
+                free / (1 << 20)
+            );
+            return Ok(job.refuse(report, Refusal(reason)));
+        }
+    }
+    let applied = job
+        .apply(conn, thread_id, work, cx)
+        .and_then(|expect| job.verify(conn, thread_id, &expect).map(|()| expect));
+    match applied {
+        Ok(expect) => {
+            conn.commit()?;
+            Ok(job.committed(report, expect))
+        }
+        Err(reason) => {
+            conn.rollback()?;
+            Ok(job.refuse(report, reason))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::progress::NoProgress;
+    use crate::store::Store;
+    use crate::store::sqlite::SqliteStore;
+
+    /// Rewrites the head's metadata, then fails verification when `fail` is set.
+    struct Touch {
+        fail: bool,
+    }
+
+    const META: &[u8] = br#"{"touched": true}"#;
+
+    impl ThreadJob<SqliteStore> for Touch {
+        type Report = (String, Option<String>);
+        type Work = String;
+        type Expect = ();
+        fn name(&self) -> &'static str {
+            "touch"
+        }
+        fn verb(&self) -> &'static str {
+            "touching"
+        }
+        fn untouched(&self, thread_id: &str) -> Self::Report {
+            (thread_id.to_owned(), None)
+        }
+        fn refuse(&self, report: Self::Report, reason: Refusal) -> Self::Report {
+            (report.0, Some(reason.0))
+        }
+        fn plan(
+            &self,
+            conn: &SqliteStore,
+            thread_id: &str,
+        ) -> Result<Planned<Self::Report, String>, Error> {
+            let head = conn.head_id(thread_id, "")?.unwrap_or_default();
+            Ok(Planned::Write {
+                report: self.untouched(thread_id),
+                work: head,
+                growth: 0,
+            })
+        }
+        fn apply(
+            &self,
+            conn: &SqliteStore,
+            thread_id: &str,
+            head: String,
+            cx: &ApplyContext,
+        ) -> Result<(), Refusal> {
+            let row = conn.checkpoint(thread_id, "", &head).unwrap().unwrap();
+            let crate::store::CheckpointBody::Serialized { bytes, .. } = &row.body else {
+                return Err(Refusal("not sqlite".into()));
+            };
+            conn.update_checkpoint(thread_id, "", &head, bytes, META)
+                .map_err(|e| Refusal(e.to_string()))?;
+            cx.row_written();
+            Ok(())
+        }
+        fn verify(&self, _: &SqliteStore, _: &str, _: &()) -> Result<(), Refusal> {
+            if self.fail {
+                Err(Refusal("postcondition fails".into()))
+            } else {
+                Ok(())
+            }
+        }
+        fn committed(&self, report: Self::Report, _: ()) -> Self::Report {
+            report
+        }
+    }
+
+    fn head_meta(store: &SqliteStore, thread: &str) -> Vec<u8> {
+        let head = store.head_id(thread, "").unwrap().unwrap();
+        store.metadata(thread, "", &head).unwrap().unwrap()
+    }
+
+    #[test]
+    fn a_failed_postcondition_rolls_back_and_refuses_and_a_passing_one_commits() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("store.db");
+        std::fs::copy(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/sqlite/delta_k3.db"),
+            &db,
+        )
+        .unwrap();
+        let store = SqliteStore::open_read_write(&db).unwrap();
+        let before = head_meta(&store, "t-linear");
+        let open = || SqliteStore::open_read_write(&db);
+        let opts = RunOptions {
+            jobs: 1,
+            backup: None,
+            phase: "touching threads",
+            progress: &NoProgress,
+            events: &|_| {},
+        };
+        let conns = || Connections {
+            first: &store,
+            open: &open,
+            spare: None,
+        };
+        let threads = ["t-linear".to_string(), "t-fork".to_string()];
+        let out = run(&Touch { fail: true }, conns(), &threads, &opts).unwrap();
+        assert_eq!(out[0].0, "t-linear");
+        assert_eq!(out[1].1.as_deref(), Some("postcondition fails"));
+        assert_eq!(head_meta(&store, "t-linear"), before, "rolled back");
+
+        let out = run(&Touch { fail: false }, conns(), &threads, &opts).unwrap();
+        assert_eq!(out[0].1, None);
+        assert_eq!(head_meta(&store, "t-linear"), META, "committed");
+    }
+}
