@@ -71,3 +71,16 @@ fn a_closed_stdout_is_an_error_not_a_silent_success() {
         .expect("run dfck");
     assert_eq!(o.status.code(), Some(0));
 }
+
+#[test]
+fn verify_and_lineage_take_no_reducer_flag_they_would_ignore() {
+    // Their checks are structural: a --reducer there would be accepted and do nothing.
+    for args in [
+        &["verify", "--reducer", "deerflow"][..],
+        &["lineage", "t", "--reducer", "langgraph"][..],
+    ] {
+        let o = dfck(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(String::from_utf8_lossy(&o.stderr).contains("--reducer"));
+    }
+}

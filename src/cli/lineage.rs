@@ -1,6 +1,6 @@
 //! `dfck lineage THREAD [--checkpoint ID] [--ns NS] [--tree]`.
 
-use super::{GlobalArgs, ReducerArg, output};
+use super::{GlobalArgs, output};
 use crate::error::{Error, StoreError};
 use crate::finding::Severity;
 use crate::model::thread::LoadedThread;
@@ -25,9 +25,6 @@ pub struct LineageArgs {
     /// Parent-walk budget for `lineage.depth_exceeded`.
     #[arg(long, default_value_t = 400, value_name = "N")]
     pub max_depth: usize,
-    /// Messages reducer (accepted for parity with inspect/migrate).
-    #[arg(long, value_enum, default_value_t = ReducerArg::Auto)]
-    pub reducer: ReducerArg,
 }
 
 /// Runs `dfck lineage`: exit 1 when the namespace has error-severity integrity findings.

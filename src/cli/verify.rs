@@ -1,6 +1,6 @@
 //! `dfck verify [THREAD …]`.
 
-use super::{GlobalArgs, ReducerArg, output};
+use super::{GlobalArgs, output};
 use crate::error::Error;
 use crate::outcome::Outcome;
 use crate::render::{self, TerminalProgress};
@@ -18,9 +18,6 @@ pub struct VerifyArgs {
     /// Check threads concurrently over N connections.
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
     pub jobs: u16,
-    /// Messages reducer (accepted for parity with inspect/migrate; verify's checks are structural).
-    #[arg(long, value_enum, default_value_t = ReducerArg::Auto)]
-    pub reducer: ReducerArg,
 }
 
 /// Runs `dfck verify`: exit 1 when any finding is an error.
