@@ -12,7 +12,9 @@ fn main() {
         Ok(Outcome::Findings | Outcome::Refused | Outcome::Failed) => 1,
         Ok(Outcome::Interrupted) => 130,
         Err(e) => {
+            // One line, and no terminal control sequences from store data.
             let msg = e.to_string().replace(['\n', '\r'], " ");
+            let msg = dfck::render::escape::cell(&msg);
             eprintln!("dfck: error: {msg}");
             2
         }

@@ -309,6 +309,17 @@ fn terminal_control_sequences_in_store_data_are_escaped_in_human_output() {
     let r = dfck(&db, &["inspect", &thread, "--state"]);
     let text = String::from_utf8_lossy(&r.stdout);
     assert!(text.contains("\\x1b]52;c;cHduZWQ=\\x07"), "{text}");
+    // Error lines on stderr too.
+    let first = ids(&db, &thread).remove(0);
+    exec(
+        &db,
+        "UPDATE checkpoints SET checkpoint = 1 WHERE thread_id = ?1 AND checkpoint_id = ?2",
+        params![thread, first],
+    );
+    let args = ["inspect", &thread, "--state", "--checkpoint", &first];
+    let r = dfck(&db, &args);
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    assert_inert(&args, r.stderr.as_bytes());
     // JSON keeps the exact data.
     let j = dfck(&db, &["--format", "json", "inspect", &thread, "--state"]);
     let state: Json = serde_json::from_slice(&j.stdout).unwrap();

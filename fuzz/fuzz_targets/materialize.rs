@@ -20,7 +20,9 @@ fn checkpoint(id: &str, parent: Option<String>, stored: Option<Value>) -> Checkp
         parent_checkpoint_id: parent,
         v: Some(4),
         ts: None,
-        channel_values: stored.map(|v| vec![(MESSAGES.to_owned(), v)]).unwrap_or_default(),
+        channel_values: stored
+            .map(|v| vec![(MESSAGES.to_owned(), v)])
+            .unwrap_or_default(),
         channel_versions: vec![(MESSAGES.to_owned(), "1".into())],
         versions_seen: Vec::new(),
         metadata: serde_json::Map::new(),
@@ -78,7 +80,11 @@ fuzz_target!(|data: &[u8]| {
         let at = i % n;
         nodes[at].writes.push(WriteRow {
             checkpoint_id: nodes[at].id.clone(),
-            task_id: if i % 3 == 0 { NULL_TASK_ID.into() } else { format!("task{i}") },
+            task_id: if i % 3 == 0 {
+                NULL_TASK_ID.into()
+            } else {
+                format!("task{i}")
+            },
             task_path: String::new(),
             idx: *i as i64,
             channel: MESSAGES.into(),
@@ -86,7 +92,11 @@ fuzz_target!(|data: &[u8]| {
             value: raw.clone(),
         });
     }
-    let index: HashMap<String, usize> = nodes.iter().enumerate().map(|(i, n)| (n.id.clone(), i)).collect();
+    let index: HashMap<String, usize> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.id.clone(), i))
+        .collect();
     for i in 0..nodes.len() {
         if let Some(p) = nodes[i].parent.as_ref().and_then(|p| index.get(p)).copied() {
             nodes[i].parent_index = Some(p);
