@@ -4,7 +4,7 @@
 //! and never panic, die by a signal or hang.
 //!
 //! Deterministic: `DFCK_MUTATION_SEED` (default 1) and `DFCK_MUTATION_STORES` (default 500)
-//! choose the run. A failing store is kept under `target/mutation-failures/` to reproduce.
+//! choose the run (`DFCK_MUTATION_VERBOSE=1` also prints every exit-2 line). A failing store is kept under `target/mutation-failures/` to reproduce.
 
 #[path = "mutation/mutate.rs"]
 mod mutate;
@@ -98,6 +98,7 @@ fn keep(db: &Path, i: usize) -> PathBuf {
 fn damaged_stores_never_crash_hang_or_lie_about_their_exit() {
     let seed = env_num("DFCK_MUTATION_SEED", 1);
     let stores = env_num("DFCK_MUTATION_STORES", 500) as usize;
+    let verbose = std::env::var_os("DFCK_MUTATION_VERBOSE").is_some();
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/sqlite");
     let next = AtomicUsize::new(0);
     let runs = AtomicUsize::new(0);
@@ -132,6 +133,13 @@ fn damaged_stores_never_crash_hang_or_lie_about_their_exit() {
                 }
                 if let Some(c) = r.code.filter(|c| (0..3).contains(c)) {
                     exits.lock().unwrap()[c as usize] += 1;
+                }
+                if verbose && r.code == Some(2) {
+                    println!(
+                        "exit 2: store {i} ({}) {args:?}: {}",
+                        mutations.join("; "),
+                        r.stderr.trim_end()
+                    );
                 }
                 let json = args.first().is_some_and(|a| a == "--format");
                 if let Some(problem) = contract_violation(&r, json) {
