@@ -78,8 +78,9 @@ fuzz_target!(|data: &[u8]| {
             break;
         }
         let at = i % n;
+        let checkpoint_id = nodes[at].id.clone();
         nodes[at].writes.push(WriteRow {
-            checkpoint_id: nodes[at].id.clone(),
+            checkpoint_id,
             task_id: if i % 3 == 0 {
                 NULL_TASK_ID.into()
             } else {
