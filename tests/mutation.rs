@@ -40,7 +40,7 @@ fn env_num(key: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// The commands to run on store `i`: `verify` in JSON always, and three of the others in
+/// The commands to run on store `i`: `verify` in JSON always, and five of the others in
 /// rotation, so that every command runs on every kind of damage over the whole run.
 fn commands(i: usize, thread: &str) -> Vec<Vec<String>> {
     let t = thread.to_owned();
@@ -72,8 +72,8 @@ fn commands(i: usize, thread: &str) -> Vec<Vec<String>> {
         [s(&["inspect"]), vec![t.clone()], s(&["--state", "--raw"])].concat(),
     ];
     let mut out = vec![s(&["--format", "json", "verify"])];
-    for k in 0..3 {
-        out.push(pool[(i * 3 + k) % pool.len()].clone());
+    for k in 0..5 {
+        out.push(pool[(i * 5 + k) % pool.len()].clone());
     }
     out
 }

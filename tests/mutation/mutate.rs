@@ -174,6 +174,23 @@ fn mutate_once(c: &Connection, rng: &mut Rng) -> rusqlite::Result<(String, Strin
             set(c, &t, col, Sql::Blob(b[..n].to_vec()))?;
             format!("{}.{col} truncated to {n} bytes", t.table)
         }
+        3 if rng.below(4) == 0 => {
+            // Ids and tags stored as BLOBs (TEXT affinity keeps a BLOB a BLOB).
+            let cols: &[&str] = if t.table == "checkpoints" {
+                &["thread_id", "checkpoint_id", "parent_checkpoint_id", "type"]
+            } else {
+                &["checkpoint_id", "task_id", "channel", "type"]
+            };
+            let col = *rng.pick(cols);
+            c.execute(
+                &format!(
+                    "UPDATE {tb} SET {col} = CAST({col} AS BLOB) WHERE rowid = ?1",
+                    tb = t.table
+                ),
+                [t.rowid],
+            )?;
+            format!("{}.{col} stored as a BLOB", t.table)
+        }
         3 => {
             let cols: &[&str] = if t.table == "checkpoints" {
                 &["checkpoint", "metadata"]
