@@ -300,6 +300,8 @@ pub fn fork_analysis(t: &LoadedThread) -> ForkAnalysis {
             .children
             .iter()
             .copied()
+            // A checkpoint naming itself as parent (a corrupt store) replays nothing of its own.
+            .filter(|&k| k != pi)
             .filter(|&k| {
                 t.checkpoint(k)
                     .is_some_and(|c| !stores_messages(c) && c.version(MESSAGES).is_some())
@@ -354,17 +356,20 @@ pub fn fork_analysis(t: &LoadedThread) -> ForkAnalysis {
                 });
             !copy
         });
-        for k in bad {
-            // K and every descendant that replays through P.
-            let mut stack = vec![k];
-            while let Some(d) = stack.pop() {
-                out.contaminated.push((d, pi));
-                for &c in &t.nodes[d].children {
-                    if t.checkpoint(c)
-                        .is_some_and(|c| !stores_messages(c) && c.version(MESSAGES).is_some())
-                    {
-                        stack.push(c);
-                    }
+        // K and every descendant that replays through P. Each checkpoint is visited once:
+        // a parent cycle (a corrupt store) would otherwise make this walk endless.
+        let mut visited: HashSet<usize> = HashSet::new();
+        let mut stack = bad;
+        while let Some(d) = stack.pop() {
+            if !visited.insert(d) {
+                continue;
+            }
+            out.contaminated.push((d, pi));
+            for &c in &t.nodes[d].children {
+                if t.checkpoint(c)
+                    .is_some_and(|c| !stores_messages(c) && c.version(MESSAGES).is_some())
+                {
+                    stack.push(c);
                 }
             }
         }

@@ -28,7 +28,9 @@ fn main() {
 
 /// Prints one error line on stderr; exit code 2.
 fn fail(msg: &str) -> i32 {
+    // One line, and no terminal control sequences from store data.
     let msg = msg.replace(['\n', '\r'], " ");
+    let msg = dfck::render::escape::cell(&msg);
     eprintln!("dfck: error: {msg}");
     2
 }

@@ -2,6 +2,7 @@
 //! and notes for stderr, and the writing of them ([`emit`], [`output`], [`note`]).
 //! Nothing in the runtime library depends on this module.
 
+pub mod escape;
 mod output;
 mod progress;
 
@@ -15,6 +16,7 @@ use crate::migrate::MigrateReport;
 use crate::model::{ChannelMode, ThreadMode};
 use crate::verify::VerifyReport;
 use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
+use escape::owned as esc;
 use serde_json::Value as Json;
 use std::fmt::Write as _;
 
@@ -51,6 +53,20 @@ fn table(header: &[&str]) -> Table {
     t
 }
 
+/// Adds a row of store-supplied text, every cell escaped for the terminal.
+fn add_row(t: &mut Table, cells: Vec<String>) {
+    t.add_row(cells.iter().map(|c| escape::owned(c)).collect::<Vec<_>>());
+}
+
+/// The last line of defence of a human output: controls that slipped past [`escape::cell`]
+/// (line breaks stay).
+fn finish(out: String) -> String {
+    match escape::text(&out) {
+        std::borrow::Cow::Borrowed(_) => out,
+        std::borrow::Cow::Owned(o) => o,
+    }
+}
+
 fn opt<T: ToString>(v: &Option<T>) -> String {
     v.as_ref().map(T::to_string).unwrap_or_else(|| "-".into())
 }
@@ -66,8 +82,8 @@ fn ns_label(ns: &str) -> String {
 /// `dfck inspect` as text.
 pub fn summary_table(s: &StoreSummary) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "store:   {} ({})", s.location, s.backend);
-    let _ = writeln!(out, "schema:  {}", s.schema);
+    let _ = writeln!(out, "store:   {} ({})", esc(&s.location), s.backend);
+    let _ = writeln!(out, "schema:  {}", esc(&s.schema));
     let _ = writeln!(
         out,
         "threads: {}  checkpoints: {}  writes: {}  bytes: {}",
@@ -80,7 +96,9 @@ pub fn summary_table(s: &StoreSummary) -> String {
         let _ = writeln!(
             out,
             "config:  {} (checkpoint_channel_mode: {}, snapshot_frequency: {})",
-            c.path, c.checkpoint_channel_mode, c.snapshot_frequency
+            esc(&c.path),
+            c.checkpoint_channel_mode,
+            c.snapshot_frequency
         );
         let delta = s
             .threads
@@ -96,7 +114,7 @@ pub fn summary_table(s: &StoreSummary) -> String {
     }
     if s.threads.is_empty() {
         let _ = writeln!(out, "(no threads)");
-        return out;
+        return finish(out);
     }
     let mut t = table(&[
         "thread",
@@ -110,20 +128,23 @@ pub fn summary_table(s: &StoreSummary) -> String {
         "ts",
     ]);
     for th in &s.threads {
-        t.add_row(vec![
-            th.thread_id.clone(),
-            th.namespaces.len().to_string(),
-            th.checkpoints.to_string(),
-            th.writes.to_string(),
-            human_bytes(th.bytes),
-            th.mode.as_str().to_owned(),
-            th.head.checkpoint_id.clone(),
-            opt(&th.head.step),
-            opt(&th.head.ts),
-        ]);
+        add_row(
+            &mut t,
+            vec![
+                th.thread_id.clone(),
+                th.namespaces.len().to_string(),
+                th.checkpoints.to_string(),
+                th.writes.to_string(),
+                human_bytes(th.bytes),
+                th.mode.as_str().to_owned(),
+                th.head.checkpoint_id.clone(),
+                opt(&th.head.step),
+                opt(&th.head.ts),
+            ],
+        );
     }
     let _ = writeln!(out, "{t}");
-    out
+    finish(out)
 }
 
 /// `dfck inspect THREAD` as text.
@@ -132,8 +153,8 @@ pub fn thread_table(r: &ThreadReport) -> String {
     let _ = writeln!(
         out,
         "thread: {}  namespace: {}  checkpoints: {}",
-        r.thread_id,
-        ns_label(&r.checkpoint_ns),
+        esc(&r.thread_id),
+        esc(&ns_label(&r.checkpoint_ns)),
         r.checkpoints.len()
     );
     let mut t = table(&[
@@ -147,26 +168,34 @@ pub fn thread_table(r: &ThreadReport) -> String {
         "bytes",
     ]);
     for c in &r.checkpoints {
-        t.add_row(vec![
-            c.checkpoint_id.clone(),
-            opt(&c.parent_checkpoint_id),
-            opt(&c.source),
-            opt(&c.step),
-            c.mode.as_str().to_owned(),
-            match (&c.messages_encoding, &c.error) {
-                (Some(e), _) => e.as_str().to_owned(),
-                (None, Some(_)) => "unreadable".to_owned(),
-                (None, None) => "-".to_owned(),
-            },
-            c.writes.to_string(),
-            human_bytes(c.bytes),
-        ]);
+        add_row(
+            &mut t,
+            vec![
+                c.checkpoint_id.clone(),
+                opt(&c.parent_checkpoint_id),
+                opt(&c.source),
+                opt(&c.step),
+                c.mode.as_str().to_owned(),
+                match (&c.messages_encoding, &c.error) {
+                    (Some(e), _) => e.as_str().to_owned(),
+                    (None, Some(_)) => "unreadable".to_owned(),
+                    (None, None) => "-".to_owned(),
+                },
+                c.writes.to_string(),
+                human_bytes(c.bytes),
+            ],
+        );
     }
     let _ = writeln!(out, "{t}");
     for c in r.checkpoints.iter().filter(|c| c.error.is_some()) {
-        let _ = writeln!(out, "unreadable: {}: {}", c.checkpoint_id, opt(&c.error));
+        let _ = writeln!(
+            out,
+            "unreadable: {}: {}",
+            esc(&c.checkpoint_id),
+            esc(&opt(&c.error))
+        );
     }
-    out
+    finish(out)
 }
 
 fn preview(j: &Json, max: usize) -> String {
@@ -189,14 +218,14 @@ pub fn state_table(r: &StateReport) -> String {
     let _ = writeln!(
         out,
         "thread: {}  namespace: {}  checkpoint: {}",
-        r.thread_id,
-        ns_label(&r.checkpoint_ns),
-        r.checkpoint_id
+        esc(&r.thread_id),
+        esc(&ns_label(&r.checkpoint_ns)),
+        esc(&r.checkpoint_id)
     );
     let _ = writeln!(
         out,
         "parent: {}  mode: {}  view: {}  reducer: {}  replay depth: {}",
-        opt(&r.parent_checkpoint_id),
+        esc(&opt(&r.parent_checkpoint_id)),
         r.mode.as_str(),
         r.view,
         r.reducer,
@@ -214,7 +243,7 @@ pub fn state_table(r: &StateReport) -> String {
             Json::Array(items) if k == "messages" => format!("{} messages (below)", items.len()),
             other => preview(other, 100),
         };
-        t.add_row(vec![k.clone(), shown]);
+        add_row(&mut t, vec![k.clone(), shown]);
     }
     let _ = writeln!(out, "{t}");
     if let Some(Json::Array(msgs)) = values.get("messages") {
@@ -231,29 +260,35 @@ pub fn state_table(r: &StateReport) -> String {
                     content = format!("{content} [tool calls: {}]", names.join(", "));
                 }
             }
-            t.add_row(vec![
-                i.to_string(),
-                preview(&field("type"), 12),
-                preview(&field("id"), 40),
-                content,
-            ]);
+            add_row(
+                &mut t,
+                vec![
+                    i.to_string(),
+                    preview(&field("type"), 12),
+                    preview(&field("id"), 40),
+                    content,
+                ],
+            );
         }
         let _ = writeln!(out, "{t}");
     }
-    out
+    finish(out)
 }
 
 fn findings_table(findings: &[Finding]) -> Table {
     let mut t = table(&["severity", "code", "thread", "ns", "checkpoint", "message"]);
     for f in findings {
-        t.add_row(vec![
-            f.severity.as_str().to_owned(),
-            f.code.to_string(),
-            f.thread_id.clone(),
-            ns_label(&f.checkpoint_ns),
-            opt(&f.checkpoint_id),
-            f.message.clone(),
-        ]);
+        add_row(
+            &mut t,
+            vec![
+                f.severity.as_str().to_owned(),
+                f.code.to_string(),
+                f.thread_id.clone(),
+                ns_label(&f.checkpoint_ns),
+                opt(&f.checkpoint_id),
+                f.message.clone(),
+            ],
+        );
     }
     t
 }
@@ -281,7 +316,7 @@ pub fn verify_table(r: &VerifyReport) -> String {
     if !r.findings.is_empty() {
         let _ = writeln!(out, "{}", findings_table(&r.findings));
     }
-    out
+    finish(out)
 }
 
 fn lineage_label(e: &LineageEntry) -> String {
@@ -305,7 +340,8 @@ fn lineage_label(e: &LineageEntry) -> String {
     if e.contaminated {
         s.push_str("  [CONTAMINATED]");
     }
-    s
+    // One line: ids, sources and task names are store data.
+    esc(&s)
 }
 
 /// `dfck lineage` as text: the chain one line per checkpoint, or the tree with its forks.
@@ -314,8 +350,8 @@ pub fn lineage_text(r: &LineageReport) -> String {
     let _ = writeln!(
         out,
         "thread: {}  namespace: {}  view: {}  checkpoints: {}",
-        r.thread_id,
-        ns_label(&r.checkpoint_ns),
+        esc(&r.thread_id),
+        esc(&ns_label(&r.checkpoint_ns)),
         r.view,
         r.checkpoints.len()
     );
@@ -388,7 +424,7 @@ pub fn lineage_text(r: &LineageReport) -> String {
         let _ = writeln!(out, "findings: {}", severity_counts(&r.findings));
         let _ = writeln!(out, "{}", findings_table(&r.findings));
     }
-    out
+    finish(out)
 }
 
 /// `dfck migrate delta-to-full` (plan) as text.
@@ -416,16 +452,19 @@ pub fn migrate_table(r: &MigrateReport) -> String {
         "reason",
     ]);
     for p in &r.threads {
-        t.add_row(vec![
-            p.thread_id.clone(),
-            p.status.as_str().to_owned(),
-            p.checkpoints_rewritten.to_string(),
-            human_bytes(p.bytes_before),
-            human_bytes(p.bytes_after),
-            opt(&p.reason),
-        ]);
+        add_row(
+            &mut t,
+            vec![
+                p.thread_id.clone(),
+                p.status.as_str().to_owned(),
+                p.checkpoints_rewritten.to_string(),
+                human_bytes(p.bytes_before),
+                human_bytes(p.bytes_after),
+                opt(&p.reason),
+            ],
+        );
     }
     let _ = writeln!(out, "{t}");
-    out
+    finish(out)
 }
 pub mod bench;

@@ -25,16 +25,64 @@ fn q(what: &str) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
     }
 }
 
-/// Reads a column that LangGraph stores as BLOB or TEXT (metadata is JSON text in a BLOB column).
-fn bytes_col(row: &Row<'_>, i: usize) -> rusqlite::Result<Vec<u8>> {
-    Ok(row
-        .get_ref(i)?
-        .as_bytes_or_null()
-        .map_err(|e| {
-            rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Blob, Box::new(e))
-        })?
-        .map(<[u8]>::to_vec)
-        .unwrap_or_default())
+/// What a row reader makes of a value of the wrong SQLite storage class in a BLOB column.
+#[derive(Clone, Copy)]
+enum Blob {
+    /// Checkpoint bodies and write values: bytes no LangGraph decoder reads, so the one
+    /// checkpoint or write is reported undecodable instead of the whole scan failing.
+    Serialized,
+    /// Metadata: the number's text (valid JSON, but not the object metadata must be).
+    Json,
+}
+
+/// A document no serializer decodes: `0xc1` is never a msgpack marker, nor JSON.
+const UNDECODABLE: &[u8] = b"\xc1 dfck: wrong SQLite storage class";
+
+/// Reads a column that LangGraph stores as BLOB or TEXT (metadata is JSON text in a BLOB
+/// column). INTEGER and REAL values (a corrupt or hand-edited store) do not fail the row:
+/// see [`Blob`].
+fn bytes_col(row: &Row<'_>, i: usize, kind: Blob) -> rusqlite::Result<Vec<u8>> {
+    use rusqlite::types::ValueRef;
+    let number = |text: String| match kind {
+        Blob::Serialized => UNDECODABLE.to_vec(),
+        Blob::Json => text.into_bytes(),
+    };
+    Ok(match row.get_ref(i)? {
+        ValueRef::Null => Vec::new(),
+        ValueRef::Blob(b) | ValueRef::Text(b) => b.to_vec(),
+        ValueRef::Integer(n) => number(n.to_string()),
+        ValueRef::Real(f) => number(f.to_string()),
+    })
+}
+
+/// Reads a TEXT column (ids, channel, type tag) whatever its storage class: non-UTF-8 text
+/// and BLOBs are decoded lossily, numbers are written out, NULL is empty.
+fn text_col(row: &Row<'_>, i: usize) -> rusqlite::Result<String> {
+    Ok(opt_text_col(row, i)?.unwrap_or_default())
+}
+
+/// [`text_col`] keeping NULL apart.
+fn opt_text_col(row: &Row<'_>, i: usize) -> rusqlite::Result<Option<String>> {
+    use rusqlite::types::ValueRef;
+    Ok(match row.get_ref(i)? {
+        ValueRef::Null => None,
+        ValueRef::Text(b) | ValueRef::Blob(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        ValueRef::Integer(n) => Some(n.to_string()),
+        ValueRef::Real(f) => Some(f.to_string()),
+    })
+}
+
+/// Reads `writes.idx`; `None` when it holds no integer (the write is then undecodable).
+fn idx_col(row: &Row<'_>, i: usize) -> rusqlite::Result<Option<i64>> {
+    use rusqlite::types::ValueRef;
+    Ok(match row.get_ref(i)? {
+        ValueRef::Integer(n) => Some(n),
+        ValueRef::Real(f) if f.fract() == 0.0 && f.abs() < 9.0e18 => Some(f as i64),
+        ValueRef::Text(b) => std::str::from_utf8(b)
+            .ok()
+            .and_then(|t| t.trim().parse().ok()),
+        _ => None,
+    })
 }
 
 fn len_col(row: &Row<'_>, i: usize) -> rusqlite::Result<u64> {
@@ -397,31 +445,41 @@ fn detect_schema(conn: &Connection, shown: &str) -> Result<bool, StoreError> {
 }
 
 fn checkpoint_row(r: &Row<'_>) -> rusqlite::Result<CheckpointRow> {
-    let bytes = bytes_col(r, 5)?;
-    let metadata = bytes_col(r, 6)?;
+    let bytes = bytes_col(r, 5, Blob::Serialized)?;
+    let metadata = bytes_col(r, 6, Blob::Json)?;
     Ok(CheckpointRow {
-        thread_id: r.get(0)?,
-        checkpoint_ns: r.get(1)?,
-        checkpoint_id: r.get(2)?,
-        parent_checkpoint_id: r.get(3)?,
+        thread_id: text_col(r, 0)?,
+        checkpoint_ns: text_col(r, 1)?,
+        checkpoint_id: text_col(r, 2)?,
+        parent_checkpoint_id: opt_text_col(r, 3)?,
         bytes: (bytes.len() + metadata.len()) as u64,
         body: CheckpointBody::Serialized {
-            type_tag: r.get(4)?,
+            type_tag: opt_text_col(r, 4)?,
             bytes,
         },
         metadata,
     })
 }
 
+/// `idx` of a write whose stored idx is not an integer.
+const BAD_IDX: i64 = i64::MIN;
+
 fn write_row(r: &Row<'_>) -> rusqlite::Result<WriteRow> {
+    let idx = idx_col(r, 3)?;
+    let value = bytes_col(r, 6, Blob::Serialized)?;
     Ok(WriteRow {
-        checkpoint_id: r.get(0)?,
-        task_id: r.get(1)?,
-        task_path: r.get::<_, Option<String>>(2)?.unwrap_or_default(),
-        idx: r.get(3)?,
-        channel: r.get(4)?,
-        type_tag: r.get(5)?,
-        value: bytes_col(r, 6)?,
+        checkpoint_id: text_col(r, 0)?,
+        task_id: text_col(r, 1)?,
+        task_path: text_col(r, 2)?,
+        idx: idx.unwrap_or(BAD_IDX),
+        channel: text_col(r, 4)?,
+        type_tag: opt_text_col(r, 5)?,
+        // A write whose key is unreadable is not replayed as if it were valid.
+        value: if idx.is_some() {
+            value
+        } else {
+            UNDECODABLE.to_vec()
+        },
     })
 }
 
@@ -455,11 +513,11 @@ impl Store for SqliteStore {
         let mut rows = st.query([]).map_err(q(what))?;
         while let Some(r) = rows.next().map_err(q(what))? {
             let row = CheckpointMetaRow {
-                thread_id: r.get(0).map_err(q(what))?,
-                checkpoint_ns: r.get(1).map_err(q(what))?,
-                checkpoint_id: r.get(2).map_err(q(what))?,
+                thread_id: text_col(r, 0).map_err(q(what))?,
+                checkpoint_ns: text_col(r, 1).map_err(q(what))?,
+                checkpoint_id: text_col(r, 2).map_err(q(what))?,
                 bytes: len_col(r, 3).map_err(q(what))?,
-                metadata: bytes_col(r, 4).map_err(q(what))?,
+                metadata: bytes_col(r, 4, Blob::Json).map_err(q(what))?,
             };
             f(row)?;
         }
@@ -481,7 +539,7 @@ impl Store for SqliteStore {
         let mut rows = st.query([]).map_err(q(what))?;
         while let Some(r) = rows.next().map_err(q(what))? {
             f(WriteTotals {
-                thread_id: r.get(0).map_err(q(what))?,
+                thread_id: text_col(r, 0).map_err(q(what))?,
                 writes: len_col(r, 1).map_err(q(what))?,
                 bytes: len_col(r, 2).map_err(q(what))?,
             })?;
@@ -522,7 +580,7 @@ impl Store for SqliteStore {
             .map_err(q(what))?;
         let mut rows = st.query([]).map_err(q(what))?;
         while let Some(r) = rows.next().map_err(q(what))? {
-            f(r.get(0).map_err(q(what))?)?;
+            f(text_col(r, 0).map_err(q(what))?)?;
         }
         Ok(())
     }
@@ -548,7 +606,7 @@ impl Store for SqliteStore {
                 "SELECT DISTINCT checkpoint_ns FROM checkpoints WHERE thread_id = ?1 ORDER BY checkpoint_ns",
             )
             .map_err(q(what))?;
-        st.query_map([thread_id], |r| r.get::<_, String>(0))
+        st.query_map([thread_id], |r| text_col(r, 0))
             .and_then(|rows| rows.collect())
             .map_err(q(what))
     }
@@ -564,7 +622,7 @@ impl Store for SqliteStore {
             .map_err(q(what))?;
         let mut rows = st.query(params![thread_id, ns]).map_err(q(what))?;
         match rows.next().map_err(q(what))? {
-            Some(r) => Ok(Some(r.get(0).map_err(q(what))?)),
+            Some(r) => Ok(Some(text_col(r, 0).map_err(q(what))?)),
             None => Ok(None),
         }
     }
@@ -610,7 +668,7 @@ impl Store for SqliteStore {
             .query(params![thread_id, ns, checkpoint_id])
             .map_err(q(what))?;
         match rows.next().map_err(q(what))? {
-            Some(r) => Ok(Some(bytes_col(r, 0).map_err(q(what))?)),
+            Some(r) => Ok(Some(bytes_col(r, 0, Blob::Json).map_err(q(what))?)),
             None => Ok(None),
         }
     }
@@ -674,7 +732,7 @@ impl Store for SqliteStore {
             .map_err(q(what))?;
         st.query_map(params![thread_id, ns], |r| {
             Ok(CheckpointWriteTotals {
-                checkpoint_id: r.get(0)?,
+                checkpoint_id: text_col(r, 0)?,
                 writes: len_col(r, 1)?,
                 bytes: len_col(r, 2)?,
             })

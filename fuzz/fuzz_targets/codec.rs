@@ -1,0 +1,19 @@
+//! The msgpack codec: decode arbitrary bytes; whatever decodes re-encodes to bytes that
+//! decode to the same value, renders as JSON, and the raw `messages` scanner agrees not
+//! to panic on the same input.
+#![no_main]
+
+use dfck::codec;
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let _ = codec::checkpoint_messages_slice(data);
+    let _ = codec::decode_typed(Some("json"), data.to_vec());
+    if let Ok(v) = codec::decode(data) {
+        let enc = codec::encode(&v);
+        let again = codec::decode(&enc).expect("re-encoded value decodes");
+        assert_eq!(codec::encode(&again), enc, "encoding is stable");
+        let _ = serde_json::to_string(&codec::to_json(&v));
+        let _ = codec::from_json(&codec::to_json(&v));
+    }
+});
