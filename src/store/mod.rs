@@ -4,6 +4,7 @@
 
 pub mod postgres;
 pub mod sqlite;
+mod sqlite_open;
 mod sqlite_write;
 pub(crate) mod tls;
 
