@@ -5,7 +5,7 @@
 use crate::codec::Value;
 use crate::error::{CodecError, Error, ModelError, StoreError};
 use crate::finding::{Finding, FindingCode, Severity};
-use crate::lineage::{fork_analysis, fork_findings, integrity};
+use crate::lineage::{TurnInputs, fork_analysis, fork_findings, integrity, regenerate_findings};
 use crate::materialize::reducers::coerce_message;
 use crate::model::thread::{LoadVisitor, LoadedThread};
 use crate::model::{
@@ -20,8 +20,9 @@ use serde_json::Value as Json;
 /// Options of a verify run.
 #[derive(Debug, Clone)]
 pub struct VerifyOptions {
-    /// The parent-walk budget (DeerFlow uses 400).
-    pub max_depth: usize,
+    /// A parent-walk budget the user asked for (`--max-depth`); none by default: cycle
+    /// detection bounds every walk.
+    pub max_depth: Option<usize>,
     /// Connections (threads of work) to check threads on.
     pub jobs: usize,
 }
@@ -29,7 +30,7 @@ pub struct VerifyOptions {
 impl Default for VerifyOptions {
     fn default() -> Self {
         VerifyOptions {
-            max_depth: 400,
+            max_depth: None,
             jobs: 1,
         }
     }
@@ -98,6 +99,8 @@ struct ValueChecks {
     thread_id: String,
     checkpoint_ns: String,
     findings: Vec<Finding>,
+    /// Human messages of the run inputs, for `lineage.regenerate_budget`.
+    inputs: TurnInputs,
 }
 
 impl ValueChecks {
@@ -128,6 +131,7 @@ impl LoadVisitor for ValueChecks {
     }
 
     fn write(&mut self, w: &WriteRow) {
+        self.inputs.write(w);
         match Write::from_row(w.clone(), &self.thread_id) {
             Err(e) => self.push(
                 codec_code(&e),
@@ -267,10 +271,12 @@ pub fn verify_thread(
             thread_id: thread_id.to_owned(),
             checkpoint_ns: ns.clone(),
             findings: Vec::new(),
+            inputs: TurnInputs::default(),
         };
         let t = LoadedThread::load_with(store, thread_id, &ns, &mut values)?;
         checkpoints += t.nodes.len() as u64;
         findings.extend(check_namespace(&t, opts, &mut facts));
+        findings.extend(regenerate_findings(&t, Some(&values.inputs)));
         findings.extend(values.findings);
     }
     if checkpoints == 0 {

@@ -22,16 +22,18 @@ pub struct LineageArgs {
     /// Draw the whole (thread, ns) tree with its forks instead of one chain.
     #[arg(long, conflicts_with = "checkpoint")]
     pub tree: bool,
-    /// Parent-walk budget for `lineage.depth_exceeded`.
-    #[arg(long, default_value_t = 400, value_name = "N")]
-    pub max_depth: usize,
+    /// Report `lineage.depth_exceeded` for a parent walk from the head longer than N
+    /// checkpoints (no limit by default).
+    #[arg(long, value_name = "N")]
+    pub max_depth: Option<usize>,
 }
 
 /// Runs `dfck lineage`: exit 1 when the namespace has error-severity integrity findings.
 pub fn run(global: &GlobalArgs, args: &LineageArgs) -> Result<Outcome, Error> {
     let (target, _) = global.resolve()?;
     let store = target.open_read_only()?;
-    let t = LoadedThread::load(store.as_ref(), &args.thread, &args.ns)?;
+    let mut inputs = crate::lineage::TurnInputs::default();
+    let t = LoadedThread::load_with(store.as_ref(), &args.thread, &args.ns, &mut inputs)?;
     if t.nodes.is_empty() {
         return Err(StoreError::ThreadNotFound {
             thread_id: args.thread.clone(),
@@ -39,7 +41,13 @@ pub fn run(global: &GlobalArgs, args: &LineageArgs) -> Result<Outcome, Error> {
         }
         .into());
     }
-    let report = crate::lineage::report(&t, args.checkpoint.as_deref(), args.tree, args.max_depth)?;
+    let report = crate::lineage::report(
+        &t,
+        args.checkpoint.as_deref(),
+        args.tree,
+        args.max_depth,
+        Some(&inputs),
+    )?;
     output(global.format(), &report, render::lineage_text)?;
     Ok(
         if report

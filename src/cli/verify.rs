@@ -12,9 +12,10 @@ use clap::Args;
 pub struct VerifyArgs {
     /// Threads to check (default: every thread in the store).
     pub threads: Vec<String>,
-    /// Parent-walk budget: a walk from the head longer than this is `lineage.depth_exceeded`.
-    #[arg(long, default_value_t = 400, value_name = "N")]
-    pub max_depth: usize,
+    /// Report `lineage.depth_exceeded` for a parent walk from the head longer than N
+    /// checkpoints (no limit by default: cycle detection bounds every walk).
+    #[arg(long, value_name = "N")]
+    pub max_depth: Option<usize>,
     /// Check threads concurrently over N connections.
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
     pub jobs: u16,

@@ -111,7 +111,7 @@ pub(super) fn plan_thread_keeping(
                 ),
             ));
         }
-        for f in integrity(t, usize::MAX) {
+        for f in integrity(t, None) {
             if matches!(
                 f.code,
                 FindingCode::LineageDanglingParent | FindingCode::LineageCycle

@@ -2,6 +2,10 @@
 //! walk depth, roots, ordering, unsettled heads, duration-only checkpoints), and the
 //! ownership analysis of delta writes at fork points (DeerFlow #4458).
 
+mod reach;
+
+pub use reach::{REGENERATE_SCAN_LIMIT, Reach, TurnInputs, regenerate_findings, regenerate_reach};
+
 use crate::finding::{Finding, FindingCode};
 use crate::model::thread::LoadedThread;
 use crate::model::{Checkpoint, MESSAGES, NULL_TASK_ID};
@@ -104,7 +108,7 @@ pub(crate) fn finding(
 }
 
 /// Lineage integrity findings of one (thread, ns).
-pub fn integrity(t: &LoadedThread, max_depth: usize) -> Vec<Finding> {
+pub fn integrity(t: &LoadedThread, max_depth: Option<usize>) -> Vec<Finding> {
     let mut out = Vec::new();
     if t.nodes.is_empty() {
         return out;
@@ -200,14 +204,14 @@ pub fn integrity(t: &LoadedThread, max_depth: usize) -> Vec<Finding> {
                 ),
             ));
         }
-        let (_, end) = chain(t, h, max_depth);
-        if end == WalkEnd::Budget {
+        let budget_hit = max_depth.is_some_and(|d| chain(t, h, d).1 == WalkEnd::Budget);
+        if let (true, Some(max_depth)) = (budget_hit, max_depth) {
             out.push(finding(
                 t,
                 FindingCode::LineageDepthExceeded,
                 Some(&head.id),
                 format!(
-                    "the parent walk from the head is longer than {max_depth} checkpoints without reaching a root (DeerFlow's lineage walks give up at their budget; raise --max-depth to check deeper)"
+                    "the parent walk from the head is longer than {max_depth} checkpoints without reaching a root (the --max-depth you asked for)"
                 ),
             ));
         }
@@ -507,11 +511,13 @@ pub fn report(
     t: &LoadedThread,
     from: Option<&str>,
     tree: bool,
-    max_depth: usize,
+    max_depth: Option<usize>,
+    inputs: Option<&TurnInputs>,
 ) -> Result<LineageReport, crate::error::StoreError> {
     let analysis = fork_analysis(t);
     let contaminated: HashSet<usize> = analysis.contaminated.iter().map(|&(k, _)| k).collect();
     let mut findings = integrity(t, max_depth);
+    findings.extend(regenerate_findings(t, inputs));
     findings.extend(fork_findings(t, &analysis));
     let start =
         match from {
