@@ -2,7 +2,6 @@
 //! starts with (§2.10, schema v2 per §9.3). Shared by the controller (failure rows) and workers.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
 
 /// The row schema dfck writes (bench-harness.md §9.3).
 pub const SCHEMA_VERSION: u64 = 2;
@@ -128,37 +127,6 @@ pub struct WorkerContext {
     pub env: RowEnv,
 }
 
-/// The identity fields every channel row starts with, in DeerFlow's key order (§2.10) plus the
-/// v2 additions (`engine`, `engine_version`, `runtime_version`), `success: true`, `error: null`.
-pub fn channel_base_row(case: &ChannelCase, env: &RowEnv) -> Map<String, Value> {
-    let v = json!({
-        "schema_version": SCHEMA_VERSION,
-        "benchmark_version": BENCHMARK_VERSION,
-        "success": true,
-        "error": null,
-        "profiled": false,
-        "git_sha": env.git_sha,
-        "python_version": env.python_version,
-        "langgraph_version": env.langgraph_version,
-        "platform": env.platform,
-        "engine": case.engine.as_str(),
-        "engine_version": env.engine_version,
-        "runtime_version": env.runtime_version,
-        "mode": case.mode.as_str(),
-        "backend": case.backend.as_str(),
-        "scenario": case.scenario,
-        "snapshot_frequency": case.snapshot_frequency,
-        "update_count": case.update_count,
-        "payload_bytes": case.payload_bytes,
-        "repetition": case.repetition,
-        "seed": case.seed,
-    });
-    match v {
-        Value::Object(m) => m,
-        _ => Map::new(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -171,7 +139,10 @@ mod tests {
         .unwrap();
         assert_eq!(c.engine, Engine::Native);
         assert_eq!(c.thread_id(), "checkpoint-bench-1-0");
-        let row = channel_base_row(&c, &RowEnv::default());
+        let row = crate::bench::rows::to_map(&crate::bench::rows::ChannelRow::new(
+            &c,
+            &RowEnv::default(),
+        ));
         let keys: Vec<&str> = row.keys().map(String::as_str).collect();
         assert_eq!(keys[0], "schema_version");
         assert_eq!(keys.last(), Some(&"seed"));

@@ -17,6 +17,7 @@
 
 use crate::bench::channels::fmt_g;
 use crate::bench::env;
+use crate::bench::rows::FailureRowSource;
 use crate::error::Error;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
@@ -252,22 +253,15 @@ pub fn run_child(spec: &ChildSpec, interrupt: &AtomicBool) -> std::io::Result<Ch
 /// A controller-built failure row: the base (identity) row with `success: false`, the safe
 /// error and the child's redacted stderr tail (§1.5.6 plus `stderr_tail`).
 pub fn failure_row(
-    base: &Map<String, Value>,
+    base: &dyn FailureRowSource,
     error: &str,
     stderr: &str,
     secrets: &[&str],
 ) -> Map<String, Value> {
-    let mut row = base.clone();
-    row.insert("success".into(), Value::Bool(false));
-    row.insert(
-        "error".into(),
-        Value::String(env::safe_error(error, None, secrets)),
-    );
-    row.insert(
-        "stderr_tail".into(),
-        Value::String(env::stderr_tail(stderr, secrets)),
-    );
-    row
+    base.failure_row(
+        env::safe_error(error, None, secrets),
+        env::stderr_tail(stderr, secrets),
+    )
 }
 
 /// Turns a finished child into its row (§1.5.3–6): a timeout or a missing/malformed result is a
@@ -277,7 +271,7 @@ pub fn failure_row(
 /// timeout message. An interrupted child also gives a failure row (callers usually drop it).
 pub fn interpret(
     run: &ChildRun,
-    base: &Map<String, Value>,
+    base: &dyn FailureRowSource,
     timeout_secs: f64,
     secrets: &[&str],
 ) -> Map<String, Value> {
@@ -423,8 +417,8 @@ pub type Gate = dyn Fn(&mut [Map<String, Value>]) -> usize;
 pub struct PlannedCase {
     /// The child.
     pub spec: ChildSpec,
-    /// The identity fields (failure rows are built from them).
-    pub base: Map<String, Value>,
+    /// The identity row (the controller's failure rows are built from it).
+    pub base: Box<dyn FailureRowSource>,
     /// Printed on stderr before the case runs.
     pub progress: String,
 }
@@ -490,9 +484,9 @@ pub fn run_cases(
                 interrupted = true;
                 break;
             }
-            Ok(r) => interpret(&r, &case.base, timeout_secs, secrets),
+            Ok(r) => interpret(&r, case.base.as_ref(), timeout_secs, secrets),
             Err(e) => failure_row(
-                &case.base,
+                case.base.as_ref(),
                 &format!(
                     "cannot start child process {}: {e}",
                     case.spec.program.display()

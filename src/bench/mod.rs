@@ -17,6 +17,7 @@ pub mod env;
 pub mod native;
 pub mod plot;
 pub mod production;
+pub mod rows;
 pub mod stats;
 pub mod summarize;
 pub mod worker;

@@ -15,54 +15,16 @@ pub mod sqlite;
 pub mod writer;
 
 use super::case::{Backend, ChannelCase, WorkerContext};
+use super::rows::ChannelMetrics;
 use super::stats::{Window, window_median};
 use crate::codec::{Value, to_json};
 use crate::materialize::{Reducer, Source, StoreSource, View, fixed, materialize};
 use crate::model::MESSAGES;
 use crate::store::Store;
 use channels::{ChannelWorkload, UpdateRows, workload_messages};
-use serde_json::{Map, Value as Json, json};
+use serde_json::Value as Json;
 use std::time::Instant;
 use writer::Clock;
-
-/// The measured fields a native case returns, in row order — the v2 channel row schema
-/// documented in `crate::bench::worker` (DeerFlow's §2.10 fields from `write_total_ms` through
-/// `reducer_replay_ms`, v2 fields next to their family). The caller adds the identity fields
-/// before and `peak_rss_bytes` / `rss_source` / `child_process_ms` after.
-pub const FIELDS: [&str; 32] = [
-    "write_total_ms",
-    "write_p50_ms",
-    "write_p90_ms",
-    "write_p95_ms",
-    "write_p99_ms",
-    "write_p999_ms",
-    "write_max_ms",
-    "write_mean_ms",
-    "write_stddev_ms",
-    "write_first_window_ms",
-    "write_middle_window_ms",
-    "write_last_window_ms",
-    "warm_read_ms",
-    "logical_checkpoint_bytes",
-    "logical_write_bytes",
-    "checkpoint_rows",
-    "write_rows",
-    "checkpoint_bytes",
-    "blob_rows",
-    "blob_bytes",
-    "write_bytes",
-    "storage_stats_error",
-    "cold_read_ms",
-    "saver_reopen_ms",
-    "db_bytes",
-    "wal_bytes",
-    "shm_bytes",
-    "durable_db_bytes",
-    "expected_message_count",
-    "actual_message_count",
-    "content_sha256",
-    "reducer_replay_ms",
-];
 
 /// Storage sizes of one case's thread.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -171,52 +133,44 @@ impl Storage {
 }
 
 impl Measured {
-    fn field(&self, name: &str) -> Json {
+    /// The row fields of the measurements.
+    pub fn to_metrics(&self) -> ChannelMetrics {
         let st = self.storage.as_ref().ok();
         let l = &self.latency;
-        match name {
-            "write_total_ms" => json!(self.write_total_ms),
-            "write_p50_ms" => json!(l.p50),
-            "write_p95_ms" => json!(l.p95),
-            "write_p99_ms" => json!(l.p99),
-            "write_p90_ms" => json!(l.p90),
-            "write_p999_ms" => json!(l.p999),
-            "write_max_ms" => json!(l.max),
-            "write_mean_ms" => json!(l.mean),
-            "write_stddev_ms" => json!(l.stddev),
-            "write_first_window_ms" => json!(l.first_window),
-            "write_middle_window_ms" => json!(l.middle_window),
-            "write_last_window_ms" => json!(l.last_window),
-            "warm_read_ms" => json!(self.warm_read_ms),
-            "logical_checkpoint_bytes" => json!(st.map(Storage::logical_checkpoint_bytes)),
-            "logical_write_bytes" => json!(st.map(|s| s.write_bytes)),
-            "checkpoint_rows" => json!(st.map(|s| s.checkpoint_rows)),
-            "write_rows" => json!(st.map(|s| s.write_rows)),
-            "checkpoint_bytes" => json!(st.map(|s| s.checkpoint_bytes)),
-            "write_bytes" => json!(st.map(|s| s.write_bytes)),
-            "blob_rows" => json!(st.and_then(|s| s.blob_rows)),
-            "blob_bytes" => json!(st.and_then(|s| s.blob_bytes)),
-            "storage_stats_error" => json!(self.storage.as_ref().err()),
-            "cold_read_ms" => json!(self.cold_read_ms),
-            "saver_reopen_ms" => json!(self.saver_reopen_ms),
-            "db_bytes" => json!(self.files.map(|f| f.0)),
-            "wal_bytes" => json!(self.files.map(|f| f.1)),
-            "shm_bytes" => json!(self.files.map(|f| f.2)),
-            "durable_db_bytes" => json!(self.durable_db_bytes),
-            "expected_message_count" => json!(self.expected_message_count),
-            "actual_message_count" => json!(self.actual_message_count),
-            "content_sha256" => json!(self.content_sha256),
-            "reducer_replay_ms" => json!(self.reducer_replay_ms),
-            _ => Json::Null,
+        ChannelMetrics {
+            write_total_ms: self.write_total_ms,
+            write_p50_ms: l.p50,
+            write_p90_ms: l.p90,
+            write_p95_ms: l.p95,
+            write_p99_ms: l.p99,
+            write_p999_ms: l.p999,
+            write_max_ms: l.max,
+            write_mean_ms: l.mean,
+            write_stddev_ms: l.stddev,
+            write_first_window_ms: l.first_window,
+            write_middle_window_ms: l.middle_window,
+            write_last_window_ms: l.last_window,
+            warm_read_ms: self.warm_read_ms,
+            logical_checkpoint_bytes: st.map(Storage::logical_checkpoint_bytes),
+            logical_write_bytes: st.map(|s| s.write_bytes),
+            checkpoint_rows: st.map(|s| s.checkpoint_rows),
+            write_rows: st.map(|s| s.write_rows),
+            checkpoint_bytes: st.map(|s| s.checkpoint_bytes),
+            blob_rows: st.and_then(|s| s.blob_rows),
+            blob_bytes: st.and_then(|s| s.blob_bytes),
+            write_bytes: st.map(|s| s.write_bytes),
+            storage_stats_error: self.storage.as_ref().err().cloned(),
+            cold_read_ms: self.cold_read_ms,
+            saver_reopen_ms: self.saver_reopen_ms,
+            db_bytes: self.files.map(|f| f.0),
+            wal_bytes: self.files.map(|f| f.1),
+            shm_bytes: self.files.map(|f| f.2),
+            durable_db_bytes: self.durable_db_bytes,
+            expected_message_count: self.expected_message_count,
+            actual_message_count: self.actual_message_count,
+            content_sha256: self.content_sha256.clone(),
+            reducer_replay_ms: self.reducer_replay_ms,
         }
-    }
-
-    /// The fields in [`FIELDS`] order.
-    pub fn to_fields(&self) -> Map<String, Json> {
-        FIELDS
-            .iter()
-            .map(|f| ((*f).to_owned(), self.field(f)))
-            .collect()
     }
 }
 
@@ -589,18 +543,15 @@ fn safe_error(msg: &str, ctx: &WorkerContext) -> String {
     s.chars().take(2000).collect()
 }
 
-/// Runs one channel case natively and returns its measured fields ([`FIELDS`], in order),
-/// or the error text for a failure row.
-pub fn run_channel_case(
-    case: &ChannelCase,
-    ctx: &WorkerContext,
-) -> Result<Map<String, Json>, String> {
+/// Runs one channel case natively and returns its measured fields, or the error text for a
+/// failure row.
+pub fn run_channel_case(case: &ChannelCase, ctx: &WorkerContext) -> Result<ChannelMetrics, String> {
     run_case(case, ctx)
         .map(|mut m| {
             if let Err(e) = &m.storage {
                 m.storage = Err(safe_error(e, ctx));
             }
-            m.to_fields()
+            m.to_metrics()
         })
         .map_err(|e| safe_error(&e, ctx))
 }

@@ -17,12 +17,13 @@
 //! SIGKILL), its case gets no row, every finished row stays in the file (gated), and the run
 //! exits 130.
 
-use crate::bench::case::{Backend, ChannelMode, Engine, RowEnv, channel_base_row};
+use crate::bench::case::{Backend, ChannelMode, Engine, RowEnv};
 use crate::bench::channels::{
     CsvValues, MatrixSpec, apply_cap, cap_message, cross_mode_gate, expand_matrix,
     parse_choice_csv, parse_positive_int_csv, progress_line,
 };
 use crate::bench::controller::{ChildEnd, ChildSpec, PlannedCase, run_child};
+use crate::bench::rows::ChannelRow;
 use crate::bench::{env, worker};
 use crate::cli::GlobalArgs;
 use crate::error::Error;
@@ -317,7 +318,7 @@ pub(super) fn controller_row_env(
 /// Runs `dfck bench channels`.
 pub fn run(_global: &GlobalArgs, args: &ChannelsArgs) -> Result<i32, Error> {
     if let Some(case) = &args.worker_case {
-        return Ok(worker::worker_main(case));
+        return Ok(super::print_worker_row(worker::run_worker_case(case)));
     }
     let plan = plan(args)?;
     let cases = expand_matrix(&plan.spec);
@@ -342,7 +343,7 @@ pub fn run(_global: &GlobalArgs, args: &ChannelsArgs) -> Result<i32, Error> {
         let case_json = serde_json::to_string(case).map_err(|e| Error::Render(e.to_string()))?;
         planned.push(PlannedCase {
             spec: launcher.spec(case_json),
-            base: channel_base_row(case, &launcher.row_env),
+            base: Box::new(ChannelRow::new(case, &launcher.row_env)),
             progress: progress_line(i + 1, n, case),
         });
     }

@@ -173,3 +173,13 @@ impl Launcher {
         Ok(outcome.report(output))
     }
 }
+
+/// Prints a worker's row as one compact JSON line on stdout; returns the worker's exit code
+/// (0 success, 1 failed or unusable case).
+fn print_worker_row(out: crate::bench::worker::WorkerOutput) -> i32 {
+    crate::render::bench::print_worker_row(&out.row);
+    match out.outcome {
+        crate::outcome::Outcome::Clean => 0,
+        _ => 1,
+    }
+}

@@ -16,10 +16,8 @@ use crate::bench::channels::{parse_choice_csv, parse_positive_int_csv};
 use crate::bench::controller::PlannedCase;
 use crate::bench::production::replay::prepare;
 use crate::bench::production::{
-    ProductionCase, ProductionMatrix, WARMUP_TURNS, production_base_row, production_gate,
-    progress_line, run_worker_case,
+    ProductionCase, ProductionMatrix, WARMUP_TURNS, production_gate, progress_line, run_worker_case,
 };
-use crate::bench::worker;
 use crate::cli::GlobalArgs;
 use crate::cli::bench::channels::locate_script;
 use crate::error::Error;
@@ -115,7 +113,7 @@ pub struct ProductionArgs {
 /// Runs `dfck bench production`.
 pub fn run(_global: &GlobalArgs, args: &ProductionArgs) -> Result<i32, Error> {
     if let Some(case) = &args.worker_case {
-        return Ok(worker::print_row(run_worker_case(case)));
+        return Ok(super::print_worker_row(run_worker_case(case)));
     }
     let modes: Vec<ChannelMode> =
         warn(parse_choice_csv("--modes", &args.modes, &["full", "delta"]).map_err(usage)?)
@@ -255,7 +253,10 @@ pub fn run(_global: &GlobalArgs, args: &ProductionArgs) -> Result<i32, Error> {
         let case_json = serde_json::to_string(case).map_err(|e| Error::Render(e.to_string()))?;
         planned.push(PlannedCase {
             spec: launcher.spec(case_json),
-            base: production_base_row(case, &launcher.row_env),
+            base: Box::new(crate::bench::rows::ProductionRow::new(
+                case,
+                &launcher.row_env,
+            )),
             progress: progress_line(i + 1, n, case),
         });
     }
