@@ -144,7 +144,7 @@ fn production_failure_rows_keep_the_v2_schema() {
     );
 }
 
-/// The worker's minimal row for an unusable case (printed on stdout; the process exits 1).
+/// The worker's minimal row for an unusable case (printed on stdout; the process exits 2).
 #[test]
 fn bad_case_rows_keep_their_keys() {
     for (sub, want) in [
@@ -161,7 +161,7 @@ fn bad_case_rows_keep_their_keys() {
             .args(["bench", sub, "--worker-case", "[1]"])
             .output()
             .expect("run dfck");
-        assert_eq!(run.status.code(), Some(1));
+        assert_eq!(run.status.code(), Some(2));
         assert_eq!(String::from_utf8_lossy(&run.stdout).trim_end(), want);
     }
 }

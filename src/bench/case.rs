@@ -21,6 +21,23 @@ pub enum Engine {
     Langgraph,
 }
 
+impl std::fmt::Display for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Engine {
+    type Err = crate::bench::error::BenchError;
+    fn from_str(s: &str) -> Result<Engine, Self::Err> {
+        match s {
+            "native" => Ok(Engine::Native),
+            "langgraph" => Ok(Engine::Langgraph),
+            other => Err(crate::bench::error::BenchError::UnknownEngine(other.into())),
+        }
+    }
+}
+
 impl Engine {
     /// The engine's name in rows and flags.
     pub fn as_str(self) -> &'static str {

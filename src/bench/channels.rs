@@ -12,6 +12,7 @@
 //! of cells per repetition is odd.)
 
 use crate::bench::case::{Backend, ChannelCase, ChannelMode, Engine};
+use crate::bench::error::BenchError;
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashMap};
 
@@ -76,8 +77,12 @@ fn py_int(text: &str) -> Option<i128> {
 }
 
 /// A positive-int CSV (`--updates`, `--payload-bytes`, `--snapshot-frequencies`, §1.1).
-pub fn parse_positive_int_csv(opt: &str, value: &str) -> Result<CsvValues<u64>, String> {
-    let shape_err = || format!("{opt} must be a comma-separated list of positive integers");
+pub fn parse_positive_int_csv(opt: &str, value: &str) -> Result<CsvValues<u64>, BenchError> {
+    let shape_err = || {
+        BenchError::Usage(format!(
+            "{opt} must be a comma-separated list of positive integers"
+        ))
+    };
     if bad_shape(value) {
         return Err(shape_err());
     }
@@ -85,35 +90,39 @@ pub fn parse_positive_int_csv(opt: &str, value: &str) -> Result<CsvValues<u64>, 
     for part in value.split(',') {
         let n = py_int(part.trim()).ok_or_else(shape_err)?;
         if n <= 0 {
-            return Err(format!("{opt} values must be positive integers"));
+            return Err(BenchError::Usage(format!(
+                "{opt} values must be positive integers"
+            )));
         }
         items.push(u64::try_from(n).map_err(|_| shape_err())?);
     }
     Ok(dedup(opt, items))
 }
 
-/// A choice CSV (`--modes`, `--backends`, §1.1).
-pub fn parse_choice_csv(
+/// A choice CSV (`--modes`, `--backends`, §1.1): each item must be the name (`Display`) of
+/// one of `choices`.
+pub fn parse_choice_csv<T: Copy + PartialEq + std::fmt::Display>(
     opt: &str,
     value: &str,
-    choices: &[&str],
-) -> Result<CsvValues<String>, String> {
+    choices: &[T],
+) -> Result<CsvValues<T>, BenchError> {
+    let names: Vec<String> = choices.iter().map(ToString::to_string).collect();
     if bad_shape(value) {
-        return Err(format!(
+        return Err(BenchError::Usage(format!(
             "{opt} must contain one or more of: {}",
-            choices.join(", ")
-        ));
+            names.join(", ")
+        )));
     }
     let mut items = Vec::new();
     for part in value.split(',') {
         let p = part.trim();
-        if !choices.contains(&p) {
-            return Err(format!(
+        let Some(i) = names.iter().position(|n| n == p) else {
+            return Err(BenchError::Usage(format!(
                 "{opt} contains unsupported value '{p}'; expected: {}",
-                choices.join(", ")
-            ));
-        }
-        items.push(p.to_string());
+                names.join(", ")
+            )));
+        };
+        items.push(choices[i]);
     }
     Ok(dedup(opt, items))
 }
@@ -460,21 +469,29 @@ mod tests {
         );
         for bad in ["", ",1", "1,", "1,,2", "x", "1.5"] {
             assert_eq!(
-                parse_positive_int_csv("--updates", bad).unwrap_err(),
+                parse_positive_int_csv("--updates", bad)
+                    .unwrap_err()
+                    .to_string(),
                 "--updates must be a comma-separated list of positive integers"
             );
         }
         assert_eq!(
-            parse_positive_int_csv("--updates", "1,0").unwrap_err(),
+            parse_positive_int_csv("--updates", "1,0")
+                .unwrap_err()
+                .to_string(),
             "--updates values must be positive integers"
         );
-        let ch = ["full", "delta"];
+        let ch = [ChannelMode::Full, ChannelMode::Delta];
         assert_eq!(
-            parse_choice_csv("--modes", "full,bogus", &ch).unwrap_err(),
+            parse_choice_csv("--modes", "full,bogus", &ch)
+                .unwrap_err()
+                .to_string(),
             "--modes contains unsupported value 'bogus'; expected: full, delta"
         );
         assert_eq!(
-            parse_choice_csv("--modes", ",", &ch).unwrap_err(),
+            parse_choice_csv("--modes", ",", &ch)
+                .unwrap_err()
+                .to_string(),
             "--modes must contain one or more of: full, delta"
         );
     }

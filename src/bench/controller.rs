@@ -19,6 +19,7 @@ use crate::bench::channels::fmt_g;
 use crate::bench::env;
 use crate::bench::rows::FailureRowSource;
 use crate::error::Error;
+use crate::outcome::Outcome;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use serde_json::{Map, Value, json};
@@ -398,9 +399,6 @@ impl JsonlOutput {
     }
 }
 
-/// Exit code of an interrupted run (Ctrl-C / SIGTERM).
-pub const EXIT_INTERRUPTED: i32 = 130;
-
 /// A flag raised by SIGINT / SIGTERM, for [`run_child`] and [`run_cases`].
 pub fn interrupt_flag() -> Result<Arc<AtomicBool>, Error> {
     let interrupt = Arc::new(AtomicBool::new(false));
@@ -419,7 +417,7 @@ pub struct PlannedCase {
     pub spec: ChildSpec,
     /// The identity row (the controller's failure rows are built from it).
     pub base: Box<dyn FailureRowSource>,
-    /// Printed on stderr before the case runs.
+    /// The progress line reported before the case runs.
     pub progress: String,
 }
 
@@ -432,30 +430,40 @@ pub struct CasesOutcome {
 }
 
 impl CasesOutcome {
-    /// Prints DeerFlow's summary line and returns the exit code: 130 when interrupted, 1 when
-    /// a row failed, else 0.
-    pub fn report(&self, output: &Path) -> i32 {
-        let failures = self
-            .rows
-            .iter()
-            .filter(|r| r.get("success") != Some(&Value::Bool(true)))
-            .count();
+    /// Rows that are not successful.
+    pub fn failures(&self) -> usize {
+        self.rows.iter().filter(|r| !row_succeeded(r)).count()
+    }
+
+    /// `Interrupted` when Ctrl-C / SIGTERM stopped the run, `Failed` when a row failed, else
+    /// `Clean`.
+    pub fn outcome(&self) -> Outcome {
         if self.interrupted {
-            eprintln!("Interrupted; the running case was stopped and has no row.");
-        }
-        eprintln!(
-            "Wrote {} result row(s) to {}; failures={failures}",
-            self.rows.len(),
-            output.display()
-        );
-        if self.interrupted {
-            EXIT_INTERRUPTED
-        } else if failures > 0 {
-            crate::error::EXIT_FINDINGS
+            Outcome::Interrupted
+        } else if self.failures() > 0 {
+            Outcome::Failed
         } else {
-            crate::error::EXIT_OK
+            Outcome::Clean
         }
     }
+}
+
+/// Whether a row says `success: true`.
+pub fn row_succeeded(row: &Map<String, Value>) -> bool {
+    row.get("success") == Some(&Value::Bool(true))
+}
+
+/// What the controller loop tells its caller while it runs (the runner/reporter split: the
+/// loop decides, a reporter in `crate::render` prints).
+pub trait Reporter {
+    /// Case `index` (1-based) of `total` is about to run; `progress` is its progress line.
+    fn case_started(&mut self, index: usize, total: usize, progress: &str);
+    /// A case finished with this row (successful or not), already appended to the output.
+    fn row(&mut self, row: &Map<String, Value>);
+    /// Ctrl-C / SIGTERM stopped the run; the running case has no row.
+    fn interrupted(&mut self);
+    /// The run is over: every row (gated) and the output file.
+    fn done(&mut self, outcome: &CasesOutcome, output: &Path);
 }
 
 /// The controller loop shared by the benchmarks (§2.5 with §9.4 e, §9.8): one child per case,
@@ -469,16 +477,18 @@ pub fn run_cases(
     secrets: &[&str],
     interrupt: &AtomicBool,
     gate: &Gate,
+    reporter: &mut dyn Reporter,
 ) -> Result<CasesOutcome, Error> {
     let mut out = JsonlOutput::create(output)?;
+    let total = cases.len();
     let mut rows: Vec<Map<String, Value>> = Vec::with_capacity(cases.len());
     let mut interrupted = false;
-    for case in cases {
+    for (i, case) in cases.into_iter().enumerate() {
         if interrupt.load(Ordering::SeqCst) {
             interrupted = true;
             break;
         }
-        eprintln!("{}", case.progress);
+        reporter.case_started(i + 1, total, &case.progress);
         let row = match run_child(&case.spec, interrupt) {
             Ok(r) if r.end == ChildEnd::Interrupted => {
                 interrupted = true;
@@ -496,12 +506,18 @@ pub fn run_cases(
             ),
         };
         out.append(&row)?;
+        reporter.row(&row);
         rows.push(row);
+    }
+    if interrupted {
+        reporter.interrupted();
     }
     if gate(&mut rows) > 0 {
         out.rewrite(&rows)?;
     }
-    Ok(CasesOutcome { rows, interrupted })
+    let done = CasesOutcome { rows, interrupted };
+    reporter.done(&done, output);
+    Ok(done)
 }
 
 #[cfg(test)]

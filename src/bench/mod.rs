@@ -14,6 +14,8 @@ pub mod channels;
 pub mod controller;
 pub mod digest;
 pub mod env;
+pub mod error;
+pub mod launcher;
 pub mod native;
 pub mod plot;
 pub mod production;

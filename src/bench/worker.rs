@@ -15,6 +15,7 @@
 
 use crate::bench::case::{ChannelCase, Engine, RowEnv, WorkerContext};
 use crate::bench::env;
+use crate::bench::error::BenchError;
 use crate::bench::rows::{BadCaseRow, BenchRow, ChannelRow, PeakRss, to_map};
 use crate::outcome::Outcome;
 use serde_json::{Map, Value};
@@ -26,12 +27,25 @@ pub const PG_URL_ENV: &str = "DFCK_BENCH_PG_URL";
 
 /// What a worker child produced: its row (printed as one compact JSON line by the CLI) and
 /// how the process ends (`Clean` when the case succeeded, else `Failed`).
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct WorkerOutput {
     /// The row, as the JSON object to print.
     pub row: Map<String, Value>,
     /// `Clean` (success) or `Failed` (the case failed or was unusable).
     pub outcome: Outcome,
+    /// Set when the case itself was unusable (the process then exits 2, DeerFlow's protocol).
+    pub bad_case: Option<BenchError>,
+}
+
+impl WorkerOutput {
+    /// The output of a worker that could not use its case: the minimal row, exit 2.
+    pub fn bad_case(row: Map<String, Value>, error: &str) -> WorkerOutput {
+        WorkerOutput {
+            row,
+            outcome: Outcome::Failed,
+            bad_case: Some(BenchError::BadCase(error.to_string())),
+        }
+    }
 }
 
 /// The minimal row of a worker that could not use its case (§1.5.7, schema v2).
@@ -131,10 +145,7 @@ pub fn native_row_env() -> RowEnv {
 /// Runs one case in this process and returns the row and how the worker ends. Never panics:
 /// an engine panic becomes a failure row.
 pub fn run_worker_case(case_json: &str) -> WorkerOutput {
-    let bad = |e: &str| WorkerOutput {
-        row: bad_case_row(e),
-        outcome: Outcome::Failed,
-    };
+    let bad = |e: &str| WorkerOutput::bad_case(bad_case_row(e), e);
     let case = match parse_case(case_json) {
         Ok(c) => c,
         Err(e) => return bad(&e),
@@ -176,6 +187,7 @@ pub fn run_in_child<R: BenchRow>(
             return WorkerOutput {
                 row: to_map(&row),
                 outcome: Outcome::Failed,
+                bad_case: None,
             };
         }
     };
@@ -210,6 +222,7 @@ pub fn run_in_child<R: BenchRow>(
     WorkerOutput {
         row: to_map(&row),
         outcome,
+        bad_case: None,
     }
 }
 

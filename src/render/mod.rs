@@ -437,3 +437,4 @@ pub fn migrate_table(r: &MigrateReport) -> String {
     out
 }
 pub mod bench;
+pub mod bench_reporter;

@@ -272,10 +272,7 @@ pub fn bad_case_row(error: &str) -> Map<String, Value> {
 /// returns the row and how the worker ends (`Failed` for a failed or unusable case).
 pub fn run_worker_case(case_json: &str) -> WorkerOutput {
     use crate::bench::worker::{native_row_env, run_in_child};
-    let bad = |e: &str| WorkerOutput {
-        row: bad_case_row(e),
-        outcome: crate::outcome::Outcome::Failed,
-    };
+    let bad = |e: &str| WorkerOutput::bad_case(bad_case_row(e), e);
     let case: ProductionCase = match serde_json::from_str(case_json) {
         Ok(c) => c,
         Err(e) => return bad(&format!("invalid case: {e}")),
