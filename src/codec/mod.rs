@@ -4,6 +4,7 @@
 mod decode;
 mod encode;
 mod json;
+pub mod pyjson;
 mod scan;
 mod value;
 
