@@ -13,6 +13,7 @@
 
 use crate::bench::case::{Backend, ChannelCase, ChannelMode, Engine};
 use crate::bench::error::BenchError;
+pub use crate::bench::pyfmt::fmt_g;
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashMap};
 
@@ -279,41 +280,6 @@ pub fn progress_line(i: usize, n: usize, c: &ChannelCase) -> String {
     )
 }
 
-/// Python's `format(x, "g")` (6 significant digits, trailing zeros stripped).
-pub fn fmt_g(x: f64) -> String {
-    if x.is_nan() {
-        return "nan".into();
-    }
-    if x.is_infinite() {
-        return if x > 0.0 { "inf".into() } else { "-inf".into() };
-    }
-    if x == 0.0 {
-        return if x.is_sign_negative() {
-            "-0".into()
-        } else {
-            "0".into()
-        };
-    }
-    // Round to 6 significant digits first; the exponent is that of the rounded value.
-    let sci = format!("{x:.5e}");
-    let (mant, exp) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let strip = |s: &str| -> String {
-        if s.contains('.') {
-            s.trim_end_matches('0').trim_end_matches('.').to_string()
-        } else {
-            s.to_string()
-        }
-    };
-    if (-4..6).contains(&exp) {
-        let decimals = usize::try_from(5 - exp).unwrap_or(0);
-        strip(&format!("{x:.decimals$}"))
-    } else {
-        let sign = if exp < 0 { '-' } else { '+' };
-        format!("{}e{sign}{:02}", strip(mant), exp.abs())
-    }
-}
-
 fn row_str<'a>(row: &'a Map<String, Value>, key: &str) -> &'a str {
     row.get(key).and_then(Value::as_str).unwrap_or("")
 }
@@ -494,18 +460,6 @@ mod tests {
                 .to_string(),
             "--modes must contain one or more of: full, delta"
         );
-    }
-
-    #[test]
-    fn g_format() {
-        assert_eq!(fmt_g(1.0), "1");
-        assert_eq!(fmt_g(900.0), "900");
-        assert_eq!(fmt_g(1.5), "1.5");
-        assert_eq!(fmt_g(0.25), "0.25");
-        assert_eq!(fmt_g(1e-5), "1e-05");
-        assert_eq!(fmt_g(1234567.0), "1.23457e+06");
-        assert_eq!(fmt_g(123456.0), "123456");
-        assert_eq!(fmt_g(0.0001), "0.0001");
     }
 
     fn row(mode: &str, freq: u64, sha: &str) -> Map<String, Value> {

@@ -15,8 +15,8 @@
 //! [`interpret`] turns a [`ChildRun`] into a row (§1.5.4–6): the last non-blank stdout line must
 //! be a JSON object; otherwise, or on timeout, the caller's base row becomes a failure row.
 
-use crate::bench::channels::fmt_g;
 use crate::bench::env;
+use crate::bench::pyfmt::fmt_g;
 use crate::bench::rows::FailureRowSource;
 use crate::error::Error;
 use crate::outcome::Outcome;

@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 pub const GIT_SHA_ENV: &str = "DFCK_BENCH_GIT_SHA";
 /// DeerFlow's name for the same variable (also set, and read as a fallback).
 pub const DEERFLOW_GIT_SHA_ENV: &str = "DEERFLOW_CHECKPOINT_BENCH_GIT_SHA";
+/// The temporary-directory prefix of a channel case (§1.5.7); redaction hides such paths.
+pub const TEMP_PREFIX: &str = "deerflow-checkpoint-benchmark-";
 /// Maximum length of a safe error text or a stderr tail, in characters.
 pub const SAFE_ERROR_CHARS: usize = 2000;
 
@@ -165,7 +167,7 @@ pub fn redact(text: &str, work_dir: Option<&Path>, secrets: &[&str]) -> String {
             s = s.replace(w.as_ref(), "<work-dir>");
         }
     }
-    s = redact_temp_dirs(&s, crate::bench::worker::TEMP_PREFIX);
+    s = redact_temp_dirs(&s, TEMP_PREFIX);
     if let Some(home) = std::env::var_os("HOME") {
         let home = home.to_string_lossy().trim_end_matches('/').to_string();
         if home.len() > 1 {

@@ -20,8 +20,7 @@ use crate::bench::rows::{BadCaseRow, BenchRow, ChannelRow, PeakRss, to_map};
 use crate::outcome::Outcome;
 use serde_json::{Map, Value};
 
-/// The temporary-directory prefix of a channel case (§1.5.7).
-pub const TEMP_PREFIX: &str = "deerflow-checkpoint-benchmark-";
+pub use crate::bench::env::TEMP_PREFIX;
 /// The environment variable through which the controller hands the PostgreSQL URL to children.
 pub const PG_URL_ENV: &str = "DFCK_BENCH_PG_URL";
 

@@ -33,9 +33,9 @@ fn s(x: &str) -> Value {
 pub fn message(human: bool, id: &str, content: &str) -> Value {
     let content = Value::Str(content.to_owned());
     if human {
-        crate::bench::production::workload::message("human", id, content, Vec::new())
+        crate::bench::messages::message("human", id, content, Vec::new())
     } else {
-        crate::bench::production::workload::ai_message(id, content, Vec::new())
+        crate::bench::messages::ai_message(id, content, Vec::new())
     }
 }
 
