@@ -7,6 +7,8 @@
 //! only when `DFCK_TEST_PYTHON` names a Python with the pinned packages (PostgreSQL ones also
 //! need `TEST_POSTGRES_URI`); they print a note on stderr and pass otherwise.
 
+mod common;
+
 use assert_cmd::Command;
 use serde_json::{Map, Value};
 use std::os::unix::fs::PermissionsExt;
@@ -690,13 +692,7 @@ const V2_KEYS: &[&str] = &[
 ];
 
 fn test_python() -> Option<PathBuf> {
-    match std::env::var_os("DFCK_TEST_PYTHON").filter(|v| !v.is_empty()) {
-        Some(p) => Some(PathBuf::from(p)),
-        None => {
-            eprintln!("note: DFCK_TEST_PYTHON is not set; skipping a real-LangGraph test");
-            None
-        }
-    }
+    common::require_python("a real-LangGraph test")
 }
 
 fn run_langgraph(
@@ -785,11 +781,7 @@ fn langgraph_engine_memory_and_sqlite() {
 #[test]
 fn langgraph_engine_postgres() {
     let Some(python) = test_python() else { return };
-    let Some(url) = std::env::var("TEST_POSTGRES_URI")
-        .ok()
-        .filter(|u| !u.is_empty())
-    else {
-        eprintln!("note: TEST_POSTGRES_URI is not set; skipping the PostgreSQL LangGraph test");
+    let Some(url) = common::require_postgres("the PostgreSQL LangGraph test") else {
         return;
     };
     let dir = tempfile::tempdir().expect("tempdir");
@@ -846,11 +838,7 @@ fn langgraph_worker_bad_case_exits_2() {
 
 #[test]
 fn native_postgres_rows_never_show_the_password() {
-    let Some(url) = std::env::var("TEST_POSTGRES_URI")
-        .ok()
-        .filter(|u| !u.is_empty())
-    else {
-        eprintln!("note: TEST_POSTGRES_URI is not set; skipping the native PostgreSQL test");
+    let Some(url) = common::require_postgres("the native PostgreSQL test") else {
         return;
     };
     let dir = tempfile::tempdir().expect("tempdir");
