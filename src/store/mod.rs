@@ -1,6 +1,7 @@
 //! Store access: the backend-neutral row types and the [`Store`] trait. This is the only
 //! layer that speaks SQL; everything above it works on rows.
 
+pub mod native;
 pub mod postgres;
 pub mod sqlite;
 pub(crate) mod tls;

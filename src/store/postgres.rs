@@ -884,3 +884,79 @@ impl Store for PostgresStore {
         .collect()
     }
 }
+
+/// A client connected the way every dfck session connects (TLS for encryption unless
+/// `sslmode=disable`, a connect timeout, the password kept for redaction), on its own
+/// current-thread runtime. Used by the benchmarks' native saver.
+pub struct PgClient {
+    /// The runtime driving the connection.
+    pub rt: tokio::runtime::Runtime,
+    /// The client.
+    pub client: Client,
+    /// The URL's password, to redact from error texts.
+    pub password: Option<String>,
+}
+
+/// Why [`connect_client`] failed (texts already redacted).
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// The URL does not parse.
+    #[error("invalid PostgreSQL URL: {0}")]
+    InvalidUrl(String),
+    /// No runtime or no TLS setup.
+    #[error("{0}")]
+    Setup(String),
+    /// The server could not be reached or refused the login.
+    #[error("cannot connect to PostgreSQL: {0}")]
+    Connect(String),
+}
+
+/// Connects to `url` with the shared TLS setup; `timeout` applies unless the URL sets one.
+pub fn connect_client(
+    url: &str,
+    application_name: &str,
+    timeout: std::time::Duration,
+) -> Result<PgClient, ConnectError> {
+    let mut config =
+        Config::from_str(url).map_err(|e| ConnectError::InvalidUrl(describe(&e, None)))?;
+    let password = config
+        .get_password()
+        .map(|p| String::from_utf8_lossy(p).into_owned());
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(timeout);
+    }
+    config.application_name(application_name);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| ConnectError::Setup(format!("cannot start the I/O runtime: {e}")))?;
+    let pw = password.clone();
+    let client = rt.block_on(async move {
+        let fail = |e: tokio_postgres::Error| ConnectError::Connect(describe(&e, pw.as_deref()));
+        if config.get_ssl_mode() == SslMode::Disable {
+            let (client, conn) = config.connect(NoTls).await.map_err(fail)?;
+            tokio::spawn(async move {
+                let _ = conn.await;
+            });
+            Ok::<_, ConnectError>(client)
+        } else {
+            let tls = super::tls::encrypt_only_connector()
+                .map_err(|e| ConnectError::Setup(format!("cannot set up TLS: {e}")))?;
+            let (client, conn) = config.connect(tls).await.map_err(fail)?;
+            tokio::spawn(async move {
+                let _ = conn.await;
+            });
+            Ok(client)
+        }
+    })?;
+    Ok(PgClient {
+        rt,
+        client,
+        password,
+    })
+}
+
+/// A one-line description of a driver error without the password.
+pub fn describe_error(e: &tokio_postgres::Error, password: Option<&str>) -> String {
+    describe(e, password)
+}

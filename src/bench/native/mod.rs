@@ -10,9 +10,9 @@
 
 pub mod channels;
 pub mod memory;
-pub mod postgres;
-pub mod sqlite;
 pub mod writer;
+
+pub use crate::store::native::{postgres, sqlite};
 
 use super::case::{Backend, ChannelCase, WorkerContext};
 use super::rows::ChannelMetrics;
@@ -346,7 +346,7 @@ fn run_sqlite(case: &ChannelCase, msgs: &[Value], ctx: &WorkerContext) -> Result
             write_total_ms,
             latency: Latency::of(&lat)?,
             warm_read_ms,
-            storage,
+            storage: storage.map_err(String::from),
             cold_read_ms,
             saver_reopen_ms,
             files,
@@ -373,7 +373,15 @@ pub trait Saver {
 
 impl Saver for sqlite::SqliteSaver {
     fn put(&mut self, thread_id: &str, rec: &writer::CheckpointRecord) -> Result<(), String> {
-        sqlite::SqliteSaver::put(self, thread_id, rec)
+        let checkpoint = rec.encode(true);
+        let metadata = rec.metadata_text();
+        let row = sqlite::SqliteCheckpoint {
+            id: &rec.id,
+            parent: rec.parent.as_deref(),
+            checkpoint: &checkpoint,
+            metadata: &metadata,
+        };
+        Ok(self.put_checkpoint(thread_id, &row)?)
     }
     fn put_writes(
         &mut self,
@@ -381,13 +389,20 @@ impl Saver for sqlite::SqliteSaver {
         checkpoint_id: &str,
         writes: &[writer::WriteRecord],
     ) -> Result<(), String> {
-        sqlite::SqliteSaver::put_writes(self, thread_id, checkpoint_id, writes)
+        Ok(self.insert_writes(thread_id, checkpoint_id, writes)?)
     }
 }
 
 impl Saver for postgres::PgSaver {
     fn put(&mut self, thread_id: &str, rec: &writer::CheckpointRecord) -> Result<(), String> {
-        postgres::PgSaver::put(self, thread_id, rec)
+        let row = postgres::PgCheckpoint {
+            id: &rec.id,
+            parent: rec.parent.as_deref(),
+            checkpoint: rec.pg_checkpoint(),
+            metadata: Json::Object(rec.metadata_json()),
+            blobs: rec.pg_blobs(),
+        };
+        Ok(self.put_checkpoint(thread_id, &row)?)
     }
     fn put_writes(
         &mut self,
@@ -395,7 +410,7 @@ impl Saver for postgres::PgSaver {
         checkpoint_id: &str,
         writes: &[writer::WriteRecord],
     ) -> Result<(), String> {
-        postgres::PgSaver::put_writes(self, thread_id, checkpoint_id, writes)
+        Ok(self.insert_writes(thread_id, checkpoint_id, writes)?)
     }
 }
 
@@ -471,7 +486,7 @@ fn postgres_phases(
             write_total_ms,
             latency: Latency::of(&lat)?,
             warm_read_ms,
-            storage,
+            storage: storage.map_err(String::from),
             cold_read_ms,
             saver_reopen_ms,
             ..Measured::default()
@@ -602,7 +617,7 @@ pub fn write_store(case: &ChannelCase, ctx: &WorkerContext) -> Result<String, St
             Backend::Postgres => {
                 let url = ctx.pg_url.as_deref().ok_or("no PostgreSQL server given")?;
                 let thread = unique_thread_id(case);
-                let saver = postgres::PgSaver::open(url)?;
+                let mut saver = postgres::PgSaver::open(url)?;
                 write_phase(case, &msgs, |rows| {
                     let [a, b, c] = &rows.checkpoints;
                     saver.put(&thread, a)?;

@@ -244,22 +244,7 @@ impl Stored {
     }
 }
 
-/// One pending write as a saver stores it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct WriteRecord {
-    /// Task id.
-    pub task_id: String,
-    /// Task path (`~__pregel_pull, <node>`).
-    pub task_path: String,
-    /// Position in the task's batch.
-    pub idx: i64,
-    /// Channel written.
-    pub channel: String,
-    /// Serializer tag (`msgpack` or `null`).
-    pub type_tag: &'static str,
-    /// Serialized value (empty for `null`).
-    pub value: Vec<u8>,
-}
+pub use crate::store::native::WriteRecord;
 
 /// One checkpoint as LangGraph's `create_checkpoint` + `get_checkpoint_metadata` produce it.
 #[derive(Debug, Clone, PartialEq)]
