@@ -538,24 +538,14 @@ fn reducer_replay(msgs: &[Value]) -> Result<f64, String> {
     Ok(took)
 }
 
-/// An error message safe for a row: one line, the work dir and home replaced, at most 2000
-/// characters.
-fn safe_error(msg: &str, ctx: &WorkerContext) -> String {
+/// An error text for a row: one line, the PostgreSQL URL as `<pg-url>`, then the shared
+/// redaction ([`crate::bench::env::safe_error`]: work dir, home, passwords, 2000 characters).
+fn row_error(msg: &str, ctx: &WorkerContext) -> String {
     let mut s = msg.replace(['\n', '\r'], " ");
-    let wd = ctx.work_dir.display().to_string();
-    if !wd.is_empty() {
-        s = s.replace(&wd, "<work-dir>");
-    }
-    if let Some(home) = std::env::var_os("HOME") {
-        let home = home.to_string_lossy().into_owned();
-        if home.len() > 1 {
-            s = s.replace(&home, "<home>");
-        }
-    }
     if let Some(url) = &ctx.pg_url {
         s = s.replace(url.as_str(), "<pg-url>");
     }
-    s.chars().take(2000).collect()
+    crate::bench::env::safe_error(&s, Some(&ctx.work_dir), &[])
 }
 
 /// Runs one channel case natively and returns its measured fields, or the error text for a
@@ -564,11 +554,11 @@ pub fn run_channel_case(case: &ChannelCase, ctx: &WorkerContext) -> Result<Chann
     run_case(case, ctx)
         .map(|mut m| {
             if let Err(e) = &m.storage {
-                m.storage = Err(safe_error(e, ctx));
+                m.storage = Err(row_error(e, ctx));
             }
             m.to_metrics()
         })
-        .map_err(|e| safe_error(&e, ctx))
+        .map_err(|e| row_error(&e, ctx))
 }
 
 fn run_case(case: &ChannelCase, ctx: &WorkerContext) -> Result<Measured, String> {
@@ -630,5 +620,5 @@ pub fn write_store(case: &ChannelCase, ctx: &WorkerContext) -> Result<String, St
             }
         }
     };
-    run().map_err(|e| safe_error(&e, ctx))
+    run().map_err(|e| row_error(&e, ctx))
 }
