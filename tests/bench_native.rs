@@ -52,7 +52,7 @@ const FIELDS: [&str; 32] = [
 /// Runs a native channel case and returns its measured fields as the JSON object they
 /// serialize to.
 fn run_channel_case(c: &ChannelCase, x: &WorkerContext) -> Result<Map<String, Value>, String> {
-    let m = dfck::bench::native::run_channel_case(c, x)?;
+    let m = dfck::bench::native::run_channel_case(c, x).map_err(|e| e.to_string())?;
     match serde_json::to_value(m) {
         Ok(Value::Object(m)) => Ok(m),
         other => Err(format!("not an object: {other:?}")),

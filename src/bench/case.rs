@@ -1,6 +1,7 @@
 //! Case models of `dfck bench channels` (bench-harness.md §2.2) and the identity fields every row
 //! starts with (§2.10, schema v2 per §9.3). Shared by the controller (failure rows) and workers.
 
+use crate::bench::error::BenchError;
 use serde::{Deserialize, Serialize};
 
 /// The row schema dfck writes (bench-harness.md §9.3).
@@ -87,7 +88,7 @@ fn default_engine() -> Engine {
 
 impl ChannelCase {
     /// Checks the case like DeerFlow's `BenchmarkCase.__post_init__`.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), BenchError> {
         if self.update_count == 0 {
             return Err("update_count must be positive".into());
         }
@@ -98,7 +99,7 @@ impl ChannelCase {
             return Err("snapshot_frequency must be positive".into());
         }
         if self.scenario != "append" {
-            return Err(format!("unsupported scenario: '{}'", self.scenario));
+            return Err(format!("unsupported scenario: '{}'", self.scenario).into());
         }
         Ok(())
     }

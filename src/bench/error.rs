@@ -6,7 +6,7 @@
 use thiserror::Error;
 
 /// Why a benchmark command stopped.
-#[derive(Debug, Error)]
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum BenchError {
     /// A flag value the benchmark cannot use (exit 2, like a usage error).
     #[error("{0}")]
@@ -31,4 +31,29 @@ pub enum BenchError {
     /// A worker child could not decode or validate its case (its minimal row was printed).
     #[error("the benchmark case is unusable: {0}")]
     BadCase(String),
+    /// A case that fails its checks (DeerFlow's messages, e.g. `turns must exceed the 2-turn
+    /// warm-up`).
+    #[error("{0}")]
+    InvalidCase(String),
+    /// The native engine failed while running a case; the text becomes the row's `error`.
+    #[error("{0}")]
+    Engine(String),
+}
+
+impl From<String> for BenchError {
+    fn from(text: String) -> BenchError {
+        BenchError::Engine(text)
+    }
+}
+
+impl From<&str> for BenchError {
+    fn from(text: &str) -> BenchError {
+        BenchError::Engine(text.to_owned())
+    }
+}
+
+impl From<crate::store::native::SaverError> for BenchError {
+    fn from(e: crate::store::native::SaverError) -> BenchError {
+        BenchError::Engine(e.0)
+    }
 }

@@ -61,7 +61,7 @@ fn field_text(v: &Value) -> String {
 
 /// Decodes and validates a case the way DeerFlow's worker does, with DeerFlow-style messages
 /// (`unsupported mode: 'bogus'`, `missing required field 'seed'`, …).
-pub fn parse_case(json_text: &str) -> Result<ChannelCase, String> {
+pub fn parse_case(json_text: &str) -> Result<ChannelCase, BenchError> {
     let v: Value =
         serde_json::from_str(json_text).map_err(|e| format!("invalid case JSON: {e}"))?;
     let Value::Object(m) = &v else {
@@ -76,27 +76,27 @@ pub fn parse_case(json_text: &str) -> Result<ChannelCase, String> {
         "seed",
     ] {
         if !m.contains_key(key) {
-            return Err(format!("missing required field '{key}'"));
+            return Err(format!("missing required field '{key}'").into());
         }
     }
     if let Some(x) = m.get("mode") {
         if !matches!(x.as_str(), Some("full" | "delta")) {
-            return Err(format!("unsupported mode: {}", field_text(x)));
+            return Err(format!("unsupported mode: {}", field_text(x)).into());
         }
     }
     if let Some(x) = m.get("backend") {
         if !matches!(x.as_str(), Some("memory" | "sqlite" | "postgres")) {
-            return Err(format!("unsupported backend: {}", field_text(x)));
+            return Err(format!("unsupported backend: {}", field_text(x)).into());
         }
     }
     if let Some(x) = m.get("engine") {
         if !matches!(x.as_str(), Some("native" | "langgraph")) {
-            return Err(format!("unsupported engine: {}", field_text(x)));
+            return Err(format!("unsupported engine: {}", field_text(x)).into());
         }
     }
     if let Some(x) = m.get("scenario") {
         if x.as_str() != Some("append") {
-            return Err(format!("unsupported scenario: {}", field_text(x)));
+            return Err(format!("unsupported scenario: {}", field_text(x)).into());
         }
     }
     for key in [
@@ -112,8 +112,8 @@ pub fn parse_case(json_text: &str) -> Result<ChannelCase, String> {
                 Some(_) if key == "repetition" => {
                     return Err("repetition must be non-negative".into());
                 }
-                Some(_) => return Err(format!("{key} must be positive")),
-                None => return Err(format!("{key} must be an integer, got {x}")),
+                Some(_) => return Err(format!("{key} must be positive").into()),
+                None => return Err(format!("{key} must be an integer, got {x}").into()),
             }
         }
     }
@@ -121,7 +121,8 @@ pub fn parse_case(json_text: &str) -> Result<ChannelCase, String> {
         return Err(format!(
             "seed must be an integer, got {}",
             m.get("seed").unwrap_or(&Value::Null)
-        ));
+        )
+        .into());
     }
     let case: ChannelCase =
         serde_json::from_value(v.clone()).map_err(|e| format!("invalid case: {e}"))?;
@@ -147,7 +148,7 @@ pub fn run_worker_case(case_json: &str) -> WorkerOutput {
     let bad = |e: &str| WorkerOutput::bad_case(bad_case_row(e), e);
     let case = match parse_case(case_json) {
         Ok(c) => c,
-        Err(e) => return bad(&e),
+        Err(e) => return bad(&e.to_string()),
     };
     if case.engine != Engine::Native {
         return bad(&format!(
@@ -170,7 +171,7 @@ pub fn run_in_child<R: BenchRow>(
     mut row: R,
     row_env: RowEnv,
     temp_prefix: &str,
-    run: impl FnOnce(&WorkerContext) -> Result<R::Metrics, String>,
+    run: impl FnOnce(&WorkerContext) -> Result<R::Metrics, BenchError>,
 ) -> WorkerOutput {
     let pg_url = std::env::var(PG_URL_ENV).ok().filter(|u| !u.is_empty());
     let secrets: Vec<String> = pg_url.iter().filter_map(|u| env::url_password(u)).collect();
@@ -198,7 +199,7 @@ pub fn run_in_child<R: BenchRow>(
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&ctx)));
     let outcome = match result {
         Ok(r) => r,
-        Err(p) => Err(format!("native engine panicked: {}", panic_text(&p))),
+        Err(p) => Err(format!("native engine panicked: {}", panic_text(&p)).into()),
     };
     let outcome = match outcome {
         Ok(metrics) => {
@@ -213,7 +214,7 @@ pub fn run_in_child<R: BenchRow>(
             Outcome::Clean
         }
         Err(e) => {
-            row.set_failure(env::safe_error(&e, Some(dir.path()), &secrets));
+            row.set_failure(env::safe_error(&e.to_string(), Some(dir.path()), &secrets));
             Outcome::Failed
         }
     };
@@ -242,16 +243,21 @@ mod tests {
     #[test]
     fn deerflow_style_case_errors() {
         let base = r#""backend":"memory","update_count":1,"payload_bytes":1,"repetition":0"#;
-        let e = parse_case(&format!(r#"{{"mode":"bogus",{base},"seed":1}}"#)).unwrap_err();
+        let e = parse_case(&format!(r#"{{"mode":"bogus",{base},"seed":1}}"#))
+            .unwrap_err()
+            .to_string();
         assert_eq!(e, "unsupported mode: 'bogus'");
-        let e = parse_case(&format!(r#"{{"mode":"full",{base}}}"#)).unwrap_err();
+        let e = parse_case(&format!(r#"{{"mode":"full",{base}}}"#))
+            .unwrap_err()
+            .to_string();
         assert_eq!(e, "missing required field 'seed'");
-        let e = parse_case("[1]").unwrap_err();
+        let e = parse_case("[1]").unwrap_err().to_string();
         assert!(e.starts_with("invalid case JSON"), "{e}");
         let e = parse_case(&format!(
             r#"{{"mode":"full",{base},"seed":1,"snapshot_frequency":0}}"#
         ))
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert_eq!(e, "snapshot_frequency must be positive");
         let ok = parse_case(&format!(r#"{{"mode":"delta",{base},"seed":-3}}"#)).unwrap();
         assert_eq!(ok.seed, -3);

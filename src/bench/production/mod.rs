@@ -10,6 +10,7 @@ pub mod workload;
 use super::case::{Backend, ChannelMode, Engine};
 use super::rows::{BadCaseRow, ProductionRow, to_map};
 use super::worker::WorkerOutput;
+use crate::bench::error::BenchError;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -69,7 +70,7 @@ fn sqlite() -> Backend {
 
 impl ProductionCase {
     /// Checks the case like DeerFlow's `ProductionCase.__post_init__`.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), BenchError> {
         if self.turns <= WARMUP_TURNS {
             return Err("turns must exceed the 2-turn warm-up".into());
         }
@@ -278,7 +279,7 @@ pub fn run_worker_case(case_json: &str) -> WorkerOutput {
         Err(e) => return bad(&format!("invalid case: {e}")),
     };
     if let Err(e) = case.validate() {
-        return bad(&e);
+        return bad(&e.to_string());
     }
     if case.engine != Engine::Native {
         return bad("dfck's production worker runs the native engine");
@@ -375,7 +376,7 @@ mod tests {
         c.turns = 3;
         assert!(c.validate().is_ok());
         c.snapshot_frequency = Some(10);
-        assert!(c.validate().unwrap_err().contains("delta-only"));
+        assert!(c.validate().unwrap_err().to_string().contains("delta-only"));
         assert_eq!(c.effective_history_limits(), vec![10, 50, 100]);
     }
 

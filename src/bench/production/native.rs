@@ -14,6 +14,7 @@ use super::workload::{Step, Turn, generated_turn, replay_turns, written_messages
 use super::{ProductionCase, WARMUP_TURNS};
 use crate::bench::case::{Backend, ChannelMode, WorkerContext};
 use crate::bench::digest::combined_sha256;
+use crate::bench::error::BenchError;
 use crate::bench::native::writer::{
     ChannelKind, CheckpointRecord, Clock, GraphState, Stored, WriteRecord, encode_list,
     pull_task_path, task_id,
@@ -167,7 +168,7 @@ impl ProductionGraph {
         out
     }
 
-    fn apply(&mut self, writes: &[(&'static str, Value)]) -> Result<(), String> {
+    fn apply(&mut self, writes: &[(&'static str, Value)]) -> Result<(), BenchError> {
         for (ch, v) in writes {
             if *ch == MESSAGES {
                 let state = std::mem::take(&mut self.messages);
@@ -229,7 +230,7 @@ impl ProductionGraph {
     }
 
     /// One turn (`graph.invoke` of its input): the rows to persist, in save order.
-    pub fn turn(&mut self, steps: &[Step]) -> Result<Vec<Row>, String> {
+    pub fn turn(&mut self, steps: &[Step]) -> Result<Vec<Row>, BenchError> {
         let Some((input, nodes)) = steps.split_first() else {
             return Ok(Vec::new());
         };
@@ -295,7 +296,7 @@ enum Sink {
 }
 
 impl Sink {
-    fn persist(&mut self, thread: &str, row: &Row) -> Result<(), String> {
+    fn persist(&mut self, thread: &str, row: &Row) -> Result<(), BenchError> {
         let saver: &mut dyn Saver = match self {
             Sink::Sqlite(s) => s,
             Sink::Postgres(s) => s,
@@ -308,7 +309,7 @@ impl Sink {
 }
 
 /// The turns a case runs: generated, or the replayed thread's messages.
-pub fn case_turns(case: &ProductionCase) -> Result<Vec<Turn>, String> {
+pub fn case_turns(case: &ProductionCase) -> Result<Vec<Turn>, BenchError> {
     match &case.replay {
         None => Ok((0..case.turns)
             .map(|t| generated_turn(t, case.payload_bytes))
@@ -338,7 +339,7 @@ fn p(l: &Latency, q: &str) -> f64 {
 pub fn run_production_case(
     case: &ProductionCase,
     ctx: &WorkerContext,
-) -> Result<ProductionMetrics, String> {
+) -> Result<ProductionMetrics, BenchError> {
     let turns = case_turns(case)?;
     let expected = written_messages(&turns);
     let expected_digest = digest_of(&expected)?;
@@ -389,7 +390,7 @@ fn measure(
     thread: &str,
     sink: &mut Sink,
     ctx: &WorkerContext,
-) -> Result<ProductionMetrics, String> {
+) -> Result<ProductionMetrics, BenchError> {
     // Run phase.
     let mut graph = ProductionGraph::new(case.mode, case.snapshot_frequency, Clock::default());
     let mut turn_ms = Vec::with_capacity(turns.len());
@@ -416,7 +417,7 @@ fn measure(
 
     // Readers: a fresh store handle per cold read (its open time is the counterpart of
     // DeerFlow's accessor-graph build).
-    let open = || -> Result<Box<dyn Store>, String> {
+    let open = || -> Result<Box<dyn Store>, BenchError> {
         match case.backend {
             Backend::Postgres => Ok(Box::new(
                 crate::store::postgres::PostgresStore::open_read_only(
@@ -443,7 +444,8 @@ fn measure(
             "materialized {} messages that differ from the {} the turns wrote",
             seed_messages.len(),
             expected.len()
-        ));
+        )
+        .into());
     }
     drop(seed_reader);
     drop(seed_store);

@@ -20,10 +20,10 @@ use std::path::PathBuf;
 #[derive(Debug, Clone)]
 pub struct MetricList(pub Vec<String>);
 
-fn metrics_list(s: &str) -> Result<MetricList, String> {
-    summarize::parse_metrics(s)
-        .map(MetricList)
-        .ok_or_else(|| "--metrics must contain at least one field".into())
+fn metrics_list(s: &str) -> Result<MetricList, crate::bench::error::BenchError> {
+    summarize::parse_metrics(s).map(MetricList).ok_or_else(|| {
+        crate::bench::error::BenchError::Usage("--metrics must contain at least one field".into())
+    })
 }
 
 /// Arguments of `dfck bench summarize`.
