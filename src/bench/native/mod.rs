@@ -6,7 +6,7 @@
 //! [`memory`], [`sqlite`] and [`postgres`] (savers laid out like LangGraph's). This module runs a
 //! case: the timed write phase (§2.7), warm read through dfck's materializer, storage stats
 //! (§2.9), reopen and cold read, the reducer diagnostic and the checks (§2.8), and returns the
-//! measured fields in [`FIELDS`] order.
+//! measured fields as [`crate::bench::rows::ChannelMetrics`].
 
 pub mod channels;
 pub mod memory;

@@ -1,21 +1,11 @@
-//! `dfck bench channels` (bench-harness.md §2, §9): flags and validation, then the controller
-//! loop — one child per case, progress on stderr, each row appended and flushed to `--output`
-//! as its case finishes, the cross-mode gate at the end (rewriting the file atomically when it
-//! changes a row), and the summary line. With the hidden `--worker-case JSON` this process is
-//! the child instead ([`crate::bench::worker`]).
-//!
-//! Children: `--engine native` re-executes this binary (`bench channels --worker-case JSON`);
-//! `--engine langgraph` runs `<--python> <worker script> --worker-case JSON`. The worker script
-//! is `--worker-script PATH` / `DFCK_BENCH_LANGGRAPH_WORKER` when given, else the first
-//! `scripts/bench_worker_langgraph.py` found in the directories above the dfck executable
-//! (`<repo>/target/release/dfck` → `<repo>/scripts/…`), else in the source tree dfck was built
-//! from, else under the current directory. The PostgreSQL URL reaches children only through
-//! `DFCK_BENCH_PG_URL`; the git SHA through `DFCK_BENCH_GIT_SHA` (and DeerFlow's
-//! `DEERFLOW_CHECKPOINT_BENCH_GIT_SHA`).
-//!
-//! Ctrl-C (SIGINT) or SIGTERM: the running child's process group is killed (SIGTERM, 2 s, then
-//! SIGKILL), its case gets no row, every finished row stays in the file (gated), and the run
-//! exits 130.
+//! `dfck bench channels`: flags and their validation (DeerFlow's messages), then the library
+//! runs the matrix ([`crate::bench::launcher::Launcher`] over the shared controller loop) and
+//! reports through [`crate::render::bench_reporter`]. With the hidden `--worker-case JSON` this
+//! process is the child instead ([`crate::bench::worker`]); its row is printed by
+//! [`crate::render::bench`]. How children are started and where the langgraph worker script is
+//! found: [`crate::bench::launcher`]. Ctrl-C (SIGINT) or SIGTERM: the running child's process
+//! group is killed, its case gets no row, every finished row stays in the file (gated), and the
+//! command ends `Interrupted` (exit 130).
 
 use crate::bench::case::{Backend, ChannelMode, Engine};
 use crate::bench::channels::{

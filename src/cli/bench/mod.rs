@@ -1,4 +1,6 @@
-//! `dfck bench channels|production|summarize`: flags and dispatch. One file per subcommand.
+//! `dfck bench channels|production|summarize`: flags and dispatch, one file per subcommand.
+//! The benchmarks themselves are the library [`crate::bench`]; each command returns an
+//! [`Outcome`].
 
 mod channels;
 mod production;

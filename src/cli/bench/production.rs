@@ -1,14 +1,8 @@
-//! `dfck bench production` (bench-harness.md §4, §9): flags and validation, the matrix (or the
-//! replay of an operator's threads with `--replay-from`), then the shared controller loop — one
-//! child per case, rows streamed to `--output`, the cross-mode gate on the four-value
-//! signature over every cadence.
-//!
-//! Children: `--engine native` re-executes this binary (`bench production --worker-case
-//! JSON`); `--engine langgraph` runs `<--python> <worker script> --worker-case JSON`, the
-//! script being `--worker-script PATH` / `DFCK_BENCH_LANGGRAPH_PRODUCTION_WORKER` when given,
-//! else the first `scripts/bench_worker_langgraph_production.py` found like `bench channels`
-//! finds its worker. Its `--identity` probe gives the controller's own failure rows their
-//! identity fields. The PostgreSQL URL reaches children only through `DFCK_BENCH_PG_URL`.
+//! `dfck bench production`: flags and their validation, the matrix (or the replay of an
+//! operator's threads with `--replay-from`), then the library's controller loop (one child per
+//! case, rows streamed to `--output`, the cross-mode gate on the four-value signature over every
+//! cadence) reporting through [`crate::render::bench_reporter`]. Children and the langgraph
+//! production worker script: [`crate::bench::launcher`].
 
 use super::channels::{engine_parser, usage, warn};
 use crate::bench::case::{Backend, ChannelMode, Engine};
