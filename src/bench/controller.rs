@@ -460,6 +460,8 @@ pub trait Reporter {
     fn case_started(&mut self, index: usize, total: usize, progress: &str);
     /// A case finished with this row (successful or not), already appended to the output.
     fn row(&mut self, row: &Map<String, Value>);
+    /// The row just reported is a failure row (the case failed, timed out or gave no result).
+    fn case_failed(&mut self, _row: &Map<String, Value>) {}
     /// Ctrl-C / SIGTERM stopped the run; the running case has no row.
     fn interrupted(&mut self);
     /// The run is over: every row (gated) and the output file.
@@ -507,6 +509,9 @@ pub fn run_cases(
         };
         out.append(&row)?;
         reporter.row(&row);
+        if !row_succeeded(&row) {
+            reporter.case_failed(&row);
+        }
         rows.push(row);
     }
     if interrupted {

@@ -14,6 +14,7 @@ use crate::bench::case::{Engine, RowEnv};
 use crate::bench::controller::{
     CasesOutcome, ChildEnd, ChildSpec, Gate, PlannedCase, Reporter, run_cases, run_child,
 };
+use crate::bench::error::BenchError;
 use crate::bench::{controller, env, worker};
 use crate::error::Error;
 use serde_json::Value;
@@ -28,10 +29,6 @@ pub const LANGGRAPH_WORKER_ENV: &str = "DFCK_BENCH_LANGGRAPH_WORKER";
 pub const LANGGRAPH_PRODUCTION_WORKER: &str = "scripts/bench_worker_langgraph_production.py";
 /// Environment variable naming the langgraph production worker script.
 pub const LANGGRAPH_PRODUCTION_WORKER_ENV: &str = "DFCK_BENCH_LANGGRAPH_PRODUCTION_WORKER";
-
-fn usage(msg: String) -> Error {
-    Error::Usage(msg)
-}
 
 /// How a benchmark controller starts its children: `dfck bench <subcommand> --worker-case
 /// JSON` (native) or `<python> <script> --worker-case JSON` (langgraph), with the git SHA and
@@ -166,7 +163,7 @@ impl Launcher {
 }
 
 /// Finds the langgraph worker script (see the module header for the search order).
-pub fn locate_worker_script(explicit: Option<&Path>) -> Result<PathBuf, Error> {
+pub fn locate_worker_script(explicit: Option<&Path>) -> Result<PathBuf, BenchError> {
     locate_script(explicit, LANGGRAPH_WORKER_ENV, LANGGRAPH_WORKER)
 }
 
@@ -178,7 +175,7 @@ pub fn locate_script(
     explicit: Option<&Path>,
     env_var: &str,
     relative: &str,
-) -> Result<PathBuf, Error> {
+) -> Result<PathBuf, BenchError> {
     let from_env = std::env::var_os(env_var)
         .filter(|v| !v.is_empty())
         .map(PathBuf::from);
@@ -186,10 +183,7 @@ pub fn locate_script(
         return if p.is_file() {
             Ok(p)
         } else {
-            Err(usage(format!(
-                "langgraph worker script {} does not exist",
-                p.display()
-            )))
+            Err(BenchError::MissingScript(p))
         };
     }
     let mut candidates = Vec::new();
@@ -200,11 +194,13 @@ pub fn locate_script(
     if let Ok(cwd) = std::env::current_dir() {
         candidates.push(cwd.join(relative));
     }
-    candidates.into_iter().find(|p| p.is_file()).ok_or_else(|| {
-        usage(format!(
-            "cannot find {relative}; pass --worker-script PATH or set {env_var}"
-        ))
-    })
+    candidates
+        .into_iter()
+        .find(|p| p.is_file())
+        .ok_or_else(|| BenchError::ScriptNotFound {
+            relative: relative.to_string(),
+            env_var: env_var.to_string(),
+        })
 }
 
 /// The identity the controller gives its own failure rows: the native engine's own, or what
