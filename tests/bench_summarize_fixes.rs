@@ -44,7 +44,7 @@ fn summarize_json(args: &[&str], code: i32) -> Value {
     serde_json::from_slice(&out.stdout).expect("stdout is JSON")
 }
 
-/// A DeerFlow v1 channel row (§2.10 identity fields).
+/// A DeerFlow v1 channel row (its identity fields).
 fn ch(mode: &str, rep: u64, success: bool, total: f64) -> Value {
     json!({
         "schema_version": 1, "benchmark_version": 1, "success": success,
@@ -73,7 +73,7 @@ fn v2(engine: &str, mode: &str, freq: u64, rep: u64, total: f64) -> Value {
     )
 }
 
-/// A DeerFlow v1 production row (§4.8).
+/// A DeerFlow v1 production row.
 fn pr(mode: &str, freq: Option<u64>, rep: u64, metrics: Value) -> Value {
     with(
         json!({

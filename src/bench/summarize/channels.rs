@@ -19,7 +19,7 @@ const CHANNEL_GROUP: &[&str] = &[
     "payload_bytes",
 ];
 
-/// Channel summaries (§3 with broadcast pairing; see the module header). Profiled rows are
+/// Channel summaries (DeerFlow's, with broadcast pairing; see the parent module's header). Profiled rows are
 /// skipped here too.
 pub fn summarize_channels(rows: &[&Row], metrics: &[String]) -> Vec<Map<String, Value>> {
     type RepKey = (usize, KeyPart);

@@ -24,7 +24,7 @@ fn side_median(rows: &[&Row], metric: &str) -> Option<f64> {
     median(&v)
 }
 
-/// Production summaries (§5 with numeric order and per-file failure counts; see the module
+/// Production summaries (DeerFlow's, with numeric order and per-file failure counts; see the module
 /// header). Profiled rows are skipped silently.
 pub fn summarize_production(rows: &[&Row], metrics: &[String]) -> Vec<Map<String, Value>> {
     type RepKey = (usize, KeyPart, Vec<KeyPart>);

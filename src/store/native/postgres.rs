@@ -15,7 +15,7 @@ use tokio_postgres::{Client, Statement};
 /// Connect timeout unless the URL sets one.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// `PostgresSaver`'s migrations, index = version (langgraph-storage.md §3.1).
+/// `PostgresSaver`'s migrations, index = version (docs/storage-format.md).
 const MIGRATIONS: [&str; 10] = [
     "CREATE TABLE IF NOT EXISTS checkpoint_migrations (v INTEGER PRIMARY KEY)",
     "CREATE TABLE IF NOT EXISTS checkpoints (thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL DEFAULT '', \

@@ -7,7 +7,7 @@ use super::{SaverError, WriteRecord};
 use rusqlite::{Connection, params};
 use std::path::Path;
 
-/// The tables and pragma of `SqliteSaver.setup()` (langgraph-storage.md §2.1).
+/// The tables and pragma of `SqliteSaver.setup()` (docs/storage-format.md).
 const SETUP: &str = "PRAGMA journal_mode=WAL;
 CREATE TABLE IF NOT EXISTS checkpoints (
     thread_id TEXT NOT NULL,
@@ -32,7 +32,7 @@ CREATE TABLE IF NOT EXISTS writes (
     PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
 );";
 
-/// Logical sizes from the two queries of bench-harness.md §2.9.
+/// Logical sizes of one thread (the storage fields of docs/bench-rows.md).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SqliteStats {
     /// `COUNT(*)` of the thread's checkpoints.
@@ -136,7 +136,7 @@ impl SqliteSaver {
         tx.commit().map_err(err("put_writes"))
     }
 
-    /// The §2.9 logical sizes of one thread.
+    /// The logical sizes of one thread (docs/bench-rows.md).
     pub fn stats(&self, thread_id: &str) -> Result<SqliteStats, SaverError> {
         let (cr, cb): (i64, i64) = self
             .conn
