@@ -90,16 +90,25 @@ impl ChannelCase {
     /// Checks the case like DeerFlow's `BenchmarkCase.__post_init__`.
     pub fn validate(&self) -> Result<(), BenchError> {
         if self.update_count == 0 {
-            return Err("update_count must be positive".into());
+            return Err(BenchError::InvalidCase(
+                "update_count must be positive".into(),
+            ));
         }
         if self.payload_bytes == 0 {
-            return Err("payload_bytes must be positive".into());
+            return Err(BenchError::InvalidCase(
+                "payload_bytes must be positive".into(),
+            ));
         }
         if self.snapshot_frequency == 0 {
-            return Err("snapshot_frequency must be positive".into());
+            return Err(BenchError::InvalidCase(
+                "snapshot_frequency must be positive".into(),
+            ));
         }
         if self.scenario != "append" {
-            return Err(format!("unsupported scenario: '{}'", self.scenario).into());
+            return Err(BenchError::InvalidCase(format!(
+                "unsupported scenario: '{}'",
+                self.scenario
+            )));
         }
         Ok(())
     }

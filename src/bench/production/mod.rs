@@ -72,28 +72,42 @@ impl ProductionCase {
     /// Checks the case like DeerFlow's `ProductionCase.__post_init__`.
     pub fn validate(&self) -> Result<(), BenchError> {
         if self.turns <= WARMUP_TURNS {
-            return Err("turns must exceed the 2-turn warm-up".into());
+            return Err(BenchError::InvalidCase(
+                "turns must exceed the 2-turn warm-up".into(),
+            ));
         }
         if self.payload_bytes == 0 {
-            return Err("payload_bytes must be positive".into());
+            return Err(BenchError::InvalidCase(
+                "payload_bytes must be positive".into(),
+            ));
         }
         match (self.mode, self.snapshot_frequency) {
             (ChannelMode::Full, Some(_)) => {
-                return Err("snapshot_frequency is a delta-only axis".into());
+                return Err(BenchError::InvalidCase(
+                    "snapshot_frequency is a delta-only axis".into(),
+                ));
             }
             (ChannelMode::Delta, None | Some(0)) => {
-                return Err("delta cases need a positive snapshot_frequency".into());
+                return Err(BenchError::InvalidCase(
+                    "delta cases need a positive snapshot_frequency".into(),
+                ));
             }
             _ => {}
         }
         if self.history_limits.contains(&0) {
-            return Err("history limits must be positive".into());
+            return Err(BenchError::InvalidCase(
+                "history limits must be positive".into(),
+            ));
         }
         if self.read_repetitions == 0 {
-            return Err("read_repetitions must be positive".into());
+            return Err(BenchError::InvalidCase(
+                "read_repetitions must be positive".into(),
+            ));
         }
         if self.backend == Backend::Memory {
-            return Err("bench production runs on sqlite or postgres".into());
+            return Err(BenchError::InvalidCase(
+                "bench production runs on sqlite or postgres".into(),
+            ));
         }
         Ok(())
     }
