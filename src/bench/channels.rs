@@ -13,7 +13,6 @@
 
 use crate::bench::case::{Backend, ChannelCase, ChannelMode, Engine};
 use crate::bench::error::BenchError;
-pub use crate::bench::pyfmt::fmt_g;
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashMap};
 

@@ -6,7 +6,7 @@
 //! `<current_date>` reminder DeerFlow inserts carries a fixed date. A replayed thread
 //! ([`replay_turns`]) contributes its own messages, turn by turn.
 
-pub use crate::bench::messages::{ai_message, message};
+use crate::bench::messages::{ai_message, message};
 use crate::bench::messages::{map, s};
 use crate::codec::Value;
 
