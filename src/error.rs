@@ -235,6 +235,9 @@ pub enum Error {
     /// Bad command-line input that clap cannot catch.
     #[error("{0}")]
     Usage(String),
+    /// See [`crate::bench::error::BenchError`].
+    #[error(transparent)]
+    Bench(#[from] crate::bench::error::BenchError),
     /// Writing output failed.
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),

@@ -99,11 +99,7 @@ fn native_channel_matrix_on_every_backend_summarizes() {
 
 #[test]
 fn langgraph_channel_matrix_on_every_backend_summarizes() {
-    let Some(python) = std::env::var("DFCK_TEST_PYTHON")
-        .ok()
-        .filter(|p| !p.is_empty())
-    else {
-        eprintln!("langgraph engine skipped: DFCK_TEST_PYTHON unset");
+    let Some(python) = common::require_python("langgraph engine") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -114,7 +110,12 @@ fn langgraph_channel_matrix_on_every_backend_summarizes() {
         "memory,sqlite"
     };
     let rows = run_matrix(
-        &["--engine", "langgraph", "--python", &python],
+        &[
+            "--engine",
+            "langgraph",
+            "--python",
+            &python.to_string_lossy(),
+        ],
         &out,
         backends,
     );

@@ -4,12 +4,60 @@
 //! names a Python with the pinned LangGraph) Python's `SqliteSaver`/`PostgresSaver` read them
 //! through the same graph (`scripts/check_native_store.py`).
 
+mod common;
+
 use assert_cmd::Command;
 use dfck::bench::case::{Backend, ChannelCase, ChannelMode, Engine, RowEnv, WorkerContext};
 use dfck::bench::digest::channel_workload_sha256;
-use dfck::bench::native::{FIELDS, run_channel_case, write_store};
-use serde_json::Value;
+use dfck::bench::native::write_store;
+use serde_json::{Map, Value};
 use std::path::Path;
+
+/// The measured fields of a native channel row, in row order (docs/bench-rows.md).
+const FIELDS: [&str; 32] = [
+    "write_total_ms",
+    "write_p50_ms",
+    "write_p90_ms",
+    "write_p95_ms",
+    "write_p99_ms",
+    "write_p999_ms",
+    "write_max_ms",
+    "write_mean_ms",
+    "write_stddev_ms",
+    "write_first_window_ms",
+    "write_middle_window_ms",
+    "write_last_window_ms",
+    "warm_read_ms",
+    "logical_checkpoint_bytes",
+    "logical_write_bytes",
+    "checkpoint_rows",
+    "write_rows",
+    "checkpoint_bytes",
+    "blob_rows",
+    "blob_bytes",
+    "write_bytes",
+    "storage_stats_error",
+    "cold_read_ms",
+    "saver_reopen_ms",
+    "db_bytes",
+    "wal_bytes",
+    "shm_bytes",
+    "durable_db_bytes",
+    "expected_message_count",
+    "actual_message_count",
+    "content_sha256",
+    "reducer_replay_ms",
+];
+
+/// Runs a native channel case and returns its measured fields as the JSON object they
+/// serialize to.
+fn run_channel_case(c: &ChannelCase, x: &WorkerContext) -> Result<Map<String, Value>, String> {
+    let m = dfck::bench::native::run_channel_case(c, x).map_err(|e| e.to_string())?;
+    match serde_json::to_value(m) {
+        Ok(Value::Object(m)) => Ok(m),
+        other => Err(format!("not an object: {other:?}")),
+    }
+}
 
 fn case(mode: ChannelMode, backend: Backend, n: u64, f: u64) -> ChannelCase {
     ChannelCase {
@@ -34,23 +82,11 @@ fn ctx(dir: &Path, pg: Option<String>) -> WorkerContext {
 }
 
 fn pg_url() -> Option<String> {
-    match std::env::var("TEST_POSTGRES_URI") {
-        Ok(u) if !u.is_empty() => Some(u),
-        _ => {
-            eprintln!("note: TEST_POSTGRES_URI not set; skipping the Postgres part");
-            None
-        }
-    }
+    common::require_postgres("the native engine's Postgres part")
 }
 
-fn python() -> Option<String> {
-    match std::env::var("DFCK_TEST_PYTHON") {
-        Ok(p) if !p.is_empty() => Some(p),
-        _ => {
-            eprintln!("note: DFCK_TEST_PYTHON not set; skipping the Python LangGraph check");
-            None
-        }
-    }
+fn python() -> Option<std::path::PathBuf> {
+    common::require_python("the Python LangGraph check of native stores")
 }
 
 fn u(row: &serde_json::Map<String, Value>, k: &str) -> u64 {
@@ -271,56 +307,4 @@ fn postgres_rows_and_store_health() {
     dfck::bench::native::postgres::PgSaver::open(&url)
         .and_then(|s| s.delete_thread(&thread))
         .unwrap();
-}
-
-/// `DFCK_BENCH_NATIVE_TIMING=N` prints full/delta SQLite rows at N updates (manual timing).
-#[test]
-fn timing_report() {
-    let Ok(n) = std::env::var("DFCK_BENCH_NATIVE_TIMING") else {
-        return;
-    };
-    let n: u64 = n.parse().unwrap();
-    let backends = match std::env::var("DFCK_BENCH_NATIVE_BACKENDS") {
-        Ok(b) => b,
-        Err(_) => "sqlite".into(),
-    };
-    for b in backends.split(',') {
-        let backend: Backend = serde_json::from_value(Value::String(b.into())).unwrap();
-        for mode in [ChannelMode::Full, ChannelMode::Delta] {
-            let dir = tempfile::tempdir().unwrap();
-            let row =
-                run_channel_case(&case(mode, backend, n, 10), &ctx(dir.path(), pg_url())).unwrap();
-            eprintln!(
-                "{b} {} {}",
-                mode.as_str(),
-                serde_json::to_string(&row).unwrap()
-            );
-        }
-    }
-}
-
-/// `DFCK_BENCH_NATIVE_KEEP=DIR` (with `DFCK_BENCH_NATIVE_KEEP_N`, default 100) writes native
-/// SQLite stores `DIR/{full,delta}/checkpoint-benchmark.sqlite` (F=10, P=128) and, with
-/// `TEST_POSTGRES_URI`, one Postgres thread per mode (printed), and keeps them for inspection.
-#[test]
-fn keep_stores() {
-    let Ok(dir) = std::env::var("DFCK_BENCH_NATIVE_KEEP") else {
-        return;
-    };
-    let n: u64 = std::env::var("DFCK_BENCH_NATIVE_KEEP_N")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(100);
-    let pg = std::env::var("TEST_POSTGRES_URI").ok();
-    for mode in [ChannelMode::Full, ChannelMode::Delta] {
-        let d = Path::new(&dir).join(mode.as_str());
-        std::fs::create_dir_all(&d).unwrap();
-        let t = write_store(&case(mode, Backend::Sqlite, n, 10), &ctx(&d, None)).unwrap();
-        eprintln!("sqlite {} {} {t}", mode.as_str(), d.display());
-        if pg.is_some() {
-            let t =
-                write_store(&case(mode, Backend::Postgres, n, 10), &ctx(&d, pg.clone())).unwrap();
-            eprintln!("postgres {} {t}", mode.as_str());
-        }
-    }
 }

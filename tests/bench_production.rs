@@ -34,13 +34,10 @@ fn rows(path: &std::path::Path) -> Vec<Json> {
 fn matrix_rows_pair_with_equal_digests_and_summarize() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("prod.jsonl");
-    let pg = std::env::var("TEST_POSTGRES_URI")
-        .ok()
-        .filter(|u| !u.is_empty());
+    let pg = common::require_postgres("postgres part");
     let backends = if pg.is_some() {
         "sqlite,postgres"
     } else {
-        eprintln!("postgres part skipped: TEST_POSTGRES_URI unset");
         "sqlite"
     };
     let o = bench(&[
@@ -294,13 +291,7 @@ fn replay_from_a_postgres_fixture_reproduces_the_source_threads() {
 
 /// The Python of the langgraph engine tests (`DFCK_TEST_PYTHON`), or a note and `None`.
 fn test_python(what: &str) -> Option<String> {
-    let p = std::env::var("DFCK_TEST_PYTHON")
-        .ok()
-        .filter(|p| !p.is_empty());
-    if p.is_none() {
-        eprintln!("{what} skipped: DFCK_TEST_PYTHON unset (a Python with langgraph 1.2)");
-    }
-    p
+    common::require_python(what).map(|p| p.to_string_lossy().into_owned())
 }
 
 /// Runs `bench production` with `args` for one engine; returns its rows (all successful).
@@ -350,10 +341,9 @@ fn langgraph_engine_rows_carry_the_native_digests() {
     let Some(python) = test_python("langgraph engine matrix") else {
         return;
     };
-    let backends = if std::env::var("TEST_POSTGRES_URI").is_ok_and(|u| !u.is_empty()) {
+    let backends = if common::require_postgres("postgres part").is_some() {
         "sqlite,postgres"
     } else {
-        eprintln!("postgres part skipped: TEST_POSTGRES_URI unset");
         "sqlite"
     };
     let args = [

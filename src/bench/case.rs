@@ -1,8 +1,8 @@
 //! Case models of `dfck bench channels` (bench-harness.md §2.2) and the identity fields every row
 //! starts with (§2.10, schema v2 per §9.3). Shared by the controller (failure rows) and workers.
 
+use crate::bench::error::BenchError;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
 
 /// The row schema dfck writes (bench-harness.md §9.3).
 pub const SCHEMA_VERSION: u64 = 2;
@@ -20,6 +20,23 @@ pub enum Engine {
     Native,
     /// The real Python LangGraph, through `scripts/bench_worker_langgraph.py`.
     Langgraph,
+}
+
+impl std::fmt::Display for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Engine {
+    type Err = crate::bench::error::BenchError;
+    fn from_str(s: &str) -> Result<Engine, Self::Err> {
+        match s {
+            "native" => Ok(Engine::Native),
+            "langgraph" => Ok(Engine::Langgraph),
+            other => Err(crate::bench::error::BenchError::UnknownEngine(other.into())),
+        }
+    }
 }
 
 impl Engine {
@@ -71,18 +88,27 @@ fn default_engine() -> Engine {
 
 impl ChannelCase {
     /// Checks the case like DeerFlow's `BenchmarkCase.__post_init__`.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), BenchError> {
         if self.update_count == 0 {
-            return Err("update_count must be positive".into());
+            return Err(BenchError::InvalidCase(
+                "update_count must be positive".into(),
+            ));
         }
         if self.payload_bytes == 0 {
-            return Err("payload_bytes must be positive".into());
+            return Err(BenchError::InvalidCase(
+                "payload_bytes must be positive".into(),
+            ));
         }
         if self.snapshot_frequency == 0 {
-            return Err("snapshot_frequency must be positive".into());
+            return Err(BenchError::InvalidCase(
+                "snapshot_frequency must be positive".into(),
+            ));
         }
         if self.scenario != "append" {
-            return Err(format!("unsupported scenario: '{}'", self.scenario));
+            return Err(BenchError::InvalidCase(format!(
+                "unsupported scenario: '{}'",
+                self.scenario
+            )));
         }
         Ok(())
     }
@@ -128,37 +154,6 @@ pub struct WorkerContext {
     pub env: RowEnv,
 }
 
-/// The identity fields every channel row starts with, in DeerFlow's key order (§2.10) plus the
-/// v2 additions (`engine`, `engine_version`, `runtime_version`), `success: true`, `error: null`.
-pub fn channel_base_row(case: &ChannelCase, env: &RowEnv) -> Map<String, Value> {
-    let v = json!({
-        "schema_version": SCHEMA_VERSION,
-        "benchmark_version": BENCHMARK_VERSION,
-        "success": true,
-        "error": null,
-        "profiled": false,
-        "git_sha": env.git_sha,
-        "python_version": env.python_version,
-        "langgraph_version": env.langgraph_version,
-        "platform": env.platform,
-        "engine": case.engine.as_str(),
-        "engine_version": env.engine_version,
-        "runtime_version": env.runtime_version,
-        "mode": case.mode.as_str(),
-        "backend": case.backend.as_str(),
-        "scenario": case.scenario,
-        "snapshot_frequency": case.snapshot_frequency,
-        "update_count": case.update_count,
-        "payload_bytes": case.payload_bytes,
-        "repetition": case.repetition,
-        "seed": case.seed,
-    });
-    match v {
-        Value::Object(m) => m,
-        _ => Map::new(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -171,7 +166,10 @@ mod tests {
         .unwrap();
         assert_eq!(c.engine, Engine::Native);
         assert_eq!(c.thread_id(), "checkpoint-bench-1-0");
-        let row = channel_base_row(&c, &RowEnv::default());
+        let row = crate::bench::rows::to_map(&crate::bench::rows::ChannelRow::new(
+            &c,
+            &RowEnv::default(),
+        ));
         let keys: Vec<&str> = row.keys().map(String::as_str).collect();
         assert_eq!(keys[0], "schema_version");
         assert_eq!(keys.last(), Some(&"seed"));

@@ -12,6 +12,7 @@
 //! of cells per repetition is odd.)
 
 use crate::bench::case::{Backend, ChannelCase, ChannelMode, Engine};
+use crate::bench::error::BenchError;
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashMap};
 
@@ -76,8 +77,12 @@ fn py_int(text: &str) -> Option<i128> {
 }
 
 /// A positive-int CSV (`--updates`, `--payload-bytes`, `--snapshot-frequencies`, §1.1).
-pub fn parse_positive_int_csv(opt: &str, value: &str) -> Result<CsvValues<u64>, String> {
-    let shape_err = || format!("{opt} must be a comma-separated list of positive integers");
+pub fn parse_positive_int_csv(opt: &str, value: &str) -> Result<CsvValues<u64>, BenchError> {
+    let shape_err = || {
+        BenchError::Usage(format!(
+            "{opt} must be a comma-separated list of positive integers"
+        ))
+    };
     if bad_shape(value) {
         return Err(shape_err());
     }
@@ -85,35 +90,39 @@ pub fn parse_positive_int_csv(opt: &str, value: &str) -> Result<CsvValues<u64>, 
     for part in value.split(',') {
         let n = py_int(part.trim()).ok_or_else(shape_err)?;
         if n <= 0 {
-            return Err(format!("{opt} values must be positive integers"));
+            return Err(BenchError::Usage(format!(
+                "{opt} values must be positive integers"
+            )));
         }
         items.push(u64::try_from(n).map_err(|_| shape_err())?);
     }
     Ok(dedup(opt, items))
 }
 
-/// A choice CSV (`--modes`, `--backends`, §1.1).
-pub fn parse_choice_csv(
+/// A choice CSV (`--modes`, `--backends`, §1.1): each item must be the name (`Display`) of
+/// one of `choices`.
+pub fn parse_choice_csv<T: Copy + PartialEq + std::fmt::Display>(
     opt: &str,
     value: &str,
-    choices: &[&str],
-) -> Result<CsvValues<String>, String> {
+    choices: &[T],
+) -> Result<CsvValues<T>, BenchError> {
+    let names: Vec<String> = choices.iter().map(ToString::to_string).collect();
     if bad_shape(value) {
-        return Err(format!(
+        return Err(BenchError::Usage(format!(
             "{opt} must contain one or more of: {}",
-            choices.join(", ")
-        ));
+            names.join(", ")
+        )));
     }
     let mut items = Vec::new();
     for part in value.split(',') {
         let p = part.trim();
-        if !choices.contains(&p) {
-            return Err(format!(
+        let Some(i) = names.iter().position(|n| n == p) else {
+            return Err(BenchError::Usage(format!(
                 "{opt} contains unsupported value '{p}'; expected: {}",
-                choices.join(", ")
-            ));
-        }
-        items.push(p.to_string());
+                names.join(", ")
+            )));
+        };
+        items.push(choices[i]);
     }
     Ok(dedup(opt, items))
 }
@@ -268,41 +277,6 @@ pub fn progress_line(i: usize, n: usize, c: &ChannelCase) -> String {
         c.payload_bytes,
         c.repetition
     )
-}
-
-/// Python's `format(x, "g")` (6 significant digits, trailing zeros stripped).
-pub fn fmt_g(x: f64) -> String {
-    if x.is_nan() {
-        return "nan".into();
-    }
-    if x.is_infinite() {
-        return if x > 0.0 { "inf".into() } else { "-inf".into() };
-    }
-    if x == 0.0 {
-        return if x.is_sign_negative() {
-            "-0".into()
-        } else {
-            "0".into()
-        };
-    }
-    // Round to 6 significant digits first; the exponent is that of the rounded value.
-    let sci = format!("{x:.5e}");
-    let (mant, exp) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let strip = |s: &str| -> String {
-        if s.contains('.') {
-            s.trim_end_matches('0').trim_end_matches('.').to_string()
-        } else {
-            s.to_string()
-        }
-    };
-    if (-4..6).contains(&exp) {
-        let decimals = usize::try_from(5 - exp).unwrap_or(0);
-        strip(&format!("{x:.decimals$}"))
-    } else {
-        let sign = if exp < 0 { '-' } else { '+' };
-        format!("{}e{sign}{:02}", strip(mant), exp.abs())
-    }
 }
 
 fn row_str<'a>(row: &'a Map<String, Value>, key: &str) -> &'a str {
@@ -460,35 +434,31 @@ mod tests {
         );
         for bad in ["", ",1", "1,", "1,,2", "x", "1.5"] {
             assert_eq!(
-                parse_positive_int_csv("--updates", bad).unwrap_err(),
+                parse_positive_int_csv("--updates", bad)
+                    .unwrap_err()
+                    .to_string(),
                 "--updates must be a comma-separated list of positive integers"
             );
         }
         assert_eq!(
-            parse_positive_int_csv("--updates", "1,0").unwrap_err(),
+            parse_positive_int_csv("--updates", "1,0")
+                .unwrap_err()
+                .to_string(),
             "--updates values must be positive integers"
         );
-        let ch = ["full", "delta"];
+        let ch = [ChannelMode::Full, ChannelMode::Delta];
         assert_eq!(
-            parse_choice_csv("--modes", "full,bogus", &ch).unwrap_err(),
+            parse_choice_csv("--modes", "full,bogus", &ch)
+                .unwrap_err()
+                .to_string(),
             "--modes contains unsupported value 'bogus'; expected: full, delta"
         );
         assert_eq!(
-            parse_choice_csv("--modes", ",", &ch).unwrap_err(),
+            parse_choice_csv("--modes", ",", &ch)
+                .unwrap_err()
+                .to_string(),
             "--modes must contain one or more of: full, delta"
         );
-    }
-
-    #[test]
-    fn g_format() {
-        assert_eq!(fmt_g(1.0), "1");
-        assert_eq!(fmt_g(900.0), "900");
-        assert_eq!(fmt_g(1.5), "1.5");
-        assert_eq!(fmt_g(0.25), "0.25");
-        assert_eq!(fmt_g(1e-5), "1e-05");
-        assert_eq!(fmt_g(1234567.0), "1.23457e+06");
-        assert_eq!(fmt_g(123456.0), "123456");
-        assert_eq!(fmt_g(0.0001), "0.0001");
     }
 
     fn row(mode: &str, freq: u64, sha: &str) -> Map<String, Value> {

@@ -15,9 +15,11 @@
 //! [`interpret`] turns a [`ChildRun`] into a row (§1.5.4–6): the last non-blank stdout line must
 //! be a JSON object; otherwise, or on timeout, the caller's base row becomes a failure row.
 
-use crate::bench::channels::fmt_g;
 use crate::bench::env;
+use crate::bench::pyfmt::fmt_g;
+use crate::bench::rows::FailureRowSource;
 use crate::error::Error;
+use crate::outcome::Outcome;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use serde_json::{Map, Value, json};
@@ -252,22 +254,15 @@ pub fn run_child(spec: &ChildSpec, interrupt: &AtomicBool) -> std::io::Result<Ch
 /// A controller-built failure row: the base (identity) row with `success: false`, the safe
 /// error and the child's redacted stderr tail (§1.5.6 plus `stderr_tail`).
 pub fn failure_row(
-    base: &Map<String, Value>,
+    base: &dyn FailureRowSource,
     error: &str,
     stderr: &str,
     secrets: &[&str],
 ) -> Map<String, Value> {
-    let mut row = base.clone();
-    row.insert("success".into(), Value::Bool(false));
-    row.insert(
-        "error".into(),
-        Value::String(env::safe_error(error, None, secrets)),
-    );
-    row.insert(
-        "stderr_tail".into(),
-        Value::String(env::stderr_tail(stderr, secrets)),
-    );
-    row
+    base.failure_row(
+        env::safe_error(error, None, secrets),
+        env::stderr_tail(stderr, secrets),
+    )
 }
 
 /// Turns a finished child into its row (§1.5.3–6): a timeout or a missing/malformed result is a
@@ -277,7 +272,7 @@ pub fn failure_row(
 /// timeout message. An interrupted child also gives a failure row (callers usually drop it).
 pub fn interpret(
     run: &ChildRun,
-    base: &Map<String, Value>,
+    base: &dyn FailureRowSource,
     timeout_secs: f64,
     secrets: &[&str],
 ) -> Map<String, Value> {
@@ -404,9 +399,6 @@ impl JsonlOutput {
     }
 }
 
-/// Exit code of an interrupted run (Ctrl-C / SIGTERM).
-pub const EXIT_INTERRUPTED: i32 = 130;
-
 /// A flag raised by SIGINT / SIGTERM, for [`run_child`] and [`run_cases`].
 pub fn interrupt_flag() -> Result<Arc<AtomicBool>, Error> {
     let interrupt = Arc::new(AtomicBool::new(false));
@@ -423,9 +415,9 @@ pub type Gate = dyn Fn(&mut [Map<String, Value>]) -> usize;
 pub struct PlannedCase {
     /// The child.
     pub spec: ChildSpec,
-    /// The identity fields (failure rows are built from them).
-    pub base: Map<String, Value>,
-    /// Printed on stderr before the case runs.
+    /// The identity row (the controller's failure rows are built from it).
+    pub base: Box<dyn FailureRowSource>,
+    /// The progress line reported before the case runs.
     pub progress: String,
 }
 
@@ -438,30 +430,42 @@ pub struct CasesOutcome {
 }
 
 impl CasesOutcome {
-    /// Prints DeerFlow's summary line and returns the exit code: 130 when interrupted, 1 when
-    /// a row failed, else 0.
-    pub fn report(&self, output: &Path) -> i32 {
-        let failures = self
-            .rows
-            .iter()
-            .filter(|r| r.get("success") != Some(&Value::Bool(true)))
-            .count();
+    /// Rows that are not successful.
+    pub fn failures(&self) -> usize {
+        self.rows.iter().filter(|r| !row_succeeded(r)).count()
+    }
+
+    /// `Interrupted` when Ctrl-C / SIGTERM stopped the run, `Failed` when a row failed, else
+    /// `Clean`.
+    pub fn outcome(&self) -> Outcome {
         if self.interrupted {
-            eprintln!("Interrupted; the running case was stopped and has no row.");
-        }
-        eprintln!(
-            "Wrote {} result row(s) to {}; failures={failures}",
-            self.rows.len(),
-            output.display()
-        );
-        if self.interrupted {
-            EXIT_INTERRUPTED
-        } else if failures > 0 {
-            crate::error::EXIT_FINDINGS
+            Outcome::Interrupted
+        } else if self.failures() > 0 {
+            Outcome::Failed
         } else {
-            crate::error::EXIT_OK
+            Outcome::Clean
         }
     }
+}
+
+/// Whether a row says `success: true`.
+pub fn row_succeeded(row: &Map<String, Value>) -> bool {
+    row.get("success") == Some(&Value::Bool(true))
+}
+
+/// What the controller loop tells its caller while it runs (the runner/reporter split: the
+/// loop decides, a reporter in `crate::render` prints).
+pub trait Reporter {
+    /// Case `index` (1-based) of `total` is about to run; `progress` is its progress line.
+    fn case_started(&mut self, index: usize, total: usize, progress: &str);
+    /// A case finished with this row (successful or not), already appended to the output.
+    fn row(&mut self, row: &Map<String, Value>);
+    /// The row just reported is a failure row (the case failed, timed out or gave no result).
+    fn case_failed(&mut self, _row: &Map<String, Value>) {}
+    /// Ctrl-C / SIGTERM stopped the run; the running case has no row.
+    fn interrupted(&mut self);
+    /// The run is over: every row (gated) and the output file.
+    fn done(&mut self, outcome: &CasesOutcome, output: &Path);
 }
 
 /// The controller loop shared by the benchmarks (§2.5 with §9.4 e, §9.8): one child per case,
@@ -475,24 +479,26 @@ pub fn run_cases(
     secrets: &[&str],
     interrupt: &AtomicBool,
     gate: &Gate,
+    reporter: &mut dyn Reporter,
 ) -> Result<CasesOutcome, Error> {
     let mut out = JsonlOutput::create(output)?;
+    let total = cases.len();
     let mut rows: Vec<Map<String, Value>> = Vec::with_capacity(cases.len());
     let mut interrupted = false;
-    for case in cases {
+    for (i, case) in cases.into_iter().enumerate() {
         if interrupt.load(Ordering::SeqCst) {
             interrupted = true;
             break;
         }
-        eprintln!("{}", case.progress);
+        reporter.case_started(i + 1, total, &case.progress);
         let row = match run_child(&case.spec, interrupt) {
             Ok(r) if r.end == ChildEnd::Interrupted => {
                 interrupted = true;
                 break;
             }
-            Ok(r) => interpret(&r, &case.base, timeout_secs, secrets),
+            Ok(r) => interpret(&r, case.base.as_ref(), timeout_secs, secrets),
             Err(e) => failure_row(
-                &case.base,
+                case.base.as_ref(),
                 &format!(
                     "cannot start child process {}: {e}",
                     case.spec.program.display()
@@ -502,12 +508,21 @@ pub fn run_cases(
             ),
         };
         out.append(&row)?;
+        reporter.row(&row);
+        if !row_succeeded(&row) {
+            reporter.case_failed(&row);
+        }
         rows.push(row);
+    }
+    if interrupted {
+        reporter.interrupted();
     }
     if gate(&mut rows) > 0 {
         out.rewrite(&rows)?;
     }
-    Ok(CasesOutcome { rows, interrupted })
+    let done = CasesOutcome { rows, interrupted };
+    reporter.done(&done, output);
+    Ok(done)
 }
 
 #[cfg(test)]

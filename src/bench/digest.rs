@@ -3,6 +3,7 @@
 //! digest (§4.5, `[type,id,content]` triples, non-string content as Python
 //! `json.dumps(sort_keys=True)` — whose default escapes non-ASCII as `\uXXXX`).
 
+use crate::codec::pyjson::{self, PyJsonFormatter};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -17,58 +18,10 @@ pub struct DigestMessage<'a> {
     pub content: &'a Value,
 }
 
-/// A JSON string literal as Python's `json.dumps` writes it: serde_json's escaping (the same
-/// as Python's for quotes, backslashes and control characters), and with `ascii` every
-/// non-ASCII character as `\uXXXX` (UTF-16 surrogate pairs above U+FFFF), like
-/// `ensure_ascii=True`.
-fn py_str(s: &str, ascii: bool, out: &mut String) {
-    let quoted = Value::String(s.to_owned()).to_string();
-    if !ascii || quoted.is_ascii() {
-        out.push_str(&quoted);
-        return;
-    }
-    for ch in quoted.chars() {
-        if ch.is_ascii() {
-            out.push(ch);
-        } else {
-            let mut units = [0u16; 2];
-            for u in ch.encode_utf16(&mut units) {
-                out.push_str(&format!("\\u{u:04x}"));
-            }
-        }
-    }
-}
-
-/// Python `json.dumps(v, sort_keys=True, ensure_ascii=ascii, separators=sep)` for JSON values.
-fn py_dumps(v: &Value, out: &mut String, item_sep: &str, key_sep: &str, ascii: bool) {
-    match v {
-        Value::Object(m) => {
-            let mut keys: Vec<&String> = m.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, k) in keys.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(item_sep);
-                }
-                py_str(k, ascii, out);
-                out.push_str(key_sep);
-                py_dumps(&m[k.as_str()], out, item_sep, key_sep, ascii);
-            }
-            out.push('}');
-        }
-        Value::Array(a) => {
-            out.push('[');
-            for (i, x) in a.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(item_sep);
-                }
-                py_dumps(x, out, item_sep, key_sep, ascii);
-            }
-            out.push(']');
-        }
-        Value::String(s) => py_str(s, ascii, out),
-        other => out.push_str(&other.to_string()),
-    }
+/// Python `json.dumps(v, sort_keys=True, ensure_ascii=ascii, separators=…)` for JSON values.
+fn py_dumps(v: &Value, out: &mut String, formatter: PyJsonFormatter) {
+    // Serializing a JSON value cannot fail.
+    out.push_str(&pyjson::dumps(&pyjson::sort_keys(v), formatter).unwrap_or_default());
 }
 
 fn sha256_hex(s: &str) -> String {
@@ -84,7 +37,7 @@ pub fn content_sha256<'a>(messages: impl IntoIterator<Item = DigestMessage<'a>>)
             s.push(',');
         }
         s.push_str("{\"content\":");
-        py_dumps(m.content, &mut s, ",", ":", false);
+        py_dumps(m.content, &mut s, PyJsonFormatter::compact(false));
         s.push_str(",\"id\":");
         s.push_str(&Value::String(m.id.to_string()).to_string());
         s.push_str(",\"type\":");
@@ -111,7 +64,7 @@ pub fn wire_sha256<'a>(messages: impl IntoIterator<Item = DigestMessage<'a>>) ->
             Value::String(_) => s.push_str(&m.content.to_string()),
             other => {
                 let mut c = String::new();
-                py_dumps(other, &mut c, ", ", ": ", true);
+                py_dumps(other, &mut c, PyJsonFormatter::spaced(true));
                 s.push_str(&Value::String(c).to_string());
             }
         }

@@ -4,22 +4,23 @@
 //! bench-harness.md §1.4, plus URL passwords).
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 /// The environment variable through which the controller hands the git SHA to children.
 pub const GIT_SHA_ENV: &str = "DFCK_BENCH_GIT_SHA";
 /// DeerFlow's name for the same variable (also set, and read as a fallback).
 pub const DEERFLOW_GIT_SHA_ENV: &str = "DEERFLOW_CHECKPOINT_BENCH_GIT_SHA";
+/// The temporary-directory prefix of a channel case (§1.5.7); redaction hides such paths.
+pub const TEMP_PREFIX: &str = "deerflow-checkpoint-benchmark-";
 /// Maximum length of a safe error text or a stderr tail, in characters.
 pub const SAFE_ERROR_CHARS: usize = 2000;
 
-/// The project directory dfck was built from (for `git rev-parse` and the worker script).
+/// The project directory dfck was built from (where the worker scripts are looked for).
 pub fn build_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The git SHA: the controller's env var when set (a child), else `git rev-parse HEAD` in the
-/// repository (5 s timeout), else `unknown`.
+/// The git SHA: the controller's env var when set (a child), else the revision dfck was built
+/// from (recorded by `build.rs`; `unknown` when it was built outside a git checkout).
 pub fn git_sha() -> String {
     for var in [GIT_SHA_ENV, DEERFLOW_GIT_SHA_ENV] {
         if let Ok(v) = std::env::var(var) {
@@ -28,49 +29,11 @@ pub fn git_sha() -> String {
             }
         }
     }
-    resolve_git_sha()
+    BUILD_GIT_SHA.to_string()
 }
 
-/// `git rev-parse HEAD` in the repository dfck was built from (or the current directory),
-/// with a 5 s timeout; `unknown` on any error.
-pub fn resolve_git_sha() -> String {
-    let dir = Some(build_dir())
-        .filter(|d| d.is_dir())
-        .or_else(|| std::env::current_dir().ok());
-    let Some(dir) = dir else {
-        return "unknown".into();
-    };
-    let child = std::process::Command::new("git")
-        .arg("-C")
-        .arg(&dir)
-        .args(["rev-parse", "HEAD"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn();
-    let Ok(mut child) = child else {
-        return "unknown".into();
-    };
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        match child.try_wait() {
-            Ok(Some(_)) => break,
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return "unknown".into();
-            }
-        }
-    }
-    match child.wait_with_output() {
-        Ok(out) if out.status.success() => {
-            let s = String::from_utf8_lossy(&out.stdout).trim().to_string();
-            if s.is_empty() { "unknown".into() } else { s }
-        }
-        _ => "unknown".into(),
-    }
-}
+/// The revision dfck was built from (`git rev-parse HEAD` at build time, or `unknown`).
+pub const BUILD_GIT_SHA: &str = env!("DFCK_GIT_SHA");
 
 /// A `platform.platform()`-like string: `Linux-<kernel release>-<arch>`.
 pub fn platform() -> String {
@@ -204,7 +167,7 @@ pub fn redact(text: &str, work_dir: Option<&Path>, secrets: &[&str]) -> String {
             s = s.replace(w.as_ref(), "<work-dir>");
         }
     }
-    s = redact_temp_dirs(&s, crate::bench::worker::TEMP_PREFIX);
+    s = redact_temp_dirs(&s, TEMP_PREFIX);
     if let Some(home) = std::env::var_os("HOME") {
         let home = home.to_string_lossy().trim_end_matches('/').to_string();
         if home.len() > 1 {

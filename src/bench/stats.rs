@@ -1,32 +1,6 @@
 //! Benchmark statistics with DeerFlow's exact definitions (bench-harness.md §1.2, §4.3):
-//! type-7 percentiles, chronological window medians, medians, `round(x, 6)` and the merged
+//! chronological window medians, medians, `round(x, 6)` and the merged
 //! busy time of overlapping intervals.
-
-/// Percentile by linear interpolation between closest ranks (numpy "linear", Hyndman–Fan 7).
-/// Empty → 0.0.
-pub fn percentile(values: &[f64], p: f64) -> f64 {
-    if values.is_empty() {
-        return 0.0;
-    }
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    percentile_sorted(&v, p)
-}
-
-/// [`percentile`] of an already sorted slice.
-pub fn percentile_sorted(v: &[f64], p: f64) -> f64 {
-    match v.len() {
-        0 => 0.0,
-        1 => v[0],
-        n => {
-            let rank = (n - 1) as f64 * p / 100.0;
-            let lo = rank.floor() as usize;
-            let hi = (lo + 1).min(n - 1);
-            let f = rank - lo as f64;
-            v[lo] * (1.0 - f) + v[hi] * f
-        }
-    }
-}
 
 /// Median (mean of the two central values when the count is even); `None` when empty.
 pub fn median(values: &[f64]) -> Option<f64> {
@@ -105,20 +79,6 @@ pub fn merged_busy(intervals: &[(f64, f64)]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn close(a: f64, b: f64) -> bool {
-        (a - b).abs() < 1e-9
-    }
-
-    #[test]
-    fn percentile_vectors() {
-        assert!(close(percentile(&[1.0, 2.0, 3.0, 4.0], 95.0), 3.85));
-        assert!(close(percentile(&[4.0, 3.0, 2.0, 1.0], 50.0), 2.5));
-        let v: Vec<f64> = (1..=100).map(f64::from).collect();
-        assert!(close(percentile(&v, 99.0), 99.01));
-        assert_eq!(percentile(&[], 50.0), 0.0);
-        assert_eq!(percentile(&[7.0], 99.0), 7.0);
-    }
 
     #[test]
     fn window_vectors() {

@@ -5,6 +5,7 @@ mod decode;
 mod encode;
 mod error;
 mod json;
+pub mod pyjson;
 mod scan;
 mod value;
 

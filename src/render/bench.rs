@@ -142,3 +142,14 @@ pub fn summary_csv(r: &Report) -> String {
     }
     out
 }
+
+/// Prints a benchmark worker's row as one compact JSON line on stdout (the controller reads
+/// the last non-blank line).
+pub fn print_worker_row(row: &Map<String, Value>) {
+    use std::io::Write as _;
+    let text = serde_json::to_string(row)
+        .unwrap_or_else(|e| format!("{{\"success\":false,\"error\":\"cannot encode row: {e}\"}}"));
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{text}");
+    let _ = out.flush();
+}

@@ -468,3 +468,4 @@ pub fn migrate_table(r: &MigrateReport) -> String {
     finish(out)
 }
 pub mod bench;
+pub mod bench_reporter;

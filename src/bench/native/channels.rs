@@ -11,6 +11,7 @@ use super::writer::{
     pull_task_path, task_id,
 };
 use crate::bench::case::ChannelMode;
+use crate::bench::error::BenchError;
 use crate::codec::{Value, encode};
 use crate::materialize::Reducer;
 use crate::model::{MESSAGES, MODE_MARKER};
@@ -33,9 +34,9 @@ fn s(x: &str) -> Value {
 pub fn message(human: bool, id: &str, content: &str) -> Value {
     let content = Value::Str(content.to_owned());
     if human {
-        crate::bench::production::workload::message("human", id, content, Vec::new())
+        crate::bench::messages::message("human", id, content, Vec::new())
     } else {
-        crate::bench::production::workload::ai_message(id, content, Vec::new())
+        crate::bench::messages::ai_message(id, content, Vec::new())
     }
 }
 
@@ -113,7 +114,7 @@ impl ChannelWorkload {
 
     /// One `graph.invoke({"messages": [msg]})`: runs the reducer on the live value and
     /// returns the rows to persist.
-    pub fn update(&mut self, msg: &Value) -> Result<UpdateRows, String> {
+    pub fn update(&mut self, msg: &Value) -> Result<UpdateRows, BenchError> {
         let one = Value::Array(vec![msg.clone()]);
         let write_bytes = encode(&one);
 

@@ -5,6 +5,7 @@
 //! checkpoints from them like `get_tuple`, so dfck's materializer reads the saver directly.
 
 use super::writer::{CheckpointRecord, WriteRecord};
+use crate::bench::error::BenchError;
 use crate::codec::{self, Value};
 use crate::error::{MaterializeError, ModelError};
 use crate::materialize::Source;
@@ -111,7 +112,7 @@ impl MemorySaver {
         s
     }
 
-    fn row(&self, id: &str) -> Result<Option<CheckpointRow>, String> {
+    fn row(&self, id: &str) -> Result<Option<CheckpointRow>, BenchError> {
         let Some(st) = self.storage.get(id) else {
             return Ok(None);
         };
@@ -168,7 +169,7 @@ impl Source for MemorySaver {
     }
 
     fn checkpoint(&mut self, id: &str) -> Result<Option<Rc<Checkpoint>>, MaterializeError> {
-        match self.row(id).map_err(|e| malformed(id, e))? {
+        match self.row(id).map_err(|e| malformed(id, e.to_string()))? {
             Some(row) => Ok(Some(Rc::new(Checkpoint::from_row(row)?))),
             None => Ok(None),
         }

@@ -6,63 +6,26 @@
 //! [`memory`], [`sqlite`] and [`postgres`] (savers laid out like LangGraph's). This module runs a
 //! case: the timed write phase (§2.7), warm read through dfck's materializer, storage stats
 //! (§2.9), reopen and cold read, the reducer diagnostic and the checks (§2.8), and returns the
-//! measured fields in [`FIELDS`] order.
+//! measured fields as [`crate::bench::rows::ChannelMetrics`].
 
 pub mod channels;
 pub mod memory;
-pub mod postgres;
-pub mod sqlite;
 pub mod writer;
 
+pub use crate::store::native::{postgres, sqlite};
+
 use super::case::{Backend, ChannelCase, WorkerContext};
+use super::rows::ChannelMetrics;
 use super::stats::{Window, window_median};
+use crate::bench::error::BenchError;
 use crate::codec::{Value, to_json};
 use crate::materialize::{Reducer, Source, StoreSource, View, fixed, materialize};
 use crate::model::MESSAGES;
 use crate::store::Store;
 use channels::{ChannelWorkload, UpdateRows, workload_messages};
-use serde_json::{Map, Value as Json, json};
+use serde_json::Value as Json;
 use std::time::Instant;
 use writer::Clock;
-
-/// The measured fields a native case returns, in row order — the v2 channel row schema
-/// documented in `crate::bench::worker` (DeerFlow's §2.10 fields from `write_total_ms` through
-/// `reducer_replay_ms`, v2 fields next to their family). The caller adds the identity fields
-/// before and `peak_rss_bytes` / `rss_source` / `child_process_ms` after.
-pub const FIELDS: [&str; 32] = [
-    "write_total_ms",
-    "write_p50_ms",
-    "write_p90_ms",
-    "write_p95_ms",
-    "write_p99_ms",
-    "write_p999_ms",
-    "write_max_ms",
-    "write_mean_ms",
-    "write_stddev_ms",
-    "write_first_window_ms",
-    "write_middle_window_ms",
-    "write_last_window_ms",
-    "warm_read_ms",
-    "logical_checkpoint_bytes",
-    "logical_write_bytes",
-    "checkpoint_rows",
-    "write_rows",
-    "checkpoint_bytes",
-    "blob_rows",
-    "blob_bytes",
-    "write_bytes",
-    "storage_stats_error",
-    "cold_read_ms",
-    "saver_reopen_ms",
-    "db_bytes",
-    "wal_bytes",
-    "shm_bytes",
-    "durable_db_bytes",
-    "expected_message_count",
-    "actual_message_count",
-    "content_sha256",
-    "reducer_replay_ms",
-];
 
 /// Storage sizes of one case's thread.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -110,7 +73,7 @@ pub struct Latency {
 
 impl Latency {
     /// Statistics of per-update latencies given in ms, in chronological order.
-    pub fn of(ms: &[f64]) -> Result<Latency, String> {
+    pub fn of(ms: &[f64]) -> Result<Latency, BenchError> {
         let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3)
             .map_err(|e| format!("histogram: {e}"))?;
         for &v in ms {
@@ -144,7 +107,7 @@ pub struct Measured {
     /// Warm read.
     pub warm_read_ms: f64,
     /// Storage sizes, or the error that prevented collecting them.
-    pub storage: Result<Storage, String>,
+    pub storage: Result<Storage, BenchError>,
     /// Cold read.
     pub cold_read_ms: f64,
     /// Reopening the saver (0 for memory).
@@ -171,52 +134,44 @@ impl Storage {
 }
 
 impl Measured {
-    fn field(&self, name: &str) -> Json {
+    /// The row fields of the measurements.
+    pub fn to_metrics(&self) -> ChannelMetrics {
         let st = self.storage.as_ref().ok();
         let l = &self.latency;
-        match name {
-            "write_total_ms" => json!(self.write_total_ms),
-            "write_p50_ms" => json!(l.p50),
-            "write_p95_ms" => json!(l.p95),
-            "write_p99_ms" => json!(l.p99),
-            "write_p90_ms" => json!(l.p90),
-            "write_p999_ms" => json!(l.p999),
-            "write_max_ms" => json!(l.max),
-            "write_mean_ms" => json!(l.mean),
-            "write_stddev_ms" => json!(l.stddev),
-            "write_first_window_ms" => json!(l.first_window),
-            "write_middle_window_ms" => json!(l.middle_window),
-            "write_last_window_ms" => json!(l.last_window),
-            "warm_read_ms" => json!(self.warm_read_ms),
-            "logical_checkpoint_bytes" => json!(st.map(Storage::logical_checkpoint_bytes)),
-            "logical_write_bytes" => json!(st.map(|s| s.write_bytes)),
-            "checkpoint_rows" => json!(st.map(|s| s.checkpoint_rows)),
-            "write_rows" => json!(st.map(|s| s.write_rows)),
-            "checkpoint_bytes" => json!(st.map(|s| s.checkpoint_bytes)),
-            "write_bytes" => json!(st.map(|s| s.write_bytes)),
-            "blob_rows" => json!(st.and_then(|s| s.blob_rows)),
-            "blob_bytes" => json!(st.and_then(|s| s.blob_bytes)),
-            "storage_stats_error" => json!(self.storage.as_ref().err()),
-            "cold_read_ms" => json!(self.cold_read_ms),
-            "saver_reopen_ms" => json!(self.saver_reopen_ms),
-            "db_bytes" => json!(self.files.map(|f| f.0)),
-            "wal_bytes" => json!(self.files.map(|f| f.1)),
-            "shm_bytes" => json!(self.files.map(|f| f.2)),
-            "durable_db_bytes" => json!(self.durable_db_bytes),
-            "expected_message_count" => json!(self.expected_message_count),
-            "actual_message_count" => json!(self.actual_message_count),
-            "content_sha256" => json!(self.content_sha256),
-            "reducer_replay_ms" => json!(self.reducer_replay_ms),
-            _ => Json::Null,
+        ChannelMetrics {
+            write_total_ms: self.write_total_ms,
+            write_p50_ms: l.p50,
+            write_p90_ms: l.p90,
+            write_p95_ms: l.p95,
+            write_p99_ms: l.p99,
+            write_p999_ms: l.p999,
+            write_max_ms: l.max,
+            write_mean_ms: l.mean,
+            write_stddev_ms: l.stddev,
+            write_first_window_ms: l.first_window,
+            write_middle_window_ms: l.middle_window,
+            write_last_window_ms: l.last_window,
+            warm_read_ms: self.warm_read_ms,
+            logical_checkpoint_bytes: st.map(Storage::logical_checkpoint_bytes),
+            logical_write_bytes: st.map(|s| s.write_bytes),
+            checkpoint_rows: st.map(|s| s.checkpoint_rows),
+            write_rows: st.map(|s| s.write_rows),
+            checkpoint_bytes: st.map(|s| s.checkpoint_bytes),
+            blob_rows: st.and_then(|s| s.blob_rows),
+            blob_bytes: st.and_then(|s| s.blob_bytes),
+            write_bytes: st.map(|s| s.write_bytes),
+            storage_stats_error: self.storage.as_ref().err().map(ToString::to_string),
+            cold_read_ms: self.cold_read_ms,
+            saver_reopen_ms: self.saver_reopen_ms,
+            db_bytes: self.files.map(|f| f.0),
+            wal_bytes: self.files.map(|f| f.1),
+            shm_bytes: self.files.map(|f| f.2),
+            durable_db_bytes: self.durable_db_bytes,
+            expected_message_count: self.expected_message_count,
+            actual_message_count: self.actual_message_count,
+            content_sha256: self.content_sha256.clone(),
+            reducer_replay_ms: self.reducer_replay_ms,
         }
-    }
-
-    /// The fields in [`FIELDS`] order.
-    pub fn to_fields(&self) -> Map<String, Json> {
-        FIELDS
-            .iter()
-            .map(|f| ((*f).to_owned(), self.field(f)))
-            .collect()
     }
 }
 
@@ -244,7 +199,7 @@ fn ms(t: Instant) -> f64 {
 }
 
 /// The canonical digest (bench-harness.md §1.3) of materialized messages.
-pub fn digest_of(messages: &[Value]) -> Result<String, String> {
+pub fn digest_of(messages: &[Value]) -> Result<String, BenchError> {
     let mut owned: Vec<(String, String, Json)> = Vec::with_capacity(messages.len());
     for m in messages {
         let fields = m
@@ -266,7 +221,7 @@ pub fn digest_of(messages: &[Value]) -> Result<String, String> {
 
 /// Materializes `messages` at `head` (the state view, DeerFlow's reducer) through dfck's
 /// materializer.
-fn read_messages(src: &mut dyn Source, head: &str) -> Result<Vec<Value>, String> {
+fn read_messages(src: &mut dyn Source, head: &str) -> Result<Vec<Value>, BenchError> {
     let m = materialize(src, head, View::State, &fixed(Reducer::Deerflow))
         .map_err(|e| e.to_string())?;
     Ok(m.values
@@ -281,7 +236,7 @@ fn read_messages(src: &mut dyn Source, head: &str) -> Result<Vec<Value>, String>
 }
 
 /// Reads the head of (thread, "") of a store.
-fn read_store(store: &dyn Store, thread_id: &str) -> Result<Vec<Value>, String> {
+fn read_store(store: &dyn Store, thread_id: &str) -> Result<Vec<Value>, BenchError> {
     let head = store
         .head_id(thread_id, "")
         .map_err(|e| e.to_string())?
@@ -294,8 +249,8 @@ fn read_store(store: &dyn Store, thread_id: &str) -> Result<Vec<Value>, String> 
 fn write_phase(
     case: &ChannelCase,
     msgs: &[Value],
-    mut persist: impl FnMut(&UpdateRows) -> Result<(), String>,
-) -> Result<(f64, Vec<f64>), String> {
+    mut persist: impl FnMut(&UpdateRows) -> Result<(), BenchError>,
+) -> Result<(f64, Vec<f64>), BenchError> {
     let mut wl = ChannelWorkload::new(case.mode, case.snapshot_frequency, Clock::default());
     let mut lat = Vec::with_capacity(msgs.len());
     let t0 = Instant::now();
@@ -308,7 +263,7 @@ fn write_phase(
     Ok((ms(t0), lat))
 }
 
-fn run_memory(case: &ChannelCase, msgs: &[Value]) -> Result<Measured, String> {
+fn run_memory(case: &ChannelCase, msgs: &[Value]) -> Result<Measured, BenchError> {
     let thread = case.thread_id();
     let mut saver = memory::MemorySaver::new(&thread);
     let (write_total_ms, lat) = write_phase(case, msgs, |rows| {
@@ -355,7 +310,11 @@ fn run_memory(case: &ChannelCase, msgs: &[Value]) -> Result<Measured, String> {
     )
 }
 
-fn run_sqlite(case: &ChannelCase, msgs: &[Value], ctx: &WorkerContext) -> Result<Measured, String> {
+fn run_sqlite(
+    case: &ChannelCase,
+    msgs: &[Value],
+    ctx: &WorkerContext,
+) -> Result<Measured, BenchError> {
     let thread = case.thread_id();
     let path = ctx.work_dir.join("checkpoint-benchmark.sqlite");
     sqlite::remove_db(&path)?;
@@ -392,7 +351,7 @@ fn run_sqlite(case: &ChannelCase, msgs: &[Value], ctx: &WorkerContext) -> Result
             write_total_ms,
             latency: Latency::of(&lat)?,
             warm_read_ms,
-            storage,
+            storage: storage.map_err(BenchError::from),
             cold_read_ms,
             saver_reopen_ms,
             files,
@@ -407,46 +366,61 @@ fn run_sqlite(case: &ChannelCase, msgs: &[Value], ctx: &WorkerContext) -> Result
 /// A saver the write phase persists through: LangGraph's `put` and `put_writes`.
 pub trait Saver {
     /// `put` of one checkpoint.
-    fn put(&mut self, thread_id: &str, rec: &writer::CheckpointRecord) -> Result<(), String>;
+    fn put(&mut self, thread_id: &str, rec: &writer::CheckpointRecord) -> Result<(), BenchError>;
     /// `put_writes` of one task's writes on a checkpoint.
     fn put_writes(
         &mut self,
         thread_id: &str,
         checkpoint_id: &str,
         writes: &[writer::WriteRecord],
-    ) -> Result<(), String>;
+    ) -> Result<(), BenchError>;
 }
 
 impl Saver for sqlite::SqliteSaver {
-    fn put(&mut self, thread_id: &str, rec: &writer::CheckpointRecord) -> Result<(), String> {
-        sqlite::SqliteSaver::put(self, thread_id, rec)
+    fn put(&mut self, thread_id: &str, rec: &writer::CheckpointRecord) -> Result<(), BenchError> {
+        let checkpoint = rec.encode(true);
+        let metadata = rec.metadata_text();
+        let row = sqlite::SqliteCheckpoint {
+            id: &rec.id,
+            parent: rec.parent.as_deref(),
+            checkpoint: &checkpoint,
+            metadata: &metadata,
+        };
+        Ok(self.put_checkpoint(thread_id, &row)?)
     }
     fn put_writes(
         &mut self,
         thread_id: &str,
         checkpoint_id: &str,
         writes: &[writer::WriteRecord],
-    ) -> Result<(), String> {
-        sqlite::SqliteSaver::put_writes(self, thread_id, checkpoint_id, writes)
+    ) -> Result<(), BenchError> {
+        Ok(self.insert_writes(thread_id, checkpoint_id, writes)?)
     }
 }
 
 impl Saver for postgres::PgSaver {
-    fn put(&mut self, thread_id: &str, rec: &writer::CheckpointRecord) -> Result<(), String> {
-        postgres::PgSaver::put(self, thread_id, rec)
+    fn put(&mut self, thread_id: &str, rec: &writer::CheckpointRecord) -> Result<(), BenchError> {
+        let row = postgres::PgCheckpoint {
+            id: &rec.id,
+            parent: rec.parent.as_deref(),
+            checkpoint: rec.pg_checkpoint(),
+            metadata: Json::Object(rec.metadata_json()),
+            blobs: rec.pg_blobs(),
+        };
+        Ok(self.put_checkpoint(thread_id, &row)?)
     }
     fn put_writes(
         &mut self,
         thread_id: &str,
         checkpoint_id: &str,
         writes: &[writer::WriteRecord],
-    ) -> Result<(), String> {
-        postgres::PgSaver::put_writes(self, thread_id, checkpoint_id, writes)
+    ) -> Result<(), BenchError> {
+        Ok(self.insert_writes(thread_id, checkpoint_id, writes)?)
     }
 }
 
 /// One update's rows, in LangGraph's save order.
-fn persist(saver: &mut dyn Saver, thread: &str, rows: &UpdateRows) -> Result<(), String> {
+fn persist(saver: &mut dyn Saver, thread: &str, rows: &UpdateRows) -> Result<(), BenchError> {
     let [a, b, c] = &rows.checkpoints;
     saver.put(thread, a)?;
     saver.put_writes(thread, &a.id, &rows.input_writes)?;
@@ -456,7 +430,7 @@ fn persist(saver: &mut dyn Saver, thread: &str, rows: &UpdateRows) -> Result<(),
 }
 
 /// Reads the thread's head messages through a store handle; returns them and the time taken.
-fn timed_read(store: &dyn Store, thread: &str) -> Result<(Vec<Value>, f64), String> {
+fn timed_read(store: &dyn Store, thread: &str) -> Result<(Vec<Value>, f64), BenchError> {
     let t = Instant::now();
     let messages = read_store(store, thread)?;
     Ok((messages, ms(t)))
@@ -471,7 +445,7 @@ fn unique_thread_id(case: &ChannelCase) -> String {
     format!("{}-{}-{}", case.thread_id(), std::process::id(), nanos)
 }
 
-fn run_postgres(case: &ChannelCase, msgs: &[Value], url: &str) -> Result<Measured, String> {
+fn run_postgres(case: &ChannelCase, msgs: &[Value], url: &str) -> Result<Measured, BenchError> {
     let thread = unique_thread_id(case);
     let mut slot = Some(postgres::PgSaver::open(url)?);
     let res = postgres_phases(case, msgs, url, &thread, &mut slot);
@@ -490,7 +464,7 @@ fn postgres_phases(
     url: &str,
     thread: &str,
     slot: &mut Option<postgres::PgSaver>,
-) -> Result<Measured, String> {
+) -> Result<Measured, BenchError> {
     let saver = slot.as_mut().ok_or("postgres saver missing")?;
     let (write_total_ms, lat) = write_phase(case, msgs, |rows| persist(saver, thread, rows))?;
     let open_store = || {
@@ -517,7 +491,7 @@ fn postgres_phases(
             write_total_ms,
             latency: Latency::of(&lat)?,
             warm_read_ms,
-            storage,
+            storage: storage.map_err(BenchError::from),
             cold_read_ms,
             saver_reopen_ms,
             ..Measured::default()
@@ -534,14 +508,15 @@ fn finish(
     mut m: Measured,
     warm: &[Value],
     cold: &[Value],
-) -> Result<Measured, String> {
+) -> Result<Measured, BenchError> {
     let n = case.update_count;
     if warm.len() as u64 != n || cold.len() as u64 != n {
         return Err(format!(
             "expected {n} messages, materialized warm={} cold={}",
             warm.len(),
             cold.len()
-        ));
+        )
+        .into());
     }
     let expected = digest_of(msgs)?;
     let cold_digest = digest_of(cold)?;
@@ -557,7 +532,7 @@ fn finish(
 }
 
 /// DeerFlow's reducer diagnostic: fold N single-message writes from empty.
-fn reducer_replay(msgs: &[Value]) -> Result<f64, String> {
+fn reducer_replay(msgs: &[Value]) -> Result<f64, BenchError> {
     let writes: Vec<Value> = msgs.iter().map(|m| Value::Array(vec![m.clone()])).collect();
     let refs: Vec<&Value> = writes.iter().collect();
     let t = Instant::now();
@@ -569,43 +544,33 @@ fn reducer_replay(msgs: &[Value]) -> Result<f64, String> {
     Ok(took)
 }
 
-/// An error message safe for a row: one line, the work dir and home replaced, at most 2000
-/// characters.
-fn safe_error(msg: &str, ctx: &WorkerContext) -> String {
-    let mut s = msg.replace(['\n', '\r'], " ");
-    let wd = ctx.work_dir.display().to_string();
-    if !wd.is_empty() {
-        s = s.replace(&wd, "<work-dir>");
-    }
-    if let Some(home) = std::env::var_os("HOME") {
-        let home = home.to_string_lossy().into_owned();
-        if home.len() > 1 {
-            s = s.replace(&home, "<home>");
-        }
-    }
+/// An error text for a row: one line, the PostgreSQL URL as `<pg-url>`, then the shared
+/// redaction ([`crate::bench::env::safe_error`]: work dir, home, passwords, 2000 characters).
+fn row_error(msg: impl std::fmt::Display, ctx: &WorkerContext) -> BenchError {
+    let mut s = msg.to_string().replace(['\n', '\r'], " ");
     if let Some(url) = &ctx.pg_url {
         s = s.replace(url.as_str(), "<pg-url>");
     }
-    s.chars().take(2000).collect()
+    BenchError::Engine(crate::bench::env::safe_error(&s, Some(&ctx.work_dir), &[]))
 }
 
-/// Runs one channel case natively and returns its measured fields ([`FIELDS`], in order),
-/// or the error text for a failure row.
+/// Runs one channel case natively and returns its measured fields, or the error text for a
+/// failure row.
 pub fn run_channel_case(
     case: &ChannelCase,
     ctx: &WorkerContext,
-) -> Result<Map<String, Json>, String> {
+) -> Result<ChannelMetrics, BenchError> {
     run_case(case, ctx)
         .map(|mut m| {
             if let Err(e) = &m.storage {
-                m.storage = Err(safe_error(e, ctx));
+                m.storage = Err(row_error(e, ctx));
             }
-            m.to_fields()
+            m.to_metrics()
         })
-        .map_err(|e| safe_error(&e, ctx))
+        .map_err(|e| row_error(e, ctx))
 }
 
-fn run_case(case: &ChannelCase, ctx: &WorkerContext) -> Result<Measured, String> {
+fn run_case(case: &ChannelCase, ctx: &WorkerContext) -> Result<Measured, BenchError> {
     case.validate()?;
     let msgs = workload_messages(case.update_count, case.payload_bytes);
     let mut m = match case.backend {
@@ -626,8 +591,8 @@ fn run_case(case: &ChannelCase, ctx: &WorkerContext) -> Result<Measured, String>
 /// Writes a case's workload and leaves it in place (no timing, no cleanup): the SQLite file
 /// `<work_dir>/checkpoint-benchmark.sqlite`, or a fresh unique thread on the Postgres server.
 /// Returns the thread id. For tests and for opening native stores with other tools.
-pub fn write_store(case: &ChannelCase, ctx: &WorkerContext) -> Result<String, String> {
-    let run = || -> Result<String, String> {
+pub fn write_store(case: &ChannelCase, ctx: &WorkerContext) -> Result<String, BenchError> {
+    let run = || -> Result<String, BenchError> {
         case.validate()?;
         let msgs = workload_messages(case.update_count, case.payload_bytes);
         match case.backend {
@@ -651,7 +616,7 @@ pub fn write_store(case: &ChannelCase, ctx: &WorkerContext) -> Result<String, St
             Backend::Postgres => {
                 let url = ctx.pg_url.as_deref().ok_or("no PostgreSQL server given")?;
                 let thread = unique_thread_id(case);
-                let saver = postgres::PgSaver::open(url)?;
+                let mut saver = postgres::PgSaver::open(url)?;
                 write_phase(case, &msgs, |rows| {
                     let [a, b, c] = &rows.checkpoints;
                     saver.put(&thread, a)?;
@@ -664,5 +629,5 @@ pub fn write_store(case: &ChannelCase, ctx: &WorkerContext) -> Result<String, St
             }
         }
     };
-    run().map_err(|e| safe_error(&e, ctx))
+    run().map_err(|e| row_error(e, ctx))
 }

@@ -10,6 +10,7 @@
 //! with more channels drives the same API. Backends (`memory.rs`, `sqlite.rs`, `postgres.rs`)
 //! store records the way the matching LangGraph saver does.
 
+use crate::codec::pyjson::{self, PyJsonFormatter};
 use crate::codec::{EXT_DELTA_SNAPSHOT, Value, write_value};
 use serde_json::{Map, Value as Json, json};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -243,22 +244,7 @@ impl Stored {
     }
 }
 
-/// One pending write as a saver stores it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct WriteRecord {
-    /// Task id.
-    pub task_id: String,
-    /// Task path (`~__pregel_pull, <node>`).
-    pub task_path: String,
-    /// Position in the task's batch.
-    pub idx: i64,
-    /// Channel written.
-    pub channel: String,
-    /// Serializer tag (`msgpack` or `null`).
-    pub type_tag: &'static str,
-    /// Serialized value (empty for `null`).
-    pub value: Vec<u8>,
-}
+pub use crate::store::native::WriteRecord;
 
 /// One checkpoint as LangGraph's `create_checkpoint` + `get_checkpoint_metadata` produce it.
 #[derive(Debug, Clone, PartialEq)]
@@ -466,31 +452,9 @@ impl CheckpointRecord {
 
 /// Python `json.dumps(v, ensure_ascii=False)` with default separators.
 pub fn py_json(v: &Json, out: &mut Vec<u8>) {
-    match v {
-        Json::Object(m) => {
-            out.push(b'{');
-            for (i, (k, x)) in m.iter().enumerate() {
-                if i > 0 {
-                    out.extend_from_slice(b", ");
-                }
-                out.extend_from_slice(Json::String(k.clone()).to_string().as_bytes());
-                out.extend_from_slice(b": ");
-                py_json(x, out);
-            }
-            out.push(b'}');
-        }
-        Json::Array(a) => {
-            out.push(b'[');
-            for (i, x) in a.iter().enumerate() {
-                if i > 0 {
-                    out.extend_from_slice(b", ");
-                }
-                py_json(x, out);
-            }
-            out.push(b']');
-        }
-        other => out.extend_from_slice(other.to_string().as_bytes()),
-    }
+    // Serializing a JSON value cannot fail.
+    let text = pyjson::dumps(v, PyJsonFormatter::spaced(false)).unwrap_or_default();
+    out.extend_from_slice(text.as_bytes());
 }
 
 /// How a channel persists.

@@ -7,9 +7,12 @@ pub mod reader;
 pub mod replay;
 pub mod workload;
 
-use super::case::{BENCHMARK_VERSION, Backend, ChannelMode, Engine, RowEnv, SCHEMA_VERSION};
+use super::case::{Backend, ChannelMode, Engine};
+use super::rows::{BadCaseRow, ProductionRow, to_map};
+use super::worker::WorkerOutput;
+use crate::bench::error::BenchError;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 /// DeerFlow discards the first turns from the latency statistics (`WARMUP_TURNS`).
 pub const WARMUP_TURNS: u64 = 2;
@@ -67,30 +70,44 @@ fn sqlite() -> Backend {
 
 impl ProductionCase {
     /// Checks the case like DeerFlow's `ProductionCase.__post_init__`.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), BenchError> {
         if self.turns <= WARMUP_TURNS {
-            return Err("turns must exceed the 2-turn warm-up".into());
+            return Err(BenchError::InvalidCase(
+                "turns must exceed the 2-turn warm-up".into(),
+            ));
         }
         if self.payload_bytes == 0 {
-            return Err("payload_bytes must be positive".into());
+            return Err(BenchError::InvalidCase(
+                "payload_bytes must be positive".into(),
+            ));
         }
         match (self.mode, self.snapshot_frequency) {
             (ChannelMode::Full, Some(_)) => {
-                return Err("snapshot_frequency is a delta-only axis".into());
+                return Err(BenchError::InvalidCase(
+                    "snapshot_frequency is a delta-only axis".into(),
+                ));
             }
             (ChannelMode::Delta, None | Some(0)) => {
-                return Err("delta cases need a positive snapshot_frequency".into());
+                return Err(BenchError::InvalidCase(
+                    "delta cases need a positive snapshot_frequency".into(),
+                ));
             }
             _ => {}
         }
         if self.history_limits.contains(&0) {
-            return Err("history limits must be positive".into());
+            return Err(BenchError::InvalidCase(
+                "history limits must be positive".into(),
+            ));
         }
         if self.read_repetitions == 0 {
-            return Err("read_repetitions must be positive".into());
+            return Err(BenchError::InvalidCase(
+                "read_repetitions must be positive".into(),
+            ));
         }
         if self.backend == Backend::Memory {
-            return Err("bench production runs on sqlite or postgres".into());
+            return Err(BenchError::InvalidCase(
+                "bench production runs on sqlite or postgres".into(),
+            ));
         }
         Ok(())
     }
@@ -185,46 +202,6 @@ impl ProductionMatrix {
     }
 }
 
-/// The identity fields of a production row (§4.8, v2): DeerFlow's order plus `engine`,
-/// `engine_version`, `runtime_version`, `backend` and, for replays, `source_thread_sha256`.
-pub fn production_base_row(case: &ProductionCase, env: &RowEnv) -> Map<String, Value> {
-    let v = json!({
-        "schema_version": SCHEMA_VERSION,
-        "benchmark_version": BENCHMARK_VERSION,
-        "benchmark": BENCHMARK,
-        "success": true,
-        "error": null,
-        "profiled": false,
-        "git_sha": env.git_sha,
-        "python_version": env.python_version,
-        "langgraph_version": env.langgraph_version,
-        "platform": env.platform,
-        "engine": case.engine.as_str(),
-        "engine_version": env.engine_version,
-        "runtime_version": env.runtime_version,
-        "backend": case.backend.as_str(),
-        "mode": case.mode.as_str(),
-        "snapshot_frequency": case.snapshot_frequency,
-        "turns": case.turns,
-        "payload_bytes": case.payload_bytes,
-        "history_limits": case.history_limits,
-        "read_repetitions": case.read_repetitions,
-        "repetition": case.repetition,
-        "seed": case.seed,
-    });
-    let mut m = match v {
-        Value::Object(m) => m,
-        _ => Map::new(),
-    };
-    if let Some(r) = &case.replay {
-        m.insert(
-            "source_thread_sha256".into(),
-            Value::String(r.source_thread_sha256.clone()),
-        );
-    }
-    m
-}
-
 /// The cross-mode gate (§4.7, over every cadence): within each (engine, backend, turns,
 /// payload, repetition, source) group holding successful rows of both modes, more than one
 /// distinct (message_count, seed_content_sha256, state_wire_sha256, history_wire_sha256)
@@ -300,30 +277,29 @@ pub const TEMP_PREFIX: &str = "deerflow-checkpoint-production-";
 
 /// The minimal row of a production worker that cannot use its case.
 pub fn bad_case_row(error: &str) -> Map<String, Value> {
-    let mut m = crate::bench::worker::bad_case_row(error);
-    m.insert("benchmark".into(), Value::String(BENCHMARK.into()));
-    m
+    to_map(&BadCaseRow::new(
+        crate::bench::env::safe_error(error, None, &[]),
+        Some(BENCHMARK),
+    ))
 }
 
 /// `dfck bench production --worker-case JSON`: runs one case natively in this process;
-/// returns the row and the exit code (0 success, 1 failed, 2 unusable case).
-pub fn run_worker_case(case_json: &str) -> (Map<String, Value>, i32) {
-    use crate::bench::worker::{WORKER_BAD_CASE, native_row_env, run_in_child};
+/// returns the row and how the worker ends (`Failed` for a failed or unusable case).
+pub fn run_worker_case(case_json: &str) -> WorkerOutput {
+    use crate::bench::worker::{native_row_env, run_in_child};
+    let bad = |e: &str| WorkerOutput::bad_case(bad_case_row(e), e);
     let case: ProductionCase = match serde_json::from_str(case_json) {
         Ok(c) => c,
-        Err(e) => return (bad_case_row(&format!("invalid case: {e}")), WORKER_BAD_CASE),
+        Err(e) => return bad(&format!("invalid case: {e}")),
     };
     if let Err(e) = case.validate() {
-        return (bad_case_row(&e), WORKER_BAD_CASE);
+        return bad(&e.to_string());
     }
     if case.engine != Engine::Native {
-        return (
-            bad_case_row("dfck's production worker runs the native engine"),
-            WORKER_BAD_CASE,
-        );
+        return bad("dfck's production worker runs the native engine");
     }
     let row_env = native_row_env();
-    let row = production_base_row(&case, &row_env);
+    let row = ProductionRow::new(&case, &row_env);
     run_in_child(row, row_env, TEMP_PREFIX, |ctx| {
         native::run_production_case(&case, ctx)
     })
@@ -358,6 +334,7 @@ pub fn progress_line(i: usize, n: usize, c: &ProductionCase) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn matrix() -> ProductionMatrix {
         ProductionMatrix {
@@ -413,7 +390,7 @@ mod tests {
         c.turns = 3;
         assert!(c.validate().is_ok());
         c.snapshot_frequency = Some(10);
-        assert!(c.validate().unwrap_err().contains("delta-only"));
+        assert!(c.validate().unwrap_err().to_string().contains("delta-only"));
         assert_eq!(c.effective_history_limits(), vec![10, 50, 100]);
     }
 

@@ -14,17 +14,18 @@ use super::workload::{Step, Turn, generated_turn, replay_turns, written_messages
 use super::{ProductionCase, WARMUP_TURNS};
 use crate::bench::case::{Backend, ChannelMode, WorkerContext};
 use crate::bench::digest::combined_sha256;
+use crate::bench::error::BenchError;
 use crate::bench::native::writer::{
     ChannelKind, CheckpointRecord, Clock, GraphState, Stored, WriteRecord, encode_list,
     pull_task_path, task_id,
 };
 use crate::bench::native::{Latency, Saver, digest_of, postgres, sqlite};
+use crate::bench::rows::{HistoryTiming, HistoryTimings, ProductionMetrics};
 use crate::bench::stats::merged_busy;
 use crate::codec::{Value, encode};
 use crate::materialize::Reducer;
 use crate::model::{MESSAGES, MODE_MARKER};
 use crate::store::Store;
-use serde_json::{Map, Value as Json, json};
 use std::time::Instant;
 
 const START: &str = "__start__";
@@ -167,7 +168,7 @@ impl ProductionGraph {
         out
     }
 
-    fn apply(&mut self, writes: &[(&'static str, Value)]) -> Result<(), String> {
+    fn apply(&mut self, writes: &[(&'static str, Value)]) -> Result<(), BenchError> {
         for (ch, v) in writes {
             if *ch == MESSAGES {
                 let state = std::mem::take(&mut self.messages);
@@ -229,7 +230,7 @@ impl ProductionGraph {
     }
 
     /// One turn (`graph.invoke` of its input): the rows to persist, in save order.
-    pub fn turn(&mut self, steps: &[Step]) -> Result<Vec<Row>, String> {
+    pub fn turn(&mut self, steps: &[Step]) -> Result<Vec<Row>, BenchError> {
         let Some((input, nodes)) = steps.split_first() else {
             return Ok(Vec::new());
         };
@@ -295,7 +296,7 @@ enum Sink {
 }
 
 impl Sink {
-    fn persist(&mut self, thread: &str, row: &Row) -> Result<(), String> {
+    fn persist(&mut self, thread: &str, row: &Row) -> Result<(), BenchError> {
         let saver: &mut dyn Saver = match self {
             Sink::Sqlite(s) => s,
             Sink::Postgres(s) => s,
@@ -308,7 +309,7 @@ impl Sink {
 }
 
 /// The turns a case runs: generated, or the replayed thread's messages.
-pub fn case_turns(case: &ProductionCase) -> Result<Vec<Turn>, String> {
+pub fn case_turns(case: &ProductionCase) -> Result<Vec<Turn>, BenchError> {
     match &case.replay {
         None => Ok((0..case.turns)
             .map(|t| generated_turn(t, case.payload_bytes))
@@ -338,7 +339,7 @@ fn p(l: &Latency, q: &str) -> f64 {
 pub fn run_production_case(
     case: &ProductionCase,
     ctx: &WorkerContext,
-) -> Result<Map<String, Json>, String> {
+) -> Result<ProductionMetrics, BenchError> {
     let turns = case_turns(case)?;
     let expected = written_messages(&turns);
     let expected_digest = digest_of(&expected)?;
@@ -389,7 +390,7 @@ fn measure(
     thread: &str,
     sink: &mut Sink,
     ctx: &WorkerContext,
-) -> Result<Map<String, Json>, String> {
+) -> Result<ProductionMetrics, BenchError> {
     // Run phase.
     let mut graph = ProductionGraph::new(case.mode, case.snapshot_frequency, Clock::default());
     let mut turn_ms = Vec::with_capacity(turns.len());
@@ -416,7 +417,7 @@ fn measure(
 
     // Readers: a fresh store handle per cold read (its open time is the counterpart of
     // DeerFlow's accessor-graph build).
-    let open = || -> Result<Box<dyn Store>, String> {
+    let open = || -> Result<Box<dyn Store>, BenchError> {
         match case.backend {
             Backend::Postgres => Ok(Box::new(
                 crate::store::postgres::PostgresStore::open_read_only(
@@ -443,19 +444,11 @@ fn measure(
             "materialized {} messages that differ from the {} the turns wrote",
             seed_messages.len(),
             expected.len()
-        ));
+        )
+        .into());
     }
     drop(seed_reader);
     drop(seed_store);
-
-    let mut fields = Map::new();
-    fields.insert("run_turn_p50_ms".into(), json!(run_lat.p50));
-    fields.insert("run_turn_p95_ms".into(), json!(run_lat.p95));
-    for q in ["p50", "p95", "p99"] {
-        fields.insert(format!("checkpoint_write_{q}_ms"), json!(p(&write_lat, q)));
-    }
-    fields.insert("message_count".into(), json!(seed_messages.len()));
-    fields.insert("seed_content_sha256".into(), json!(seed_digest));
 
     // State: cold (fresh handle + reader), then warm through the same cached reader.
     let t = Instant::now();
@@ -479,7 +472,7 @@ fn measure(
     drop(store);
 
     // History per effective limit: cold with an empty cache, then warm.
-    let mut history = Map::new();
+    let mut history = Vec::new();
     let mut digests = Vec::new();
     let mut history_cache = super::reader::CacheStats::default();
     for limit in case.effective_history_limits() {
@@ -498,15 +491,18 @@ fn measure(
         let s = reader.stats();
         history_cache.hits += s.hits;
         history_cache.misses += s.misses;
-        history.insert(format!("history_limit_{limit}_cold_ms"), json!(cold_ms));
-        history.insert(format!("history_limit_{limit}_cold_saver_ms"), json!(0.0));
-        history.insert(format!("history_limit_{limit}_warm_p50_ms"), json!(w.p50));
-        history.insert(format!("history_limit_{limit}_warm_p95_ms"), json!(w.p95));
+        history.push(HistoryTiming {
+            limit,
+            cold_ms,
+            cold_saver_ms: 0.0,
+            warm_p50_ms: w.p50,
+            warm_p95_ms: w.p95,
+        });
         digests.push(cold.wire_sha256);
     }
 
     // Online sizes while the writer is still open.
-    let (db, wal, shm, storage) = match sink {
+    let (files, st) = match sink {
         Sink::Sqlite(s) => {
             let path = ctx.work_dir.join("production-benchmark.sqlite");
             let side = |suffix: &str| {
@@ -516,55 +512,66 @@ fn measure(
             };
             let st = s.stats(thread)?;
             (
-                json!(sqlite::file_size(&path)),
-                json!(side("-wal")),
-                json!(side("-shm")),
-                json!({"checkpoint_rows": st.checkpoint_rows, "checkpoint_bytes": st.checkpoint_bytes,
-                       "blob_rows": null, "blob_bytes": null,
-                       "write_rows": st.write_rows, "write_bytes": st.write_bytes}),
+                Some((sqlite::file_size(&path), side("-wal"), side("-shm"))),
+                (
+                    st.checkpoint_rows,
+                    st.checkpoint_bytes,
+                    None,
+                    None,
+                    st.write_rows,
+                    st.write_bytes,
+                ),
             )
         }
         Sink::Postgres(s) => {
             let st = s.stats(thread)?;
             (
-                Json::Null,
-                Json::Null,
-                Json::Null,
-                json!({"checkpoint_rows": st.checkpoint_rows, "checkpoint_bytes": st.checkpoint_bytes,
-                       "blob_rows": st.blob_rows, "blob_bytes": st.blob_bytes,
-                       "write_rows": st.write_rows, "write_bytes": st.write_bytes}),
+                None,
+                (
+                    st.checkpoint_rows,
+                    st.checkpoint_bytes,
+                    Some(st.blob_rows),
+                    Some(st.blob_bytes),
+                    st.write_rows,
+                    st.write_bytes,
+                ),
             )
         }
     };
-    fields.insert("db_bytes".into(), db);
-    fields.insert("wal_bytes".into(), wal);
-    fields.insert("shm_bytes".into(), shm);
-    fields.insert("state_cold_ms".into(), json!(state_cold_ms));
-    fields.insert("state_cold_saver_ms".into(), json!(0.0));
-    fields.insert("state_cold_graph_build_ms".into(), json!(build_ms));
-    fields.insert("state_warm_p50_ms".into(), json!(state_warm.p50));
-    fields.insert("state_warm_p95_ms".into(), json!(state_warm.p95));
-    fields.insert("state_wire_sha256".into(), json!(state.wire_sha256));
-    fields.insert(
-        "history_wire_sha256".into(),
-        json!(combined_sha256(&digests)),
-    );
-    fields.insert("saver_read_attribution".into(), json!(false));
-    fields.extend(history);
-    // v2 additions.
-    fields.insert("run_turn_p99_ms".into(), json!(run_lat.p99));
-    fields.insert("run_total_ms".into(), json!(run_total_ms));
-    fields.insert(
-        "checkpoints_per_turn".into(),
-        json!(checkpoints as f64 / turns.len().max(1) as f64),
-    );
-    if let Json::Object(m) = storage {
-        fields.extend(m);
-    }
-    fields.insert("state_response_bytes".into(), json!(state.response_bytes));
-    fields.insert("state_cache_hits".into(), json!(state_cache.hits));
-    fields.insert("state_cache_misses".into(), json!(state_cache.misses));
-    fields.insert("history_cache_hits".into(), json!(history_cache.hits));
-    fields.insert("history_cache_misses".into(), json!(history_cache.misses));
-    Ok(fields)
+    let (checkpoint_rows, checkpoint_bytes, blob_rows, blob_bytes, write_rows, write_bytes) = st;
+    Ok(ProductionMetrics {
+        run_turn_p50_ms: run_lat.p50,
+        run_turn_p95_ms: run_lat.p95,
+        checkpoint_write_p50_ms: p(&write_lat, "p50"),
+        checkpoint_write_p95_ms: p(&write_lat, "p95"),
+        checkpoint_write_p99_ms: p(&write_lat, "p99"),
+        message_count: seed_messages.len() as u64,
+        seed_content_sha256: seed_digest,
+        db_bytes: files.map(|f| f.0),
+        wal_bytes: files.map(|f| f.1),
+        shm_bytes: files.map(|f| f.2),
+        state_cold_ms,
+        state_cold_saver_ms: 0.0,
+        state_cold_graph_build_ms: build_ms,
+        state_warm_p50_ms: state_warm.p50,
+        state_warm_p95_ms: state_warm.p95,
+        state_wire_sha256: state.wire_sha256,
+        history_wire_sha256: combined_sha256(&digests),
+        saver_read_attribution: false,
+        history: HistoryTimings(history),
+        run_turn_p99_ms: run_lat.p99,
+        run_total_ms,
+        checkpoints_per_turn: checkpoints as f64 / turns.len().max(1) as f64,
+        checkpoint_rows,
+        checkpoint_bytes,
+        blob_rows,
+        blob_bytes,
+        write_rows,
+        write_bytes,
+        state_response_bytes: state.response_bytes as u64,
+        state_cache_hits: state_cache.hits,
+        state_cache_misses: state_cache.misses,
+        history_cache_hits: history_cache.hits,
+        history_cache_misses: history_cache.misses,
+    })
 }

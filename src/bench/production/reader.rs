@@ -5,6 +5,7 @@
 //! DeerFlow's accessor and checkpoint-history caches) and counts hits and misses.
 
 use crate::bench::digest::{DigestMessage, wire_sha256};
+use crate::bench::error::BenchError;
 use crate::codec::{Value, to_json};
 use crate::materialize::Reducer;
 use crate::materialize::{Source, StoreSource, View, fixed, materialize};
@@ -155,9 +156,9 @@ impl<'a> Reader<'a> {
     }
 
     /// The state at `id` (the state view) and its parent id.
-    fn state_at(&mut self, id: &str) -> Result<Rc<State>, String> {
+    fn state_at(&mut self, id: &str) -> Result<Rc<State>, BenchError> {
         let choose = fixed(self.reducer);
-        let materialized = |src: &mut dyn Source| -> Result<State, String> {
+        let materialized = |src: &mut dyn Source| -> Result<State, BenchError> {
             let m = materialize(src, id, View::State, &choose).map_err(|e| e.to_string())?;
             Ok(State {
                 parent: m.checkpoint.parent_checkpoint_id.clone(),
@@ -186,22 +187,22 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn head(&self) -> Result<String, String> {
+    fn head(&self) -> Result<String, BenchError> {
         self.store
             .head_id(&self.thread_id, "")
             .map_err(|e| e.to_string())?
-            .ok_or_else(|| "the benchmark thread has no checkpoint".to_string())
+            .ok_or_else(|| BenchError::from("the benchmark thread has no checkpoint"))
     }
 
     /// The head's materialized messages (the accessor's view, for the seed digest).
-    pub fn state_messages(&mut self) -> Result<Vec<Value>, String> {
+    pub fn state_messages(&mut self) -> Result<Vec<Value>, BenchError> {
         let head = self.head()?;
         let state = self.state_at(&head)?;
         Ok(messages_of(&state.values).to_vec())
     }
 
     /// `GET /api/threads/{id}/state`: the head's values, rendered.
-    pub fn state(&mut self) -> Result<ReadResult, String> {
+    pub fn state(&mut self) -> Result<ReadResult, BenchError> {
         let head = self.head()?;
         let state = self.state_at(&head)?;
         let values = &state.values;
@@ -220,7 +221,7 @@ impl<'a> Reader<'a> {
 
     /// `POST /api/threads/{id}/history {"limit": L}`: the newest `limit` checkpoints'
     /// states, messages on the newest entry only.
-    pub fn history(&mut self, limit: u64) -> Result<ReadResult, String> {
+    pub fn history(&mut self, limit: u64) -> Result<ReadResult, BenchError> {
         let mut id = Some(self.head()?);
         let mut entries = Vec::new();
         let mut digest_msgs: Vec<Value> = Vec::new();

@@ -1,48 +1,40 @@
-//! `dfck bench channels` (bench-harness.md §2, §9): flags and validation, then the controller
-//! loop — one child per case, progress on stderr, each row appended and flushed to `--output`
-//! as its case finishes, the cross-mode gate at the end (rewriting the file atomically when it
-//! changes a row), and the summary line. With the hidden `--worker-case JSON` this process is
-//! the child instead ([`crate::bench::worker`]).
-//!
-//! Children: `--engine native` re-executes this binary (`bench channels --worker-case JSON`);
-//! `--engine langgraph` runs `<--python> <worker script> --worker-case JSON`. The worker script
-//! is `--worker-script PATH` / `DFCK_BENCH_LANGGRAPH_WORKER` when given, else the first
-//! `scripts/bench_worker_langgraph.py` found in the directories above the dfck executable
-//! (`<repo>/target/release/dfck` → `<repo>/scripts/…`), else in the source tree dfck was built
-//! from, else under the current directory. The PostgreSQL URL reaches children only through
-//! `DFCK_BENCH_PG_URL`; the git SHA through `DFCK_BENCH_GIT_SHA` (and DeerFlow's
-//! `DEERFLOW_CHECKPOINT_BENCH_GIT_SHA`).
-//!
-//! Ctrl-C (SIGINT) or SIGTERM: the running child's process group is killed (SIGTERM, 2 s, then
-//! SIGKILL), its case gets no row, every finished row stays in the file (gated), and the run
-//! exits 130.
+//! `dfck bench channels`: flags and their validation (DeerFlow's messages), then the library
+//! runs the matrix ([`crate::bench::launcher::Launcher`] over the shared controller loop) and
+//! reports through [`crate::render::bench_reporter`]. With the hidden `--worker-case JSON` this
+//! process is the child instead ([`crate::bench::worker`]); its row is printed by
+//! [`crate::render::bench`]. How children are started and where the langgraph worker script is
+//! found: [`crate::bench::launcher`]. Ctrl-C (SIGINT) or SIGTERM: the running child's process
+//! group is killed, its case gets no row, every finished row stays in the file (gated), and the
+//! command ends `Interrupted` (exit 130).
 
-use crate::bench::case::{Backend, ChannelMode, Engine, RowEnv, channel_base_row};
+use crate::bench::case::{Backend, ChannelMode, Engine};
 use crate::bench::channels::{
     CsvValues, MatrixSpec, apply_cap, cap_message, cross_mode_gate, expand_matrix,
     parse_choice_csv, parse_positive_int_csv, progress_line,
 };
-use crate::bench::controller::{ChildEnd, ChildSpec, PlannedCase, run_child};
-use crate::bench::{env, worker};
+use crate::bench::controller::PlannedCase;
+use crate::bench::error::BenchError;
+use crate::bench::launcher::{Launcher, locate_worker_script};
+use crate::bench::rows::ChannelRow;
+use crate::bench::worker;
 use crate::cli::GlobalArgs;
 use crate::error::Error;
-use clap::{Args, ValueEnum};
-use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
+use crate::outcome::Outcome;
+use crate::render::bench_reporter::{StderrReporter, note};
+use clap::Args;
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+use std::path::PathBuf;
 
-/// The worker script of the langgraph engine, relative to the repository.
-pub const LANGGRAPH_WORKER: &str = "scripts/bench_worker_langgraph.py";
-/// Environment variable naming the langgraph worker script.
-pub const LANGGRAPH_WORKER_ENV: &str = "DFCK_BENCH_LANGGRAPH_WORKER";
-
-/// `--engine`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum EngineArg {
-    /// dfck's own Rust writer/reader of the LangGraph 1.2 format.
-    Native,
-    /// The real Python LangGraph (needs --python with langgraph installed).
-    Langgraph,
+/// `--engine` of a bench command: the engine names with their help texts.
+pub(super) fn engine_parser(
+    native: &'static str,
+    langgraph: &'static str,
+) -> impl TypedValueParser<Value = Engine> {
+    PossibleValuesParser::new([
+        PossibleValue::new(Engine::Native.as_str()).help(native),
+        PossibleValue::new(Engine::Langgraph.as_str()).help(langgraph),
+    ])
+    .try_map(|s: String| s.parse::<Engine>())
 }
 
 /// The matrix axes of `dfck bench channels` (comma-separated lists).
@@ -94,8 +86,15 @@ pub struct ChannelsArgs {
     #[arg(long, value_name = "PATH")]
     pub output: Option<PathBuf>,
     /// The system under test.
-    #[arg(long, value_enum, default_value_t = EngineArg::Native)]
-    pub engine: EngineArg,
+    #[arg(
+        long,
+        default_value_t = Engine::Native,
+        value_parser = engine_parser(
+            "dfck's own Rust writer/reader of the LangGraph 1.2 format",
+            "The real Python LangGraph (needs --python with langgraph installed)",
+        )
+    )]
+    pub engine: Engine,
     /// Python interpreter with langgraph installed (--engine langgraph).
     #[arg(long, value_name = "PATH", default_value = "python3")]
     pub python: PathBuf,
@@ -117,10 +116,10 @@ pub(super) fn usage(msg: impl Into<String>) -> Error {
     Error::Usage(msg.into())
 }
 
-/// The parsed values; prints DeerFlow's duplicate warning on stderr.
+/// The parsed values; reports DeerFlow's duplicate warning on stderr.
 pub(super) fn warn<T>(v: CsvValues<T>) -> Vec<T> {
     if let Some(w) = &v.warning {
-        eprintln!("{w}");
+        note(w);
     }
     v.values
 }
@@ -136,23 +135,25 @@ struct Plan {
 }
 
 fn plan(args: &ChannelsArgs) -> Result<Plan, Error> {
-    let modes =
-        warn(parse_choice_csv("--modes", &args.matrix.modes, &["full", "delta"]).map_err(usage)?);
-    let backends = warn(
-        parse_choice_csv(
-            "--backends",
-            &args.matrix.backends,
-            &["memory", "sqlite", "postgres"],
-        )
-        .map_err(usage)?,
-    );
-    let updates = warn(parse_positive_int_csv("--updates", &args.matrix.updates).map_err(usage)?);
-    let payloads =
-        warn(parse_positive_int_csv("--payload-bytes", &args.matrix.payload_bytes).map_err(usage)?);
-    let frequencies = warn(
-        parse_positive_int_csv("--snapshot-frequencies", &args.matrix.snapshot_frequencies)
-            .map_err(usage)?,
-    );
+    let modes = warn(parse_choice_csv(
+        "--modes",
+        &args.matrix.modes,
+        &[ChannelMode::Full, ChannelMode::Delta],
+    )?);
+    let backends = warn(parse_choice_csv(
+        "--backends",
+        &args.matrix.backends,
+        &[Backend::Memory, Backend::Sqlite, Backend::Postgres],
+    )?);
+    let updates = warn(parse_positive_int_csv("--updates", &args.matrix.updates)?);
+    let payloads = warn(parse_positive_int_csv(
+        "--payload-bytes",
+        &args.matrix.payload_bytes,
+    )?);
+    let frequencies = warn(parse_positive_int_csv(
+        "--snapshot-frequencies",
+        &args.matrix.snapshot_frequencies,
+    )?);
     let Some(output) = args.output.clone() else {
         return Err(usage("--output is required"));
     };
@@ -165,14 +166,6 @@ fn plan(args: &ChannelsArgs) -> Result<Plan, Error> {
     if !args.allow_large_cases && args.max_estimated_full_bytes <= 0 {
         return Err(usage("--max-estimated-full-bytes must be positive"));
     }
-    let backends: Vec<Backend> = backends
-        .iter()
-        .map(|b| match b.as_str() {
-            "memory" => Backend::Memory,
-            "sqlite" => Backend::Sqlite,
-            _ => Backend::Postgres,
-        })
-        .collect();
     let pg_url = args
         .pg_url
         .clone()
@@ -194,26 +187,14 @@ fn plan(args: &ChannelsArgs) -> Result<Plan, Error> {
             Some(_) => {}
         }
     }
-    let engine = match args.engine {
-        EngineArg::Native => Engine::Native,
-        EngineArg::Langgraph => Engine::Langgraph,
-    };
+    let engine = args.engine;
     let worker_script = match engine {
         Engine::Native => None,
         Engine::Langgraph => Some(locate_worker_script(args.worker_script.as_deref())?),
     };
     Ok(Plan {
         spec: MatrixSpec {
-            modes: modes
-                .iter()
-                .map(|m| {
-                    if m == "full" {
-                        ChannelMode::Full
-                    } else {
-                        ChannelMode::Delta
-                    }
-                })
-                .collect(),
+            modes,
             backends,
             updates,
             payloads,
@@ -234,102 +215,21 @@ fn plan(args: &ChannelsArgs) -> Result<Plan, Error> {
     })
 }
 
-/// Finds the langgraph worker script (see the module header for the search order).
-pub fn locate_worker_script(explicit: Option<&Path>) -> Result<PathBuf, Error> {
-    locate_script(explicit, LANGGRAPH_WORKER_ENV, LANGGRAPH_WORKER)
-}
-
-/// Finds a worker script shipped with dfck: `explicit` or the non-empty env var `env_var`
-/// when given (it must exist), else the first `relative` (a path relative to the repository,
-/// e.g. `scripts/x.py`) in the directories above the dfck executable, in the source tree dfck
-/// was built from, or under the current directory.
-pub fn locate_script(
-    explicit: Option<&Path>,
-    env_var: &str,
-    relative: &str,
-) -> Result<PathBuf, Error> {
-    let from_env = std::env::var_os(env_var)
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from);
-    if let Some(p) = explicit.map(Path::to_path_buf).or(from_env) {
-        return if p.is_file() {
-            Ok(p)
-        } else {
-            Err(usage(format!(
-                "langgraph worker script {} does not exist",
-                p.display()
-            )))
-        };
-    }
-    let mut candidates = Vec::new();
-    if let Ok(exe) = std::env::current_exe() {
-        candidates.extend(exe.ancestors().skip(1).map(|d| d.join(relative)));
-    }
-    candidates.push(env::build_dir().join(relative));
-    if let Ok(cwd) = std::env::current_dir() {
-        candidates.push(cwd.join(relative));
-    }
-    candidates.into_iter().find(|p| p.is_file()).ok_or_else(|| {
-        usage(format!(
-            "cannot find {relative}; pass --worker-script PATH or set {env_var}"
-        ))
-    })
-}
-
-/// The identity the controller gives its own failure rows: the native engine's own, or what
-/// `<python> <worker script> --identity` reports (`unknown`/null when that probe fails).
-pub(super) fn controller_row_env(
-    engine: Engine,
-    git_sha: &str,
-    probe: Option<&ChildSpec>,
-    interrupt: &AtomicBool,
-) -> RowEnv {
-    match engine {
-        Engine::Native => RowEnv {
-            git_sha: git_sha.to_string(),
-            ..worker::native_row_env()
-        },
-        Engine::Langgraph => {
-            let reported = probe
-                .and_then(|spec| run_child(spec, interrupt).ok())
-                .filter(|r| r.end == ChildEnd::Exited(0))
-                .and_then(|r| {
-                    let last = r.stdout.lines().rev().find(|l| !l.trim().is_empty())?;
-                    match serde_json::from_str::<Value>(last.trim()) {
-                        Ok(Value::Object(m)) => Some(m),
-                        _ => None,
-                    }
-                })
-                .unwrap_or_default();
-            let text = |k: &str| reported.get(k).and_then(Value::as_str).map(str::to_string);
-            RowEnv {
-                git_sha: git_sha.to_string(),
-                python_version: text("python_version"),
-                langgraph_version: text("langgraph_version"),
-                platform: text("platform").unwrap_or_else(env::platform),
-                engine_version: text("engine_version").unwrap_or_else(|| "unknown".into()),
-                runtime_version: text("runtime_version").unwrap_or_else(|| "unknown".into()),
-            }
-        }
-    }
-}
-
 /// Runs `dfck bench channels`.
-pub fn run(_global: &GlobalArgs, args: &ChannelsArgs) -> Result<i32, Error> {
+pub fn run(_global: &GlobalArgs, args: &ChannelsArgs) -> Result<Outcome, Error> {
     if let Some(case) = &args.worker_case {
-        return Ok(worker::worker_main(case));
+        return super::print_worker_row(worker::run_worker_case(case));
     }
     let plan = plan(args)?;
     let cases = expand_matrix(&plan.spec);
     let capped = apply_cap(cases, plan.cap);
     if !capped.skipped.is_empty() {
-        eprintln!("{}", cap_message(&capped));
+        note(&cap_message(&capped));
     }
     if capped.kept.is_empty() {
-        eprintln!("No benchmark cases remain after applying the safety cap.");
-        return Ok(crate::error::EXIT_ERROR);
+        return Err(BenchError::NoCasesLeft.into());
     }
-    let launcher = super::Launcher::new(
+    let launcher = Launcher::new(
         "channels",
         &args.python,
         plan.worker_script.clone(),
@@ -342,9 +242,10 @@ pub fn run(_global: &GlobalArgs, args: &ChannelsArgs) -> Result<i32, Error> {
         let case_json = serde_json::to_string(case).map_err(|e| Error::Render(e.to_string()))?;
         planned.push(PlannedCase {
             spec: launcher.spec(case_json),
-            base: channel_base_row(case, &launcher.row_env),
+            base: Box::new(ChannelRow::new(case, &launcher.row_env)),
             progress: progress_line(i + 1, n, case),
         });
     }
-    launcher.run(planned, &plan.output, &cross_mode_gate)
+    let done = launcher.run(planned, &plan.output, &cross_mode_gate, &mut StderrReporter)?;
+    Ok(done.outcome())
 }

@@ -1,45 +1,27 @@
-//! `dfck bench production` (bench-harness.md §4, §9): flags and validation, the matrix (or the
-//! replay of an operator's threads with `--replay-from`), then the shared controller loop — one
-//! child per case, rows streamed to `--output`, the cross-mode gate on the four-value
-//! signature over every cadence.
-//!
-//! Children: `--engine native` re-executes this binary (`bench production --worker-case
-//! JSON`); `--engine langgraph` runs `<--python> <worker script> --worker-case JSON`, the
-//! script being `--worker-script PATH` / `DFCK_BENCH_LANGGRAPH_PRODUCTION_WORKER` when given,
-//! else the first `scripts/bench_worker_langgraph_production.py` found like `bench channels`
-//! finds its worker. Its `--identity` probe gives the controller's own failure rows their
-//! identity fields. The PostgreSQL URL reaches children only through `DFCK_BENCH_PG_URL`.
+//! `dfck bench production`: flags and their validation, the matrix (or the replay of an
+//! operator's threads with `--replay-from`), then the library's controller loop (one child per
+//! case, rows streamed to `--output`, the cross-mode gate on the four-value signature over every
+//! cadence) reporting through [`crate::render::bench_reporter`]. Children and the langgraph
+//! production worker script: [`crate::bench::launcher`].
 
-use super::channels::{usage, warn};
+use super::channels::{engine_parser, usage, warn};
 use crate::bench::case::{Backend, ChannelMode, Engine};
 use crate::bench::channels::{parse_choice_csv, parse_positive_int_csv};
 use crate::bench::controller::PlannedCase;
+use crate::bench::launcher::{
+    LANGGRAPH_PRODUCTION_WORKER, LANGGRAPH_PRODUCTION_WORKER_ENV, Launcher, locate_script,
+};
 use crate::bench::production::replay::prepare;
 use crate::bench::production::{
-    ProductionCase, ProductionMatrix, WARMUP_TURNS, production_base_row, production_gate,
-    progress_line, run_worker_case,
+    ProductionCase, ProductionMatrix, WARMUP_TURNS, production_gate, progress_line, run_worker_case,
 };
-use crate::bench::worker;
+use crate::bench::rows::ProductionRow;
 use crate::cli::GlobalArgs;
-use crate::cli::bench::channels::locate_script;
 use crate::error::Error;
-use clap::{Args, ValueEnum};
+use crate::outcome::Outcome;
+use crate::render::bench_reporter::{StderrReporter, note};
+use clap::Args;
 use std::path::PathBuf;
-
-/// The production worker script of the langgraph engine, relative to the repository.
-pub const LANGGRAPH_PRODUCTION_WORKER: &str = "scripts/bench_worker_langgraph_production.py";
-/// Environment variable naming the langgraph production worker script.
-pub const LANGGRAPH_PRODUCTION_WORKER_ENV: &str = "DFCK_BENCH_LANGGRAPH_PRODUCTION_WORKER";
-
-/// `--engine`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ProductionEngine {
-    /// dfck's own writer/reader of the LangGraph 1.2 format.
-    Native,
-    /// The real Python LangGraph: a production-shaped StateGraph with a scripted model and a
-    /// real saver (needs --python with langgraph installed).
-    Langgraph,
-}
 
 /// Arguments of `dfck bench production`.
 #[derive(Debug, Args)]
@@ -78,8 +60,15 @@ pub struct ProductionArgs {
     #[arg(long)]
     pub output: Option<PathBuf>,
     /// The system under test.
-    #[arg(long, value_enum, default_value_t = ProductionEngine::Native)]
-    pub engine: ProductionEngine,
+    #[arg(
+        long,
+        default_value_t = Engine::Native,
+        value_parser = engine_parser(
+            "dfck's own writer/reader of the LangGraph 1.2 format",
+            "The real Python LangGraph: a production-shaped StateGraph with a scripted model and a real saver (needs --python with langgraph installed)",
+        )
+    )]
+    pub engine: Engine,
     /// Python interpreter with langgraph installed (--engine langgraph).
     #[arg(long, value_name = "PATH", default_value = "python3")]
     pub python: PathBuf,
@@ -113,47 +102,38 @@ pub struct ProductionArgs {
 }
 
 /// Runs `dfck bench production`.
-pub fn run(_global: &GlobalArgs, args: &ProductionArgs) -> Result<i32, Error> {
+pub fn run(_global: &GlobalArgs, args: &ProductionArgs) -> Result<Outcome, Error> {
     if let Some(case) = &args.worker_case {
-        return Ok(worker::print_row(run_worker_case(case)));
+        return super::print_worker_row(run_worker_case(case));
     }
-    let modes: Vec<ChannelMode> =
-        warn(parse_choice_csv("--modes", &args.modes, &["full", "delta"]).map_err(usage)?)
-            .iter()
-            .map(|m| {
-                if m == "full" {
-                    ChannelMode::Full
-                } else {
-                    ChannelMode::Delta
-                }
-            })
-            .collect();
-    let backends: Vec<Backend> = warn(
-        parse_choice_csv("--backends", &args.backends, &["sqlite", "postgres"]).map_err(usage)?,
-    )
-    .iter()
-    .map(|b| {
-        if b == "sqlite" {
-            Backend::Sqlite
-        } else {
-            Backend::Postgres
-        }
-    })
-    .collect();
-    let turns = warn(parse_positive_int_csv("--turns", &args.turns).map_err(usage)?);
+    let modes = warn(parse_choice_csv(
+        "--modes",
+        &args.modes,
+        &[ChannelMode::Full, ChannelMode::Delta],
+    )?);
+    let backends = warn(parse_choice_csv(
+        "--backends",
+        &args.backends,
+        &[Backend::Sqlite, Backend::Postgres],
+    )?);
+    let turns = warn(parse_positive_int_csv("--turns", &args.turns)?);
     if args.replay_from.is_none() && turns.iter().any(|t| *t <= WARMUP_TURNS) {
         return Err(usage(format!(
             "--turns values must exceed the {WARMUP_TURNS}-turn warm-up"
         )));
     }
-    let payloads =
-        warn(parse_positive_int_csv("--payload-bytes", &args.payload_bytes).map_err(usage)?);
-    let frequencies = warn(
-        parse_positive_int_csv("--snapshot-frequencies", &args.snapshot_frequencies)
-            .map_err(usage)?,
-    );
-    let history_limits =
-        warn(parse_positive_int_csv("--history-limits", &args.history_limits).map_err(usage)?);
+    let payloads = warn(parse_positive_int_csv(
+        "--payload-bytes",
+        &args.payload_bytes,
+    )?);
+    let frequencies = warn(parse_positive_int_csv(
+        "--snapshot-frequencies",
+        &args.snapshot_frequencies,
+    )?);
+    let history_limits = warn(parse_positive_int_csv(
+        "--history-limits",
+        &args.history_limits,
+    )?);
     if args.repetitions <= 0
         || args.read_repetitions <= 0
         || args.timeout_seconds.is_nan()
@@ -164,16 +144,14 @@ pub fn run(_global: &GlobalArgs, args: &ProductionArgs) -> Result<i32, Error> {
     let Some(output) = args.output.clone() else {
         return Err(usage("--output is required"));
     };
-    let (engine, worker_script) = match args.engine {
-        ProductionEngine::Native => (Engine::Native, None),
-        ProductionEngine::Langgraph => (
-            Engine::Langgraph,
-            Some(locate_script(
-                args.worker_script.as_deref(),
-                LANGGRAPH_PRODUCTION_WORKER_ENV,
-                LANGGRAPH_PRODUCTION_WORKER,
-            )?),
-        ),
+    let engine = args.engine;
+    let worker_script = match engine {
+        Engine::Native => None,
+        Engine::Langgraph => Some(locate_script(
+            args.worker_script.as_deref(),
+            LANGGRAPH_PRODUCTION_WORKER_ENV,
+            LANGGRAPH_PRODUCTION_WORKER,
+        )?),
     };
     let pg_url = args
         .pg_url
@@ -213,7 +191,7 @@ pub fn run(_global: &GlobalArgs, args: &ProductionArgs) -> Result<i32, Error> {
                 replay_dir.path(),
             )?;
             for s in &skipped {
-                eprintln!("dfck: skipping {s}");
+                note(&format!("dfck: skipping {s}"));
             }
             if threads.is_empty() {
                 return Err(usage(format!(
@@ -223,12 +201,12 @@ pub fn run(_global: &GlobalArgs, args: &ProductionArgs) -> Result<i32, Error> {
             }
             let mut cases = Vec::new();
             for t in threads {
-                eprintln!(
+                note(&format!(
                     "dfck: replaying thread {} ({} messages, {} turns)",
                     &t.source.source_thread_sha256[..12],
                     t.messages,
                     t.turns
-                );
+                ));
                 let m = ProductionMatrix {
                     turns: vec![t.turns],
                     payload_bytes: vec![t.payload_bytes],
@@ -242,7 +220,7 @@ pub fn run(_global: &GlobalArgs, args: &ProductionArgs) -> Result<i32, Error> {
             cases
         }
     };
-    let launcher = super::Launcher::new(
+    let launcher = Launcher::new(
         "production",
         &args.python,
         worker_script,
@@ -255,11 +233,11 @@ pub fn run(_global: &GlobalArgs, args: &ProductionArgs) -> Result<i32, Error> {
         let case_json = serde_json::to_string(case).map_err(|e| Error::Render(e.to_string()))?;
         planned.push(PlannedCase {
             spec: launcher.spec(case_json),
-            base: production_base_row(case, &launcher.row_env),
+            base: Box::new(ProductionRow::new(case, &launcher.row_env)),
             progress: progress_line(i + 1, n, case),
         });
     }
-    let code = launcher.run(planned, &output, &production_gate)?;
+    let done = launcher.run(planned, &output, &production_gate, &mut StderrReporter)?;
     drop(replay_dir);
-    Ok(code)
+    Ok(done.outcome())
 }

@@ -9,8 +9,10 @@
 
 use crate::bench::{plot, summarize};
 use crate::cli::{FormatArg, GlobalArgs, emit};
-use crate::error::{EXIT_FINDINGS, EXIT_OK, Error};
+use crate::error::Error;
+use crate::outcome::Outcome;
 use crate::render::bench as render;
+use crate::render::bench_reporter::note;
 use clap::Args;
 use std::path::PathBuf;
 
@@ -18,10 +20,10 @@ use std::path::PathBuf;
 #[derive(Debug, Clone)]
 pub struct MetricList(pub Vec<String>);
 
-fn metrics_list(s: &str) -> Result<MetricList, String> {
-    summarize::parse_metrics(s)
-        .map(MetricList)
-        .ok_or_else(|| "--metrics must contain at least one field".into())
+fn metrics_list(s: &str) -> Result<MetricList, crate::bench::error::BenchError> {
+    summarize::parse_metrics(s).map(MetricList).ok_or_else(|| {
+        crate::bench::error::BenchError::Usage("--metrics must contain at least one field".into())
+    })
 }
 
 /// Arguments of `dfck bench summarize`.
@@ -48,27 +50,27 @@ pub struct SummarizeArgs {
 }
 
 /// Runs `dfck bench summarize`.
-pub fn run(global: &GlobalArgs, args: &SummarizeArgs) -> Result<i32, Error> {
+pub fn run(global: &GlobalArgs, args: &SummarizeArgs) -> Result<Outcome, Error> {
     let rows = match summarize::load_jsonl(&args.inputs) {
         Ok(rows) => rows,
         Err(e @ summarize::LoadError::Malformed(_)) => {
-            eprintln!("{e}");
-            return Ok(EXIT_FINDINGS);
+            note(&e.to_string());
+            return Ok(Outcome::Failed);
         }
         Err(e @ summarize::LoadError::Io { .. }) => return Err(Error::Usage(e.to_string())),
     };
     let report = summarize::summarize(&rows, args.metrics.as_ref().map(|m| m.0.as_slice()));
     if report.profiled_channel_rows > 0 {
-        eprintln!(
+        note(&format!(
             "Skipping {} profiled row(s); profiled timings are excluded from baseline summaries.",
             report.profiled_channel_rows
-        );
+        ));
     }
     if let Some(path) = &args.plot {
         let svg = plot::to_svg(&plot::figure(&rows));
         std::fs::write(path, svg)
             .map_err(|e| Error::Usage(format!("cannot write plot {}: {e}", path.display())))?;
-        eprintln!("dfck: plot written to {}", path.display());
+        note(&format!("dfck: plot written to {}", path.display()));
     }
     // `--csv` beats the global `--format json`; `--json` and `--csv` exclude each other.
     let text = if args.csv {
@@ -80,8 +82,8 @@ pub fn run(global: &GlobalArgs, args: &SummarizeArgs) -> Result<i32, Error> {
     };
     emit(&text)?;
     Ok(if report.is_empty() {
-        EXIT_FINDINGS
+        Outcome::Failed
     } else {
-        EXIT_OK
+        Outcome::Clean
     })
 }

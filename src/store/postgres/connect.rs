@@ -8,52 +8,24 @@ use crate::store::{Backend, StoreInfo};
 use std::cell::Cell;
 use std::str::FromStr;
 use tokio_postgres::config::SslMode;
-use tokio_postgres::{Config, NoTls, Row};
+use tokio_postgres::{Client, Config, NoTls, Row};
 
 impl PostgresStore {
     pub(super) fn connect(url: &str, schema: Option<&str>) -> Result<Self, StoreError> {
         let shown = redact_url(url);
-        let mut config = Config::from_str(url).map_err(|e| {
-            StoreError::Target(format!(
-                "invalid PostgreSQL URL {shown}: {}",
-                describe(&e, None)
-            ))
-        })?;
-        let password = config
-            .get_password()
-            .map(|p| String::from_utf8_lossy(p).into_owned());
-        if config.get_connect_timeout().is_none() {
-            config.connect_timeout(DEFAULT_CONNECT_TIMEOUT);
-        }
-        if config.get_application_name().is_none() {
-            config.application_name("dfck");
-        }
         let open_err = |reason: String| StoreError::Open {
             path: shown.clone(),
             reason,
         };
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| open_err(format!("cannot start the I/O runtime: {e}")))?;
-        let client = rt.block_on(async {
-            let fail = |e: tokio_postgres::Error| open_err(describe(&e, password.as_deref()));
-            if config.get_ssl_mode() == SslMode::Disable {
-                let (client, conn) = config.connect(NoTls).await.map_err(fail)?;
-                // The connection ends when the client is dropped; errors surface on queries.
-                tokio::spawn(async move {
-                    let _ = conn.await;
-                });
-                Ok::<_, StoreError>(client)
-            } else {
-                let tls = crate::store::tls::encrypt_only_connector()
-                    .map_err(|e| open_err(format!("cannot set up TLS: {e}")))?;
-                let (client, conn) = config.connect(tls).await.map_err(fail)?;
-                tokio::spawn(async move {
-                    let _ = conn.await;
-                });
-                Ok(client)
+        let PgClient {
+            rt,
+            client,
+            password,
+        } = connect_client(url, "dfck", DEFAULT_CONNECT_TIMEOUT).map_err(|e| match e {
+            ConnectError::InvalidUrl(why) => {
+                StoreError::Target(format!("invalid PostgreSQL URL {shown}: {why}"))
             }
+            ConnectError::Setup(why) | ConnectError::Connect(why) => open_err(why),
         })?;
         Ok(PostgresStore {
             rt,
@@ -217,4 +189,84 @@ impl PostgresStore {
             .any(|c| c == "task_path");
         Ok((v, has_task_path))
     }
+}
+
+/// A client connected the way every dfck session connects (TLS for encryption unless
+/// `sslmode=disable`, a connect timeout, the password kept for redaction), on its own
+/// current-thread runtime. The store and the benchmarks' native saver both connect here.
+pub struct PgClient {
+    /// The runtime driving the connection.
+    pub rt: tokio::runtime::Runtime,
+    /// The client.
+    pub client: Client,
+    /// The URL's password, to redact from error texts.
+    pub password: Option<String>,
+}
+
+/// Why [`connect_client`] failed (texts already redacted).
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// The URL does not parse.
+    #[error("invalid PostgreSQL URL: {0}")]
+    InvalidUrl(String),
+    /// No runtime or no TLS setup.
+    #[error("{0}")]
+    Setup(String),
+    /// The server could not be reached or refused the login.
+    #[error("cannot connect to PostgreSQL: {0}")]
+    Connect(String),
+}
+
+/// Connects to `url` (a URL or a keyword DSN) with the shared TLS setup; `timeout` and
+/// `application_name` apply unless the URL sets them.
+pub fn connect_client(
+    url: &str,
+    application_name: &str,
+    timeout: std::time::Duration,
+) -> Result<PgClient, ConnectError> {
+    let mut config =
+        Config::from_str(url).map_err(|e| ConnectError::InvalidUrl(describe(&e, None)))?;
+    let password = config
+        .get_password()
+        .map(|p| String::from_utf8_lossy(p).into_owned());
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(timeout);
+    }
+    if config.get_application_name().is_none() {
+        config.application_name(application_name);
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| ConnectError::Setup(format!("cannot start the I/O runtime: {e}")))?;
+    let pw = password.clone();
+    let client = rt.block_on(async move {
+        let fail = |e: tokio_postgres::Error| ConnectError::Connect(describe(&e, pw.as_deref()));
+        if config.get_ssl_mode() == SslMode::Disable {
+            let (client, conn) = config.connect(NoTls).await.map_err(fail)?;
+            // The connection ends when the client is dropped; errors surface on queries.
+            tokio::spawn(async move {
+                let _ = conn.await;
+            });
+            Ok::<_, ConnectError>(client)
+        } else {
+            let tls = crate::store::tls::encrypt_only_connector()
+                .map_err(|e| ConnectError::Setup(format!("cannot set up TLS: {e}")))?;
+            let (client, conn) = config.connect(tls).await.map_err(fail)?;
+            tokio::spawn(async move {
+                let _ = conn.await;
+            });
+            Ok(client)
+        }
+    })?;
+    Ok(PgClient {
+        rt,
+        client,
+        password,
+    })
+}
+
+/// A one-line description of a driver error without the password.
+pub fn describe_error(e: &tokio_postgres::Error, password: Option<&str>) -> String {
+    describe(e, password)
 }

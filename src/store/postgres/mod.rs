@@ -5,6 +5,7 @@
 //! further queries between batches), and the per-thread write transaction in `write`.
 
 mod connect;
+pub use connect::{ConnectError, PgClient, connect_client, describe_error};
 mod read;
 mod write;
 

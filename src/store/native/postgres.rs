@@ -5,15 +5,17 @@
 //! pipelined on an autocommit connection, as psycopg's pipeline mode does. Each case writes a
 //! thread of its own and deletes only that thread.
 
-use super::writer::{CheckpointRecord, WriteRecord};
-use std::str::FromStr;
+use super::{SaverError, WriteRecord};
+use crate::store::postgres::describe_error;
 use std::time::Duration;
 use tokio::runtime::Runtime;
-use tokio_postgres::config::SslMode;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Client, Config, NoTls, Statement};
+use tokio_postgres::{Client, Statement};
 
-/// `PostgresSaver`'s migrations, index = version (langgraph-storage.md §3.1).
+/// Connect timeout unless the URL sets one.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `PostgresSaver`'s migrations, index = version (docs/storage-format.md).
 const MIGRATIONS: [&str; 10] = [
     "CREATE TABLE IF NOT EXISTS checkpoint_migrations (v INTEGER PRIMARY KEY)",
     "CREATE TABLE IF NOT EXISTS checkpoints (thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL DEFAULT '', \
@@ -68,66 +70,32 @@ pub struct PgSaver {
     statements: Option<[Statement; 3]>,
 }
 
-/// A one-line driver error without the password.
-fn describe(e: &tokio_postgres::Error, password: Option<&str>) -> String {
-    let mut msg = match e.as_db_error() {
-        Some(db) => db.message().to_owned(),
-        None => {
-            let mut m = e.to_string();
-            if let Some(s) = std::error::Error::source(e) {
-                m.push_str(": ");
-                m.push_str(&s.to_string());
-            }
-            m
-        }
-    };
-    if let Some(p) = password.filter(|p| !p.is_empty()) {
-        msg = msg.replace(p, "***");
-    }
-    msg.replace(['\n', '\r'], " ")
+/// One checkpoint row: ids, the JSONB checkpoint and metadata, and the channel blobs
+/// `(channel, version, msgpack bytes)` of its new versions.
+#[derive(Debug, Clone)]
+pub struct PgCheckpoint<'a> {
+    /// Checkpoint id.
+    pub id: &'a str,
+    /// Parent checkpoint id.
+    pub parent: Option<&'a str>,
+    /// The JSONB checkpoint (non-primitive channel values live in blobs).
+    pub checkpoint: serde_json::Value,
+    /// The JSONB metadata.
+    pub metadata: serde_json::Value,
+    /// The blobs to upsert.
+    pub blobs: Vec<(&'a str, &'a str, &'a [u8])>,
 }
 
 impl PgSaver {
-    /// `PostgresSaver.from_conn_string(url)` + `setup()`.
-    pub fn open(url: &str) -> Result<Self, String> {
-        let mut config = Config::from_str(url)
-            .map_err(|e| format!("invalid PostgreSQL URL: {}", describe(&e, None)))?;
-        let password = config
-            .get_password()
-            .map(|p| String::from_utf8_lossy(p).into_owned());
-        if config.get_connect_timeout().is_none() {
-            config.connect_timeout(Duration::from_secs(10));
-        }
-        config.application_name("dfck-bench");
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| format!("cannot start the I/O runtime: {e}"))?;
-        let pw = password.clone();
-        let client = rt.block_on(async move {
-            let fail = |e: tokio_postgres::Error| {
-                format!(
-                    "cannot connect to PostgreSQL: {}",
-                    describe(&e, pw.as_deref())
-                )
-            };
-            // Like dfck's store reader: TLS (encryption only) unless sslmode=disable.
-            if config.get_ssl_mode() == SslMode::Disable {
-                let (client, conn) = config.connect(NoTls).await.map_err(fail)?;
-                tokio::spawn(async move {
-                    let _ = conn.await;
-                });
-                Ok::<_, String>(client)
-            } else {
-                let tls = crate::store::tls::encrypt_only_connector()
-                    .map_err(|e| format!("cannot set up TLS: {e}"))?;
-                let (client, conn) = config.connect(tls).await.map_err(fail)?;
-                tokio::spawn(async move {
-                    let _ = conn.await;
-                });
-                Ok(client)
-            }
-        })?;
+    /// `PostgresSaver.from_conn_string(url)` + `setup()`, connected like every dfck
+    /// PostgreSQL session ([`crate::store::postgres::connect_client`]).
+    pub fn open(url: &str) -> Result<Self, SaverError> {
+        let crate::store::postgres::PgClient {
+            rt,
+            client,
+            password,
+        } = crate::store::postgres::connect_client(url, "dfck-bench", CONNECT_TIMEOUT)
+            .map_err(|e| SaverError(e.to_string()))?;
         let mut saver = PgSaver {
             rt,
             client,
@@ -149,17 +117,17 @@ impl PgSaver {
         Ok(saver)
     }
 
-    fn err(&self, what: &str) -> impl Fn(tokio_postgres::Error) -> String + '_ {
+    fn err(&self, what: &str) -> impl Fn(tokio_postgres::Error) -> SaverError + '_ {
         let what = what.to_owned();
         move |e| {
-            format!(
+            SaverError(format!(
                 "postgres {what}: {}",
-                describe(&e, self.password.as_deref())
-            )
+                describe_error(&e, self.password.as_deref())
+            ))
         }
     }
 
-    fn setup(&self) -> Result<(), String> {
+    fn setup(&self) -> Result<(), SaverError> {
         self.rt.block_on(async {
             self.client
                 .batch_execute(MIGRATIONS[0])
@@ -190,13 +158,20 @@ impl PgSaver {
     }
 
     /// `put`: the new-version blobs and the checkpoint row, pipelined.
-    pub fn put(&self, thread_id: &str, rec: &CheckpointRecord) -> Result<(), String> {
-        let checkpoint = rec.pg_checkpoint();
-        let metadata = serde_json::Value::Object(rec.metadata_json());
-        let blobs = rec.pg_blobs();
+    pub fn put_checkpoint(
+        &self,
+        thread_id: &str,
+        rec: &PgCheckpoint<'_>,
+    ) -> Result<(), SaverError> {
+        let checkpoint = &rec.checkpoint;
+        let metadata = &rec.metadata;
+        let blobs = &rec.blobs;
         self.rt.block_on(async {
-            let [blob_st, ck_st, _] = self.statements.as_ref().ok_or("postgres put: not set up")?;
-            let parent: Option<&str> = rec.parent.as_deref();
+            let [blob_st, ck_st, _] = self
+                .statements
+                .as_ref()
+                .ok_or_else(|| SaverError("postgres put: not set up".into()))?;
+            let parent: Option<&str> = rec.parent;
             let thread_id = &thread_id;
             let msgpack = &"msgpack";
             let blob_params: Vec<[&(dyn ToSql + Sync); 5]> = blobs
@@ -212,7 +187,7 @@ impl PgSaver {
                 })
                 .collect();
             let ck_params: [&(dyn ToSql + Sync); 5] =
-                [thread_id, &rec.id, &parent, &checkpoint, &metadata];
+                [thread_id, &rec.id, &parent, checkpoint, metadata];
             let mut futs = Vec::with_capacity(blobs.len() + 1);
             for p in &blob_params {
                 futs.push(self.client.execute(blob_st, &p[..]));
@@ -226,17 +201,17 @@ impl PgSaver {
     }
 
     /// `put_writes`: one insert per write, pipelined.
-    pub fn put_writes(
+    pub fn insert_writes(
         &self,
         thread_id: &str,
         checkpoint_id: &str,
         writes: &[WriteRecord],
-    ) -> Result<(), String> {
+    ) -> Result<(), SaverError> {
         self.rt.block_on(async {
             let [_, _, st] = self
                 .statements
                 .as_ref()
-                .ok_or("postgres put_writes: not set up")?;
+                .ok_or_else(|| SaverError("postgres put_writes: not set up".into()))?;
             let idx: Vec<i32> = writes.iter().map(|w| w.idx as i32).collect();
             let thread_id = &thread_id;
             let checkpoint_id = &checkpoint_id;
@@ -268,7 +243,7 @@ impl PgSaver {
     }
 
     /// Per-table counts and bytes of one thread.
-    pub fn stats(&self, thread_id: &str) -> Result<PgStats, String> {
+    pub fn stats(&self, thread_id: &str) -> Result<PgStats, SaverError> {
         self.rt.block_on(async {
             let q = |sql: &'static str| async move {
                 let r = self
@@ -278,7 +253,7 @@ impl PgSaver {
                     .map_err(self.err("storage stats"))?;
                 let a: i64 = r.get(0);
                 let b: i64 = r.get(1);
-                Ok::<_, String>((a.max(0) as u64, b.max(0) as u64))
+                Ok::<_, SaverError>((a.max(0) as u64, b.max(0) as u64))
             };
             let (cr, cb) = q(
                 "SELECT count(*)::int8, coalesce(sum(octet_length(checkpoint::text) + \
@@ -307,7 +282,7 @@ impl PgSaver {
     }
 
     /// Deletes every row of one thread (and nothing else).
-    pub fn delete_thread(&self, thread_id: &str) -> Result<(), String> {
+    pub fn delete_thread(&self, thread_id: &str) -> Result<(), SaverError> {
         self.rt.block_on(async {
             for sql in [
                 "DELETE FROM checkpoints WHERE thread_id = $1",

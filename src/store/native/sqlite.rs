@@ -3,11 +3,11 @@
 //! of a task's writes per `put_writes`, each call its own committed transaction (Python's
 //! `sqlite3` commits after every saver call), default `synchronous`.
 
-use super::writer::{CheckpointRecord, WriteRecord};
+use super::{SaverError, WriteRecord};
 use rusqlite::{Connection, params};
 use std::path::Path;
 
-/// The tables and pragma of `SqliteSaver.setup()` (langgraph-storage.md §2.1).
+/// The tables and pragma of `SqliteSaver.setup()` (docs/storage-format.md).
 const SETUP: &str = "PRAGMA journal_mode=WAL;
 CREATE TABLE IF NOT EXISTS checkpoints (
     thread_id TEXT NOT NULL,
@@ -32,7 +32,7 @@ CREATE TABLE IF NOT EXISTS writes (
     PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
 );";
 
-/// Logical sizes from the two queries of bench-harness.md §2.9.
+/// Logical sizes of one thread (the storage fields of docs/bench-rows.md).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SqliteStats {
     /// `COUNT(*)` of the thread's checkpoints.
@@ -50,13 +50,26 @@ pub struct SqliteSaver {
     conn: Connection,
 }
 
-fn err(what: &str) -> impl Fn(rusqlite::Error) -> String + '_ {
-    move |e| format!("sqlite {what}: {e}")
+fn err(what: &str) -> impl Fn(rusqlite::Error) -> SaverError + '_ {
+    move |e| SaverError(format!("sqlite {what}: {e}"))
+}
+
+/// One checkpoint row: ids, the msgpack body and the `json.dumps` metadata text.
+#[derive(Debug, Clone, Copy)]
+pub struct SqliteCheckpoint<'a> {
+    /// Checkpoint id.
+    pub id: &'a str,
+    /// Parent checkpoint id.
+    pub parent: Option<&'a str>,
+    /// The msgpack checkpoint (with its channel values).
+    pub checkpoint: &'a [u8],
+    /// The metadata as Python's `json.dumps` writes it.
+    pub metadata: &'a [u8],
 }
 
 impl SqliteSaver {
     /// `SqliteSaver.from_conn_string(path)` + `setup()`.
-    pub fn open(path: &Path) -> Result<Self, String> {
+    pub fn open(path: &Path) -> Result<Self, SaverError> {
         let conn = Connection::open(path).map_err(err("open"))?;
         conn.execute_batch(SETUP).map_err(err("setup"))?;
         // The one migration; "duplicate column name" is expected and swallowed.
@@ -66,9 +79,11 @@ impl SqliteSaver {
     }
 
     /// `put`: one committed `INSERT OR REPLACE`.
-    pub fn put(&mut self, thread_id: &str, rec: &CheckpointRecord) -> Result<(), String> {
-        let body = rec.encode(true);
-        let meta = rec.metadata_text();
+    pub fn put_checkpoint(
+        &mut self,
+        thread_id: &str,
+        rec: &SqliteCheckpoint<'_>,
+    ) -> Result<(), SaverError> {
         self.conn
             .prepare_cached(
                 "INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, \
@@ -80,8 +95,8 @@ impl SqliteSaver {
                     rec.id,
                     rec.parent,
                     "msgpack",
-                    body,
-                    meta
+                    rec.checkpoint,
+                    rec.metadata
                 ])
             })
             .map_err(err("put"))?;
@@ -90,12 +105,12 @@ impl SqliteSaver {
 
     /// `put_writes`: the task's rows in one committed transaction (`INSERT OR IGNORE`, as
     /// none of the workload's writes is a special channel).
-    pub fn put_writes(
+    pub fn insert_writes(
         &mut self,
         thread_id: &str,
         checkpoint_id: &str,
         writes: &[WriteRecord],
-    ) -> Result<(), String> {
+    ) -> Result<(), SaverError> {
         let tx = self.conn.transaction().map_err(err("put_writes"))?;
         {
             let mut st = tx
@@ -121,8 +136,8 @@ impl SqliteSaver {
         tx.commit().map_err(err("put_writes"))
     }
 
-    /// The §2.9 logical sizes of one thread.
-    pub fn stats(&self, thread_id: &str) -> Result<SqliteStats, String> {
+    /// The logical sizes of one thread (docs/bench-rows.md).
+    pub fn stats(&self, thread_id: &str) -> Result<SqliteStats, SaverError> {
         let (cr, cb): (i64, i64) = self
             .conn
             .query_row(
@@ -149,10 +164,10 @@ impl SqliteSaver {
     }
 
     /// Closes the connection (the last close checkpoints the WAL into the main file).
-    pub fn close(self) -> Result<(), String> {
+    pub fn close(self) -> Result<(), SaverError> {
         self.conn
             .close()
-            .map_err(|(_, e)| format!("sqlite close: {e}"))
+            .map_err(|(_, e)| SaverError(format!("sqlite close: {e}")))
     }
 }
 
@@ -162,14 +177,18 @@ pub fn file_size(path: &Path) -> u64 {
 }
 
 /// Removes a database file and its `-wal` / `-shm` sidecars, so a case starts from a fresh file.
-pub fn remove_db(path: &Path) -> Result<(), String> {
+pub fn remove_db(path: &Path) -> Result<(), SaverError> {
     for suffix in ["", "-wal", "-shm"] {
         let mut p = path.as_os_str().to_owned();
         p.push(suffix);
         match std::fs::remove_file(&p) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(format!("cannot remove an old benchmark database: {e}")),
+            Err(e) => {
+                return Err(SaverError(format!(
+                    "cannot remove an old benchmark database: {e}"
+                )));
+            }
         }
     }
     Ok(())
