@@ -4,7 +4,7 @@
     python scripts/bench_worker_langgraph.py --worker-case '<compact case JSON>'
     python scripts/bench_worker_langgraph.py --identity   # the identity fields, one JSON line
 
-The dfck controller runs this once per case (bench-harness.md §1.5, §2.6-§2.9, §9). It runs
+The dfck controller runs this once per case (docs/bench-rows.md#child-processes). It runs
 the channel workload on a one-node StateGraph with a real saver and prints ONE compact JSON row
 on stdout (the v2 channel row schema written down in src/bench/worker.rs, same keys and order as
 the native engine), then exits 0 (success), 1 (the case failed) or 2 (unusable case JSON;
@@ -249,7 +249,7 @@ def digest(messages: Sequence[Any]) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# The DeerFlow-style delta reducer (deerflow-semantics.md §2.3), this project's own code
+# The DeerFlow-style delta reducer (docs/replay-and-forks.md#reducers), this project's own code
 # ---------------------------------------------------------------------------------------------
 
 
@@ -452,7 +452,7 @@ def storage_fields(collect: Any, work_dir: str) -> dict[str, Any]:
     )
     try:
         ck_rows, ck_bytes, bl_rows, bl_bytes, wr_rows, wr_bytes = collect()
-    except Exception as exc:  # the row stays successful (§2.9)
+    except Exception as exc:  # the row stays successful (docs/bench-rows.md#measured-fields)
         out: dict[str, Any] = {k: None for k in names}
         out["storage_stats_error"] = safe_error(exc, work_dir)
         return out

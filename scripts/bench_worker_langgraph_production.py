@@ -4,7 +4,7 @@
     python scripts/bench_worker_langgraph_production.py --worker-case '<compact case JSON>'
     python scripts/bench_worker_langgraph_production.py --identity   # identity fields, one line
 
-The dfck controller runs this once per case (bench-harness.md §1.5, §4.3-§4.8, §9). It runs the
+The dfck controller runs this once per case (docs/bench-rows.md#child-processes). It runs the
 same DeerFlow-shaped turns as dfck's native production engine (src/bench/production/workload.rs)
 through a real LangGraph `StateGraph` and a real saver, then reads state and history back
 through the real graph, and prints ONE compact JSON row on stdout with the native engine's
@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Annotated, Any, Callable, Sequence
 
 # The channel worker next to this file holds the shared helpers (identity, redaction, RSS,
-# statistics, the §1.3 digest, the DeerFlow-style delta reducer, storage statistics).
+# statistics, the digest (docs/bench-rows.md#digests), the DeerFlow-style delta reducer, storage statistics).
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_worker_langgraph import (  # noqa: E402
@@ -73,7 +73,7 @@ PG_URL_ENV = "DFCK_BENCH_PG_URL"
 WARMUP_TURNS = 2
 HISTORY_LIMIT_CAP = 100
 DB_NAME = "production-benchmark.sqlite"
-# The fixed date of the reminder message (bench-harness.md §9.5), as in workload.rs.
+# The fixed date of the reminder message (docs/bench-rows.md#workloads), as in workload.rs.
 FIXED_DATE = "2026-01-01, Thursday"
 NODES = ("before_agent", "model", "tools", "after_model", "after_agent")
 
@@ -182,7 +182,7 @@ def base_row(case: dict[str, Any], ident: dict[str, Any]) -> dict[str, Any]:
 
 
 def effective_limits(limits: Sequence[int]) -> list[int]:
-    """min(l, 100), duplicates dropped, order kept (§4.5)."""
+    """min(l, 100), duplicates dropped, order kept (docs/bench-rows.md#production-reads-and-wire-digests)."""
     out: list[int] = []
     for x in limits:
         e = min(x, HISTORY_LIMIT_CAP)
@@ -526,7 +526,7 @@ class WriteTimer:
 
 
 def merged_busy_ms(intervals: Sequence[tuple[float, float]]) -> float:
-    """Length of the union of the intervals (§4.3), in ms."""
+    """Length of the union of the intervals (docs/bench-rows.md#workloads), in ms."""
     total = 0.0
     end = None
     for a, b in sorted(intervals):
@@ -540,7 +540,7 @@ def merged_busy_ms(intervals: Sequence[tuple[float, float]]) -> float:
 
 
 def wire_digest(messages: Sequence[Any]) -> str:
-    """The §4.5 wire digest: [type, id, content] triples, non-string content as
+    """The wire digest (docs/bench-rows.md#production-reads-and-wire-digests): [type, id, content] triples, non-string content as
     json.dumps(sort_keys=True) with default separators, compact outer JSON."""
     triples = [
         [

@@ -4,7 +4,7 @@
 * no -wal/-shm sidecars, `writes.task_path` exists, type tags as expected;
 * delta dbs: ext-7 snapshots and counters_since_delta_snapshot present;
 * deerflow db: every t-deerflow checkpoint carries the marker;
-* an independent store-only materializer (langgraph-storage.md §6.5, written against the
+* an independent store-only materializer (docs/replay-and-forks.md#delta-replay, written against the
   raw SQLite rows + the msgpack renderer, no LangGraph state API) reproduces
   expected values["messages"] (and "stored") for every checkpoint of every db whose rows
   are plain msgpack. Mismatches are printed.

@@ -6,7 +6,7 @@ checks that it is a genuine LangGraph store.
 
 Through the same one-node graph the benchmark uses (dump_langgraph_rows.py), with SqliteSaver or
 PostgresSaver:
-  * get_state(head) returns N messages whose canonical digest (bench-harness.md §1.3) equals the
+  * get_state(head) returns N messages whose canonical digest (docs/bench-rows.md#digests) equals the
     deterministic workload's;
   * every checkpoint in get_state_history reads without error, with 0..N messages, and its
     messages are a prefix of the workload;
@@ -62,7 +62,7 @@ def check(saver, args) -> dict:
     if writes != 3 * args.updates:
         problems.append(f"{writes} pending writes, expected {3 * args.updates}")
     # Distinct snapshot versions: Postgres hands a snapshot blob to every checkpoint that
-    # shares its channel version (langgraph-storage.md §3.5), SQLite stores it once.
+    # shares its channel version (docs/storage-format.md#delta-channels-in-postgresql), SQLite stores it once.
     snapshot_versions = set()
     for t in saver.list(cfg):
         if type(t.checkpoint["channel_values"].get("messages")).__name__ == "_DeltaSnapshot":

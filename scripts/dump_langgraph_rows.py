@@ -1,7 +1,7 @@
 """Reference rows of the channel benchmark written by the real LangGraph (ground truth for
 dfck's native engine, src/bench/native/).
 
-Runs the one-node graph of bench-harness.md §2.6 with the pinned LangGraph and dumps every row
+Runs the one-node graph of docs/bench-rows.md#workloads with the pinned LangGraph and dumps every row
 as JSON: checkpoints (blob decoded, metadata text, byte lengths), pending writes (task ids and
 paths, idx, channel, type, length), and on Postgres the JSONB checkpoints, blob and write rows.
 

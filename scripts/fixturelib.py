@@ -1,7 +1,7 @@
 """Shared helpers for the dfck fixture / perf scripts.
 
 The renderer turns a Python value into the JSON shape defined by the value-rendering
-table of ``dfck inspect <THREAD> --state`` (shared/spec/cli-contract.md). It does not
+table of ``dfck inspect <THREAD> --state`` (docs/storage-format.md#json-rendering). It does not
 look at Python objects directly: every value is first serialized with LangGraph's own
 ``JsonPlusSerializer().dumps_typed`` and the resulting msgpack bytes are rendered by a
 small generic msgpack -> JSON walker. That way the expected JSON is exactly what a

@@ -200,7 +200,7 @@ class Cp:
 
 
 def metadata_is_delta(md: dict) -> bool:
-    """DeerFlow's checkpoint_metadata_uses_delta (deerflow-semantics.md §1.3)."""
+    """DeerFlow's checkpoint_metadata_uses_delta (docs/replay-and-forks.md#modes-and-markers)."""
     if not md:
         return False
     if md.get(MARKER_KEY) == "delta":
@@ -210,7 +210,7 @@ def metadata_is_delta(md: dict) -> bool:
 
 
 def pending_tasks(ck: dict) -> list[str]:
-    """deerflow-semantics.md §4.5 heuristic: node X is pending iff channel_values has its
+    """docs/storage-format.md#versions-seen heuristic: node X is pending iff channel_values has its
     trigger T (branch:to:X, or __start__ for __start__) and versions[T] > seen[X][T]
     (compared as strings, missing = "")."""
     cv = ck.get("channel_values", {})
@@ -706,13 +706,13 @@ def d_contaminated_fork(b, tid: str) -> dict:
                 "writes owned by a `loop` child (update_state on an old checkpoint; LangGraph forced the snapshot)",
         "description": f"update-fork child {u.id} of fork point {p.id}: {how}; added "
                        f"metadata {COUNTERS_KEY}={json.dumps(ctr)}. Its replay now walks into P and picks up the "
-                       f"loop sibling's writes (DeerFlow #4458, langgraph-storage.md §6.8)",
+                       f"loop sibling's writes (DeerFlow #4458, docs/replay-and-forks.md#fork-ownership)",
         "target": u.id,
         "details": details,
         "expect": [finding("delta.fork_contaminated", tid, cid, fork_point=p.id) for cid in bad],
         "notes": "P's `messages` writes all come from the `tools` task (none has task_id uuid5(P, '__interrupt__')), "
-                 "so by deerflow-semantics §5.3 they belong to the `loop` child; the `fork` child (replay) stores a "
-                 "snapshot and is safe. §5.3 also calls 'a loop child and an update child both present with "
+                 "so by docs/replay-and-forks.md#fork-ownership they belong to the `loop` child; the `fork` child (replay) stores a "
+                 "snapshot and is safe. docs/replay-and-forks.md#fork-ownership also calls 'a loop child and an update child both present with "
                  "non-update writes' ambiguous; this fixture expects fork_contaminated, not delta.fork_ambiguous.",
     }
 
@@ -956,7 +956,7 @@ def d_unsettled_head(b, tid: str) -> dict:
     b.delete_writes(tid, t.id, [(w.task_id, w.idx) for w in dropped])
     return {
         "rule": "the newest checkpoint whose channel_values hold `branch:to:tools` with channel_versions[T] > "
-                "versions_seen['tools'][T] (deerflow-semantics §4.5): delete every checkpoint of the thread with a "
+                "versions_seen['tools'][T] (docs/storage-format.md#versions-seen): delete every checkpoint of the thread with a "
                 "greater id (and their writes"
                 + ("" if b.kind == "sqlite" else ", and blobs no remaining checkpoint references")
                 + "), and the target's own pending writes of the `tools` task",

@@ -21,7 +21,7 @@ Expected JSON (one per db):
             values a store-only reader can only know from the graph definition.
 * thread mode: per checkpoint, "delta" iff metadata deerflow_checkpoint_channel_mode ==
             "delta" or counters_since_delta_snapshot (a dict) has "messages"; else "full"
-            (deerflow-semantics.md §1.3). Thread: "full" if no checkpoint (any ns) is delta;
+            (docs/replay-and-forks.md#modes-and-markers). Thread: "full" if no checkpoint (any ns) is delta;
             "mixed" if some checkpoint that is not delta and stores messages as a plain list
             (messages_encoding == "plain") has a smaller checkpoint_id than some delta
             checkpoint of the same namespace (full -> delta migration); else "delta".

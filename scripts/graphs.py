@@ -28,7 +28,7 @@ from langgraph.types import Overwrite, Send, interrupt
 from typing_extensions import TypedDict
 
 # ---------------------------------------------------------------------------------------
-# DeerFlow-compatible reducers (re-implemented from deerflow-semantics.md §2.1/§2.3)
+# DeerFlow-compatible reducers (re-implemented from docs/replay-and-forks.md#reducers)
 # ---------------------------------------------------------------------------------------
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Python in-process cold read of one thread, like DeerFlow's checkpoint bench (§2.7).
+"""Python in-process cold read of one thread, like DeerFlow's checkpoint bench (docs/bench-rows.md#measured-fields).
 
     python scripts/py_cold_get_state.py DB THREAD [--delta K] [--reducer langgraph|deerflow] [--check]
     python scripts/py_cold_get_state.py postgresql://USER:PW@HOST:PORT/DBNAME THREAD [...]

@@ -1,4 +1,4 @@
-//! `dfck bench channels` end to end (bench-harness.md §1.1, §1.5, §2, §9): flag validation,
+//! `dfck bench channels` end to end (docs/bench-rows.md#matrix-and-gate, docs/bench-rows.md#child-processes, docs/bench-rows.md#channel-rows): flag validation,
 //! matrix order, the safety cap, child failures (timeout, no result, malformed JSON, bad exit),
 //! streamed rows, Ctrl-C, process-group kills and the cross-mode gate.
 //!
@@ -373,7 +373,7 @@ fn malformed_child_output_becomes_failure_rows() {
         "child process exited with status 1",
         true,
     );
-    // identity fields of a controller-built failure row (§1.5.6)
+    // identity fields of a controller-built failure row (docs/bench-rows.md#child-processes)
     let fake = Fake::new();
     fake.cmd("none")
         .args(["--updates", "2", "--modes", "full"])

@@ -1,5 +1,5 @@
 //! `dfck bench summarize` end to end, on the real binary: the behaviours DeerFlow's
-//! summarizer tests pin (bench-harness.md §6: 9 channel, 6 production), dfck's fixes (§9.4:
+//! summarizer tests pin (docs/bench-rows.md#summaries: 9 channel, 6 production), dfck's fixes (docs/bench-rows.md#summaries:
 //! broadcast pairing of cadence sweeps, numeric order, per-file failure counts), engines that
 //! never pair, the interop fixtures (DeerFlow v1 rows → the numbers DeerFlow's own summarizer
 //! prints), CSV, mixed inputs, and the SVG plot.
@@ -46,7 +46,7 @@ fn summarize_json(args: &[&str], code: i32) -> Value {
     serde_json::from_slice(&out.stdout).expect("stdout is JSON")
 }
 
-/// A DeerFlow v1 channel row (§2.10 identity fields).
+/// A DeerFlow v1 channel row (docs/bench-rows.md#channel-rows identity fields).
 fn ch(mode: &str, rep: u64, success: bool, total: f64) -> Value {
     json!({
         "schema_version": 1, "benchmark_version": 1, "success": success,
@@ -75,7 +75,7 @@ fn v2(engine: &str, mode: &str, freq: u64, rep: u64, total: f64) -> Value {
     )
 }
 
-/// A DeerFlow v1 production row (§4.8).
+/// A DeerFlow v1 production row (docs/bench-rows.md#production-rows).
 fn pr(mode: &str, freq: Option<u64>, rep: u64, metrics: Value) -> Value {
     with(
         json!({
@@ -88,7 +88,7 @@ fn pr(mode: &str, freq: Option<u64>, rep: u64, metrics: Value) -> Value {
     )
 }
 
-// ---- summarize_channels (§6, 9 behaviours) -------------------------------------------------
+// ---- summarize_channels (docs/bench-rows.md#summaries, 9 behaviours) -------------------------------------------------
 
 #[test]
 fn channels_only_successful_pairs_count_exact_dict() {
@@ -279,7 +279,7 @@ fn channels_json_gives_ratio() {
     assert_eq!(v[0]["ratio_write_total_ms"], json!(0.5));
 }
 
-// ---- summarize_production (§6, 6 behaviours) -----------------------------------------------
+// ---- summarize_production (docs/bench-rows.md#summaries, 6 behaviours) -----------------------------------------------
 
 #[test]
 fn production_full_row_is_broadcast_to_every_cadence() {

@@ -1,10 +1,10 @@
-//! Case models of `dfck bench channels` (bench-harness.md §2.2) and the identity fields every row
-//! starts with (§2.10, schema v2 per §9.3). Shared by the controller (failure rows) and workers.
+//! Case models of `dfck bench channels` (docs/bench-rows.md#workloads) and the identity fields every row
+//! starts with (docs/bench-rows.md#channel-rows, schema v2 per docs/bench-rows.md). Shared by the controller (failure rows) and workers.
 
 use crate::bench::error::BenchError;
 use serde::{Deserialize, Serialize};
 
-/// The row schema dfck writes (bench-harness.md §9.3).
+/// The row schema dfck writes (docs/bench-rows.md).
 pub const SCHEMA_VERSION: u64 = 2;
 /// The measured workload's version (unchanged from DeerFlow's harness).
 pub const BENCHMARK_VERSION: u64 = 1;
@@ -12,7 +12,7 @@ pub const BENCHMARK_VERSION: u64 = 1;
 pub use crate::model::ChannelMode;
 pub use crate::store::Backend;
 
-/// Which system under test runs the case (bench-harness.md §9.1).
+/// Which system under test runs the case (docs/bench-rows.md#engines).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Engine {
@@ -113,12 +113,12 @@ impl ChannelCase {
         Ok(())
     }
 
-    /// The thread the workload writes: `checkpoint-bench-{seed}-{repetition}` (§2.6).
+    /// The thread the workload writes: `checkpoint-bench-{seed}-{repetition}` (docs/bench-rows.md#workloads).
     pub fn thread_id(&self) -> String {
         format!("checkpoint-bench-{}-{}", self.seed, self.repetition)
     }
 
-    /// DeerFlow's lower bound of full-mode bytes (§2.4): `P × N × (N+1) / 2`.
+    /// DeerFlow's lower bound of full-mode bytes (docs/bench-rows.md#matrix-and-gate): `P × N × (N+1) / 2`.
     pub fn estimated_full_bytes(&self) -> u128 {
         let n = u128::from(self.update_count);
         u128::from(self.payload_bytes) * n * (n + 1) / 2

@@ -1,8 +1,8 @@
-//! The pure parts of `dfck bench channels` (bench-harness.md §1.1, §2.3–§2.5, §9.4): CSV flag
+//! The pure parts of `dfck bench channels` (docs/bench-rows.md#matrix-and-gate): CSV flag
 //! parsing with DeerFlow's messages, matrix expansion, the cumulative full-payload cap with exact
 //! skip counts, the progress line, and the cross-mode digest gate with broadcast pairing.
 //!
-//! Mode alternation (§9.4 f): within one repetition the comparable groups (cells) are numbered
+//! Mode alternation (docs/bench-rows.md#matrix-and-gate): within one repetition the comparable groups (cells) are numbered
 //! `g = 0, 1, 2, …` in execution order (backend, then payload, then update count); a cell runs
 //! its modes in CLI order when `repetition + g` is even and reversed when odd. So consecutive
 //! cells of a repetition always alternate (whatever the backend and payload), every cell flips
@@ -16,9 +16,9 @@ use crate::bench::error::BenchError;
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashMap};
 
-/// DeerFlow's default delta cadence; full cases always carry it (§2.3).
+/// DeerFlow's default delta cadence; full cases always carry it (docs/bench-rows.md#matrix-and-gate).
 pub const DEFAULT_SNAPSHOT_FREQUENCY: u64 = 10;
-/// The gate's error text (§2.5).
+/// The gate's error text (docs/bench-rows.md#matrix-and-gate).
 pub const CROSS_MODE_MISMATCH: &str = "cross-mode materialized state mismatch";
 
 /// A parsed CSV flag: the values in first-seen order and the duplicate warning, if any.
@@ -76,7 +76,7 @@ fn py_int(text: &str) -> Option<i128> {
     Some(if neg { -n } else { n })
 }
 
-/// A positive-int CSV (`--updates`, `--payload-bytes`, `--snapshot-frequencies`, §1.1).
+/// A positive-int CSV (`--updates`, `--payload-bytes`, `--snapshot-frequencies`, docs/bench-rows.md#matrix-and-gate).
 pub fn parse_positive_int_csv(opt: &str, value: &str) -> Result<CsvValues<u64>, BenchError> {
     let shape_err = || {
         BenchError::Usage(format!(
@@ -99,7 +99,7 @@ pub fn parse_positive_int_csv(opt: &str, value: &str) -> Result<CsvValues<u64>, 
     Ok(dedup(opt, items))
 }
 
-/// A choice CSV (`--modes`, `--backends`, §1.1): each item must be the name (`Display`) of
+/// A choice CSV (`--modes`, `--backends`, docs/bench-rows.md#matrix-and-gate): each item must be the name (`Display`) of
 /// one of `choices`.
 pub fn parse_choice_csv<T: Copy + PartialEq + std::fmt::Display>(
     opt: &str,
@@ -148,7 +148,7 @@ pub struct MatrixSpec {
     pub engine: Engine,
 }
 
-/// Expands the matrix (§2.3 loop order, §9.4 f alternation; see the module header).
+/// Expands the matrix (docs/bench-rows.md#matrix-and-gate loop order, docs/bench-rows.md#matrix-and-gate alternation; see the module header).
 pub fn expand_matrix(spec: &MatrixSpec) -> Vec<ChannelCase> {
     let mut cases = Vec::new();
     for repetition in 0..spec.repetitions {
@@ -198,7 +198,7 @@ pub struct CapOutcome {
     pub skipped_cells: usize,
     /// Exact comparable pairs skipped: per oversized cell `max(full cases, delta cases)`, i.e.
     /// one per delta cadence paired (broadcast) with the cell's full case, and one for a lone
-    /// full case (§9.4 b).
+    /// full case (docs/bench-rows.md#matrix-and-gate).
     pub skipped_pairs: usize,
 }
 
@@ -214,7 +214,7 @@ fn cell_key(c: &ChannelCase) -> CellKey {
     )
 }
 
-/// The cumulative full-payload cap (§2.4): a cell whose full case estimates more than `max`
+/// The cumulative full-payload cap (docs/bench-rows.md#matrix-and-gate): a cell whose full case estimates more than `max`
 /// bytes is skipped whole (full and every delta cadence). `None` disables the cap;
 /// delta-only runs are never capped.
 pub fn apply_cap(cases: Vec<ChannelCase>, max: Option<u128>) -> CapOutcome {
@@ -255,7 +255,7 @@ pub fn apply_cap(cases: Vec<ChannelCase>, max: Option<u128>) -> CapOutcome {
     }
 }
 
-/// The cap's stderr message (§2.4 wording, exact count).
+/// The cap's stderr message (docs/bench-rows.md#matrix-and-gate wording, exact count).
 pub fn cap_message(outcome: &CapOutcome) -> String {
     format!(
         "Skipping {} oversized comparable case pair(s); use --allow-large-cases to run them.",
@@ -263,7 +263,7 @@ pub fn cap_message(outcome: &CapOutcome) -> String {
     )
 }
 
-/// The progress line of case `i` of `n` (1-based, §2.5).
+/// The progress line of case `i` of `n` (1-based, docs/bench-rows.md#matrix-and-gate).
 pub fn progress_line(i: usize, n: usize, c: &ChannelCase) -> String {
     let freq = match c.mode {
         ChannelMode::Delta => format!(" freq={}", c.snapshot_frequency),
@@ -287,7 +287,7 @@ fn row_key_text(row: &Map<String, Value>, key: &str) -> String {
     row.get(key).map(Value::to_string).unwrap_or_default()
 }
 
-/// The cross-mode digest gate with broadcast pairing (§2.5, §9.4 a): rows are grouped by
+/// The cross-mode digest gate with broadcast pairing (docs/bench-rows.md#matrix-and-gate): rows are grouped by
 /// `(engine, backend, scenario, update_count, payload_bytes, repetition)` — the cadence is not
 /// part of the key, so every delta cadence is checked against the group's full row. In a group
 /// holding at least one successful full and one successful delta row, if the successful rows

@@ -1,4 +1,4 @@
-//! The generic child runner of the benchmark controllers (bench-harness.md §1.5, §9.8), shared
+//! The generic child runner of the benchmark controllers (docs/bench-rows.md#child-processes), shared
 //! by `bench channels` and (later) `bench production`.
 //!
 //! [`run_child`] starts one child in its own process group with stdin closed, drains its stdout
@@ -12,7 +12,7 @@
 //! grew while this child ran) else the child's `VmHWM` sampled every 20 ms (a lower bound).
 //! The crate forbids `unsafe`, which rules out calling `wait4` directly.
 //!
-//! [`interpret`] turns a [`ChildRun`] into a row (§1.5.4–6): the last non-blank stdout line must
+//! [`interpret`] turns a [`ChildRun`] into a row (docs/bench-rows.md#child-processes): the last non-blank stdout line must
 //! be a JSON object; otherwise, or on timeout, the caller's base row becomes a failure row.
 
 use crate::bench::env;
@@ -252,7 +252,7 @@ pub fn run_child(spec: &ChildSpec, interrupt: &AtomicBool) -> std::io::Result<Ch
 }
 
 /// A controller-built failure row: the base (identity) row with `success: false`, the safe
-/// error and the child's redacted stderr tail (§1.5.6 plus `stderr_tail`).
+/// error and the child's redacted stderr tail (docs/bench-rows.md#child-processes plus `stderr_tail`).
 pub fn failure_row(
     base: &dyn FailureRowSource,
     error: &str,
@@ -265,7 +265,7 @@ pub fn failure_row(
     )
 }
 
-/// Turns a finished child into its row (§1.5.3–6): a timeout or a missing/malformed result is a
+/// Turns a finished child into its row (docs/bench-rows.md#child-processes): a timeout or a missing/malformed result is a
 /// failure row built from `base`; a parsed row gets `child_process_ms`, is failed when the
 /// exit code is non-zero but the row says success, gets the parent's peak RSS when it has none,
 /// and keeps a redacted `stderr_tail` when it is a failure. `timeout_secs` is only used in the
@@ -468,7 +468,7 @@ pub trait Reporter {
     fn done(&mut self, outcome: &CasesOutcome, output: &Path);
 }
 
-/// The controller loop shared by the benchmarks (§2.5 with §9.4 e, §9.8): one child per case,
+/// The controller loop shared by the benchmarks (docs/bench-rows.md#matrix-and-gate, docs/bench-rows.md#child-processes): one child per case,
 /// in order; each row appended and flushed to `output` as its case finishes; Ctrl-C / SIGTERM
 /// kills the running child's group and keeps every finished row; at the end `gate` runs over
 /// all rows and the file is rewritten atomically when it changed one.

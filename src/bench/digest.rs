@@ -1,6 +1,6 @@
-//! Correctness digests of the benchmarks: `content_sha256` (bench-harness.md §1.3, sorted-key
+//! Correctness digests of the benchmarks: `content_sha256` (docs/bench-rows.md#digests, sorted-key
 //! compact JSON of `{content,id,type}` per message, non-ASCII raw) and the production wire
-//! digest (§4.5, `[type,id,content]` triples, non-string content as Python
+//! digest (docs/bench-rows.md#production-reads-and-wire-digests, `[type,id,content]` triples, non-string content as Python
 //! `json.dumps(sort_keys=True)` — whose default escapes non-ASCII as `\uXXXX`).
 
 use crate::codec::pyjson::{self, PyJsonFormatter};
@@ -28,7 +28,7 @@ fn sha256_hex(s: &str) -> String {
     hex::encode(Sha256::digest(s.as_bytes()))
 }
 
-/// `canonical_messages_digest` (§1.3): lowercase hex SHA-256 of
+/// `canonical_messages_digest` (docs/bench-rows.md#digests): lowercase hex SHA-256 of
 /// `[{"content":…,"id":…,"type":…},…]` with sorted keys and compact separators.
 pub fn content_sha256<'a>(messages: impl IntoIterator<Item = DigestMessage<'a>>) -> String {
     let mut s = String::from("[");
@@ -48,7 +48,7 @@ pub fn content_sha256<'a>(messages: impl IntoIterator<Item = DigestMessage<'a>>)
     sha256_hex(&s)
 }
 
-/// The production wire digest (§4.5) of one message list.
+/// The production wire digest (docs/bench-rows.md#production-reads-and-wire-digests) of one message list.
 pub fn wire_sha256<'a>(messages: impl IntoIterator<Item = DigestMessage<'a>>) -> String {
     let mut s = String::from("[");
     for (i, m) in messages.into_iter().enumerate() {
@@ -74,13 +74,13 @@ pub fn wire_sha256<'a>(messages: impl IntoIterator<Item = DigestMessage<'a>>) ->
     sha256_hex(&s)
 }
 
-/// `history_wire_sha256`: SHA-256 of the concatenated per-limit hex digests (§4.5).
+/// `history_wire_sha256`: SHA-256 of the concatenated per-limit hex digests (docs/bench-rows.md#production-reads-and-wire-digests).
 pub fn combined_sha256<S: AsRef<str>>(digests: &[S]) -> String {
     let joined: String = digests.iter().map(AsRef::as_ref).collect();
     sha256_hex(&joined)
 }
 
-/// The channel workload's messages (§2.6): `bench-message-{i:08d}`, `x` × payload, human/ai.
+/// The channel workload's messages (docs/bench-rows.md#workloads): `bench-message-{i:08d}`, `x` × payload, human/ai.
 pub fn channel_workload_sha256(update_count: u64, payload_bytes: u64) -> String {
     let content = Value::String("x".repeat(payload_bytes as usize));
     let ids: Vec<String> = (0..update_count)
@@ -144,7 +144,7 @@ mod tests {
     #[test]
     fn non_ascii_content_follows_pythons_defaults() {
         // Python: json.dumps(content, sort_keys=True) escapes non-ASCII (ensure_ascii=True);
-        // the outer compact dumps and the §1.3 digest keep it raw.
+        // the outer compact dumps and the digest keep it raw (docs/bench-rows.md#digests).
         let c = json!([{"type": "text", "text": "a\u{2026} \u{1F600} \"q\"\n"}]);
         let m = [DigestMessage {
             kind: "ai",

@@ -1,7 +1,7 @@
 //! The environment of a benchmark run: git SHA, platform string, runtime version, peak RSS of
 //! this process (VmHWM, else getrusage) and of a child (sampled VmHWM, RUSAGE_CHILDREN), and
 //! the redaction every error text and stderr tail goes through (DeerFlow's `safe_error`,
-//! bench-harness.md §1.4, plus URL passwords).
+//! docs/bench-rows.md#child-processes, plus URL passwords).
 
 use std::path::{Path, PathBuf};
 
@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 pub const GIT_SHA_ENV: &str = "DFCK_BENCH_GIT_SHA";
 /// DeerFlow's name for the same variable (also set, and read as a fallback).
 pub const DEERFLOW_GIT_SHA_ENV: &str = "DEERFLOW_CHECKPOINT_BENCH_GIT_SHA";
-/// The temporary-directory prefix of a channel case (§1.5.7); redaction hides such paths.
+/// The temporary-directory prefix of a channel case (docs/bench-rows.md#child-processes); redaction hides such paths.
 pub const TEMP_PREFIX: &str = "deerflow-checkpoint-benchmark-";
 /// Maximum length of a safe error text or a stderr tail, in characters.
 pub const SAFE_ERROR_CHARS: usize = 2000;
@@ -177,7 +177,7 @@ pub fn redact(text: &str, work_dir: Option<&Path>, secrets: &[&str]) -> String {
     redact_urls(&s)
 }
 
-/// DeerFlow's `safe_error` (§1.4) plus URL redaction: the first 2000 characters of the
+/// DeerFlow's `safe_error` (docs/bench-rows.md#child-processes) plus URL redaction: the first 2000 characters of the
 /// redacted text.
 pub fn safe_error(text: &str, work_dir: Option<&Path>, secrets: &[&str]) -> String {
     redact(text, work_dir, secrets)

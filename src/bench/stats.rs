@@ -1,4 +1,4 @@
-//! Benchmark statistics with DeerFlow's exact definitions (bench-harness.md §1.2, §4.3):
+//! Benchmark statistics with DeerFlow's exact definitions (docs/bench-rows.md#statistics, docs/bench-rows.md#workloads):
 //! chronological window medians, medians, `round(x, 6)` and the merged
 //! busy time of overlapping intervals.
 
@@ -28,7 +28,7 @@ pub enum Window {
     Last,
 }
 
-/// Median of a window of the *unsorted, chronological* series (§1.2). Empty → 0.0.
+/// Median of a window of the *unsorted, chronological* series (docs/bench-rows.md#statistics). Empty → 0.0.
 pub fn window_median(values: &[f64], window: Window) -> f64 {
     let n = values.len();
     if n == 0 {
@@ -54,7 +54,7 @@ pub fn round6(x: f64) -> f64 {
     format!("{x:.6}").parse().unwrap_or(x)
 }
 
-/// Length of the union of `[start, end]` intervals: the busy time of overlapping writes (§4.3).
+/// Length of the union of `[start, end]` intervals: the busy time of overlapping writes (docs/bench-rows.md#workloads).
 pub fn merged_busy(intervals: &[(f64, f64)]) -> f64 {
     let mut v: Vec<(f64, f64)> = intervals.iter().copied().filter(|(s, e)| e >= s).collect();
     v.sort_by(|a, b| a.0.total_cmp(&b.0));

@@ -1,4 +1,4 @@
-//! The child side of `dfck bench channels` (bench-harness.md §1.5.7): `dfck bench channels
+//! The child side of `dfck bench channels` (docs/bench-rows.md#child-processes): `dfck bench channels
 //! --worker-case '<case JSON>'` parses and validates the case, runs it with the native engine
 //! inside a fresh temporary directory, prints one compact JSON row on stdout and exits 0
 //! (success), 1 (the case failed) or 2 (the case JSON is unusable; minimal row).
@@ -8,7 +8,7 @@
 //! describes every field. Both engines (`native`: [`crate::bench::native::run_channel_case`];
 //! `langgraph`: `scripts/bench_worker_langgraph.py`) emit exactly these keys, in this order.
 //!
-//! Workload facts both engines share (§2.6): message `i` has id `bench-message-{i:08}`,
+//! Workload facts both engines share (docs/bench-rows.md#workloads): message `i` has id `bench-message-{i:08}`,
 //! content `"x" × payload_bytes`, human when `i` is even, ai when odd; thread
 //! `checkpoint-bench-{seed}-{repetition}` (memory, sqlite) and, on postgres, that id plus
 //! `-{unique suffix}` (the thread is deleted after the case); namespace `""`.
@@ -47,7 +47,7 @@ impl WorkerOutput {
     }
 }
 
-/// The minimal row of a worker that could not use its case (§1.5.7, schema v2).
+/// The minimal row of a worker that could not use its case (docs/bench-rows.md#child-processes, schema v2).
 pub fn bad_case_row(error: &str) -> Map<String, Value> {
     to_map(&BadCaseRow::new(env::safe_error(error, None, &[]), None))
 }
@@ -130,7 +130,7 @@ pub fn parse_case(json_text: &str) -> Result<ChannelCase, BenchError> {
     Ok(case)
 }
 
-/// The identity of the native engine (§9.1).
+/// The identity of the native engine (docs/bench-rows.md#engines).
 pub fn native_row_env() -> RowEnv {
     RowEnv {
         git_sha: env::git_sha(),

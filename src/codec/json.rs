@@ -11,7 +11,7 @@ use serde::ser::{Error as _, SerializeMap, SerializeSeq, SerializeTuple};
 use serde::{Serialize, Serializer};
 use serde_json::Value as Json;
 
-/// Renders a value as a `serde_json::Value`, exactly as `cli-contract.md` specifies.
+/// Renders a value as a `serde_json::Value`, exactly as docs/storage-format.md#json-rendering specifies.
 pub fn to_json(v: &Value) -> Json {
     serde_json::to_value(Rendered(v)).unwrap_or(Json::Null)
 }

@@ -47,8 +47,8 @@ pub fn chain(t: &LoadedThread, from: usize, budget: usize) -> (Vec<usize>, WalkE
     }
 }
 
-/// Nodes with pending tasks at a checkpoint, by DeerFlow's heuristic (deerflow-semantics
-/// §4.5): a trigger channel newer than what its node has seen, or queued `Send`s.
+/// Nodes with pending tasks at a checkpoint, by DeerFlow's heuristic
+/// (docs/storage-format.md#versions-seen): a trigger channel newer than what its node has seen, or queued `Send`s.
 pub fn pending_tasks(ck: &Checkpoint) -> Vec<String> {
     let mut out = Vec::new();
     for (ch, v) in &ck.channel_values {
@@ -287,7 +287,7 @@ fn stores_messages(ck: &Checkpoint) -> bool {
 }
 
 /// Decides, for every checkpoint P with pending `messages` writes, which children own them
-/// (deerflow-semantics §5.3, langgraph-storage §6.8): `update_state` writes
+/// (docs/replay-and-forks.md#fork-ownership): `update_state` writes
 /// (`uuid5(P, "__interrupt__")`) belong to the `update` child, all others to `loop` children
 /// (several may share them); `__copy__` siblings share their original's. A child
 /// that stores no value and replays writes it does not own is contaminated, and so is every

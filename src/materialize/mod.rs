@@ -1,6 +1,6 @@
 //! The materializer: rebuilds channel values the way LangGraph 1.2's `get_state` does —
 //! stored values as they are, delta channels replayed from ancestor writes back to the
-//! nearest stored value (langgraph-storage.md §6.3–§6.5), and, for the state view, the
+//! nearest stored value (docs/replay-and-forks.md#delta-replay), and, for the state view, the
 //! checkpoint's own `NULL_TASK_ID` writes applied on top.
 
 pub mod reducers;
@@ -390,7 +390,7 @@ pub type StoredMessagesVisitor<'a> =
 /// `_DeltaSnapshot` unwrapped), else `replay(M(parent), parent's messages writes)`, else `[]`
 /// at a root — root to leaves, each checkpoint once, so a thread costs time linear in its
 /// writes. Equals LangGraph's ancestor walk because the messages reducers are
-/// batching-invariant and replay resets at every Overwrite (deerflow-semantics §5.5).
+/// batching-invariant and replay resets at every Overwrite (docs/replay-and-forks.md#whole-thread-replay).
 ///
 /// `f` sees every checkpoint reachable from a root, parents before children, with its
 /// stored view (without its own pending writes — what a full-mode checkpoint holds).

@@ -50,7 +50,7 @@ pub struct Checkpoint {
     pub bytes: u64,
 }
 
-/// How `messages` is stored at one checkpoint (deerflow-semantics §3.3).
+/// How `messages` is stored at one checkpoint (docs/replay-and-forks.md#modes-and-markers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum MessagesEncoding {

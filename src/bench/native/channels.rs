@@ -1,4 +1,4 @@
-//! The channel workload (bench-harness.md §2.6) on top of the format writer: the deterministic
+//! The channel workload (docs/bench-rows.md#workloads) on top of the format writer: the deterministic
 //! messages, and the one-node graph (`__start__` → `noop` → end) whose every invoke LangGraph
 //! persists as three checkpoints — `input` (pending writes `messages` + `branch:to:noop` of the
 //! `__start__` task), `loop` (pending `__no_writes__` of the `noop` task) and `loop` (none).

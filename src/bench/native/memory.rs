@@ -29,7 +29,7 @@ pub struct MemorySaver {
     writes: HashMap<String, Vec<WriteRecord>>,
 }
 
-/// Logical sizes of the saver's entries (bench-harness.md §2.9).
+/// Logical sizes of the saver's entries (docs/bench-rows.md#measured-fields).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct MemoryStats {
     /// Stored checkpoints.

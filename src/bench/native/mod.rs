@@ -1,11 +1,11 @@
 //! The native engine: dfck's own writer and reader of the LangGraph 1.2 on-disk format, running
-//! the channel workload of bench-harness.md §2.6 against memory, SQLite and PostgreSQL.
+//! the channel workload of docs/bench-rows.md#workloads against memory, SQLite and PostgreSQL.
 //!
 //! Layout: [`writer`] (the format: ids, versions, checkpoint dicts, metadata, writes, delta
 //! counters and snapshots), [`channels`] (the workload's messages and one-node graph),
 //! [`memory`], [`sqlite`] and [`postgres`] (savers laid out like LangGraph's). This module runs a
-//! case: the timed write phase (§2.7), warm read through dfck's materializer, storage stats
-//! (§2.9), reopen and cold read, the reducer diagnostic and the checks (§2.8), and returns the
+//! case: the timed write phase (docs/bench-rows.md#measured-fields), warm read through dfck's materializer, storage stats
+//! (docs/bench-rows.md#measured-fields), reopen and cold read, the reducer diagnostic and the checks (docs/bench-rows.md#measured-fields), and returns the
 //! measured fields as [`crate::bench::rows::ChannelMetrics`].
 
 pub mod channels;
@@ -198,7 +198,7 @@ fn ms(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1000.0
 }
 
-/// The canonical digest (bench-harness.md §1.3) of materialized messages.
+/// The canonical digest (docs/bench-rows.md#digests) of materialized messages.
 pub fn digest_of(messages: &[Value]) -> Result<String, BenchError> {
     let mut owned: Vec<(String, String, Json)> = Vec::with_capacity(messages.len());
     for m in messages {
@@ -501,7 +501,7 @@ fn postgres_phases(
     )
 }
 
-/// The §2.8 checks and the cold-read fields.
+/// The checks and the cold-read fields (docs/bench-rows.md#measured-fields).
 fn finish(
     case: &ChannelCase,
     msgs: &[Value],

@@ -1,4 +1,4 @@
-//! dfck's writer of the LangGraph 1.2 checkpoint format (langgraph-storage.md §2–§6): UUIDv6
+//! dfck's writer of the LangGraph 1.2 checkpoint format (docs/storage-format.md): UUIDv6
 //! checkpoint ids, `{:032}.{fraction}` channel versions, the checkpoint dict in LangGraph's key
 //! order, metadata as `json.dumps` text (SQLite), msgpack (InMemorySaver) or JSONB (Postgres),
 //! `DeltaChannel` counters and `_DeltaSnapshot` values, and pending-write records.
@@ -6,7 +6,7 @@
 //! [`GraphState`] is the backend-neutral part: it tracks channel versions, `versions_seen`,
 //! delta counters, the step and the parent, and turns one superstep into a
 //! [`CheckpointRecord`]. A workload drives it with the supersteps its graph would run (see
-//! `channels.rs` for the one-node graph of bench-harness.md §2.6); a production-shaped workload
+//! `channels.rs` for the one-node graph of docs/bench-rows.md#workloads); a production-shaped workload
 //! with more channels drives the same API. Backends (`memory.rs`, `sqlite.rs`, `postgres.rs`)
 //! store records the way the matching LangGraph saver does.
 
@@ -537,7 +537,7 @@ impl GraphState {
     }
 
     /// Whether a delta channel must snapshot at the next checkpoint, given the channels
-    /// that superstep updates (cadence rule of langgraph-storage.md §6.1).
+    /// that superstep updates (cadence rule of docs/storage-format.md#delta-channel-storage).
     pub fn snapshot_due(&self, channel: &str, updated: &[&str]) -> bool {
         let Some((_, ChannelKind::Delta { snapshot_frequency })) =
             self.channels.iter().find(|(c, _)| c == channel)

@@ -1,4 +1,4 @@
-//! `dfck bench production` (bench-harness.md §4, §9): the production-shaped case model, its
+//! `dfck bench production` (docs/bench-rows.md#production-rows): the production-shaped case model, its
 //! matrix (per-group mode alternation), the cross-mode gate on the four-value signature, the
 //! DeerFlow-shaped turn workload and the replay of an operator's own threads.
 
@@ -112,7 +112,7 @@ impl ProductionCase {
         Ok(())
     }
 
-    /// `checkpoint-production-{seed}-{repetition}` (§4.3).
+    /// `checkpoint-production-{seed}-{repetition}` (docs/bench-rows.md#workloads).
     pub fn thread_id(&self) -> String {
         format!("checkpoint-production-{}-{}", self.seed, self.repetition)
     }
@@ -130,7 +130,7 @@ impl ProductionCase {
     }
 }
 
-/// The matrix of `bench production` (§4.2 with §9.4): loops repetition → backend → payload →
+/// The matrix of `bench production` (docs/bench-rows.md#matrix-and-gate): loops repetition → backend → payload →
 /// turns, one global group counter; the mode order flips on every odd group; delta expands
 /// into one case per cadence, full into one case with `snapshot_frequency: null`.
 #[derive(Debug, Clone)]
@@ -202,7 +202,7 @@ impl ProductionMatrix {
     }
 }
 
-/// The cross-mode gate (§4.7, over every cadence): within each (engine, backend, turns,
+/// The cross-mode gate (docs/bench-rows.md#matrix-and-gate, over every cadence): within each (engine, backend, turns,
 /// payload, repetition, source) group holding successful rows of both modes, more than one
 /// distinct (message_count, seed_content_sha256, state_wire_sha256, history_wire_sha256)
 /// fails every successful row. Returns how many rows it failed.
@@ -272,7 +272,7 @@ pub fn production_gate(rows: &mut [Map<String, Value>]) -> usize {
     failed
 }
 
-/// The temporary-directory prefix of a production case (§1.5.7).
+/// The temporary-directory prefix of a production case (docs/bench-rows.md#child-processes).
 pub const TEMP_PREFIX: &str = "deerflow-checkpoint-production-";
 
 /// The minimal row of a production worker that cannot use its case.
@@ -305,7 +305,7 @@ pub fn run_worker_case(case_json: &str) -> WorkerOutput {
     })
 }
 
-/// One progress line (§4.2): `[i/n] mode turns=T payload=P freq=F|None repetition=R`.
+/// One progress line (docs/bench-rows.md#matrix-and-gate): `[i/n] mode turns=T payload=P freq=F|None repetition=R`.
 pub fn progress_line(i: usize, n: usize, c: &ProductionCase) -> String {
     let freq = c
         .snapshot_frequency

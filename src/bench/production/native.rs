@@ -4,7 +4,7 @@
 //! ran (the middleware-heavy graph: before_agent, model, tools, model, after_model,
 //! after_agent) and a final one, every ThreadState channel stored whole, `messages` as the
 //! whole list (full) or as `DeltaChannel` snapshots every K updates (delta) — into SQLite or
-//! PostgreSQL, then measures DeerFlow's production metrics (bench-harness.md §4.3–§4.8):
+//! PostgreSQL, then measures DeerFlow's production metrics (docs/bench-rows.md):
 //! run-turn and checkpoint-write latencies (first 2 turns discarded), seed digest, state and
 //! history reads cold and warm through [`super::reader::Reader`], the wire digests, online
 //! sizes.

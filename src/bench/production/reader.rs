@@ -1,5 +1,5 @@
 //! The read side of `bench production`: the native counterparts of DeerFlow's Gateway
-//! `GET /state` and `POST /history` (bench-harness.md §4.5). A [`Reader`] materializes through
+//! `GET /state` and `POST /history` (docs/bench-rows.md#production-reads-and-wire-digests). A [`Reader`] materializes through
 //! dfck's materializer and renders the response JSON; with a cache it keeps decoded
 //! checkpoints, write rows and materialized states across requests (the counterpart of
 //! DeerFlow's accessor and checkpoint-history caches) and counts hits and misses.
@@ -85,7 +85,7 @@ impl Source for CachingSource<'_, '_> {
 /// What one read returned: the wire digest of its messages and the response size.
 #[derive(Debug, Clone)]
 pub struct ReadResult {
-    /// Wire digest (§4.5) of the messages the response carries.
+    /// Wire digest (docs/bench-rows.md#production-reads-and-wire-digests) of the messages the response carries.
     pub wire_sha256: String,
     /// Messages in the response.
     pub message_count: usize,
@@ -109,7 +109,7 @@ fn messages_of(values: &[(String, Value)]) -> &[Value] {
         .unwrap_or(&[])
 }
 
-/// The §4.5 wire digest of a message list.
+/// The wire digest of a message list (docs/bench-rows.md#production-reads-and-wire-digests).
 pub fn wire_digest(messages: &[Value]) -> String {
     let rendered: Vec<(String, String, Json)> = messages
         .iter()

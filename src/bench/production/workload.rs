@@ -2,7 +2,7 @@
 //! AIMessage with a tool call → ToolMessage → final AIMessage — plus the ThreadState channels
 //! DeerFlow carries (thread_data, sandbox, uploaded_files, skill_context, artifacts, todos,
 //! delegations, viewed_images, title), spread over the several checkpoints a middleware-heavy
-//! graph writes per turn. Deterministic, no date dependence (bench-harness.md §9.5): the
+//! graph writes per turn. Deterministic, no date dependence (docs/bench-rows.md#workloads): the
 //! `<current_date>` reminder DeerFlow inserts carries a fixed date. A replayed thread
 //! ([`replay_turns`]) contributes its own messages, turn by turn.
 

@@ -1,6 +1,6 @@
 //! `dfck bench summarize`: loading benchmark JSONL (DeerFlow's schema v1 and dfck's v2) and
-//! pairing full/delta rows into medians and delta/full ratios (bench-harness.md §3 for channel
-//! rows, §5 for production rows, with the fixes of §9.4). This module owns the numbers only; the
+//! pairing full/delta rows into medians and delta/full ratios (docs/bench-rows.md#summaries for channel
+//! rows, docs/bench-rows.md#summaries for production rows, with the fixes of docs/bench-rows.md#summaries). This module owns the numbers only; the
 //! CLI prints them through `crate::render::bench`, and [`crate::bench::plot`] draws them.
 //!
 //! # Row kinds
@@ -9,12 +9,12 @@
 //! DeerFlow's plain list of summaries when the input holds one kind (or none), and the object
 //! `{"channels": [...], "production": [...]}` when it holds both ([`Report::to_json`]).
 //!
-//! # Channel summary (§3, with §9.4 (a), (c), (g))
+//! # Channel summary (docs/bench-rows.md#summaries)
 //! * Groups are `(engine, backend, scenario, snapshot_frequency, update_count, payload_bytes)`
 //!   where `snapshot_frequency` is the **delta** side's cadence. `engine` exists only in v2 rows;
 //!   for DeerFlow's v1 rows it is absent (and absent from the output), so v1 rows never pair with
 //!   v2 rows, and v2 rows of different engines never pair with each other.
-//! * Pairing is a broadcast (§9.4 (a)): every successful delta row pairs with the successful full
+//! * Pairing is a broadcast (docs/bench-rows.md#summaries): every successful delta row pairs with the successful full
 //!   row of the same `(engine, backend, scenario, update_count, payload_bytes)` and the same
 //!   `(input file, repetition)`, whatever its cadence. DeerFlow keys on `snapshot_frequency`, so
 //!   it only pairs delta rows at cadence 10 (full rows always carry 10); for those rows the numbers
@@ -22,7 +22,7 @@
 //! * `failed_rows`: failed (non-profiled) delta rows count toward their cadence's group; a failed
 //!   full row (any failed row whose mode is not `delta`) counts toward every cadence group of its
 //!   `(engine, backend, scenario, update_count, payload_bytes)` **in which its own input file has
-//!   delta rows** (§9.4 (g)). DeerFlow counts a failed full row only in the cadence-10 group, from
+//!   delta rows** (docs/bench-rows.md#summaries). DeerFlow counts a failed full row only in the cadence-10 group, from
 //!   any input file.
 //! * Metrics: only pairs where both sides hold a real number (not bool, not null) enter the
 //!   medians; `ratio_m = delta/full` from the unrounded medians (null when the full median is 0);
@@ -30,19 +30,19 @@
 //! * Profiled rows are dropped first; [`Report::profiled_channel_rows`] counts them for the
 //!   warning the CLI prints.
 //!
-//! # Production summary (§5, with §9.4 (c), (g))
+//! # Production summary (docs/bench-rows.md#summaries)
 //! * Full rows (`snapshot_frequency` null) are broadcast to every delta cadence of the same
 //!   `(engine, backend, source_thread_sha256, turns, payload_bytes)` and `(input file,
 //!   repetition)`; `engine` and `backend` are absent in v1 rows, `source_thread_sha256` in all
 //!   but `--replay-from` rows (and then absent from the output).
-//! * Groups sort numerically (§9.4 (c)); DeerFlow sorts them by their text (10 before 5).
+//! * Groups sort numerically (docs/bench-rows.md#summaries); DeerFlow sorts them by their text (10 before 5).
 //! * `failed_rows`: a failed row with a cadence counts toward that cadence's group; a failed row
 //!   without one (full) counts toward every cadence group in which its own input file has delta
-//!   rows (§9.4 (g)); DeerFlow counts it in every group, from any input file.
+//!   rows (docs/bench-rows.md#summaries); DeerFlow counts it in every group, from any input file.
 //! * Medians are taken independently per side; history metrics
 //!   `history_limit_{L}_{cold_ms|warm_p50_ms}` are discovered unless `--metrics` is given; the
 //!   decision metrics (`{full,delta}_snapshot_write_spike`, `_checkpoint_write_share`,
-//!   `_cache_effect_ms`) follow §5 exactly. Profiled rows are dropped silently.
+//!   `_cache_effect_ms`) follow docs/bench-rows.md#summaries exactly. Profiled rows are dropped silently.
 //!
 //! Key order of a summary object is DeerFlow's (group fields, `paired_repetitions`,
 //! `failed_rows`, then per metric `full_`, `delta_`, `ratio_`, then decision metrics); table and
@@ -60,7 +60,7 @@ use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 
-/// DeerFlow's default channel metrics (§3).
+/// DeerFlow's default channel metrics (docs/bench-rows.md#summaries).
 pub const DEFAULT_CHANNEL_METRICS: &[&str] = &[
     "write_total_ms",
     "write_p50_ms",
@@ -75,7 +75,7 @@ pub const DEFAULT_CHANNEL_METRICS: &[&str] = &[
     "peak_rss_bytes",
 ];
 
-/// DeerFlow's default production metrics (§5), before history-metric discovery.
+/// DeerFlow's default production metrics (docs/bench-rows.md#summaries), before history-metric discovery.
 pub const DEFAULT_PRODUCTION_METRICS: &[&str] = &[
     "run_turn_p50_ms",
     "run_turn_p95_ms",
@@ -188,7 +188,7 @@ fn truthy(v: Option<&Value>) -> bool {
     }
 }
 
-/// Parses JSONL text of input `input_index` named `name` (§3 loading rules): lines are stripped,
+/// Parses JSONL text of input `input_index` named `name` (docs/bench-rows.md#summaries loading rules): lines are stripped,
 /// blank and `#` lines skipped; each bad line is appended to `errors` as `name:line: msg`.
 pub fn parse_jsonl(
     text: &str,
@@ -250,7 +250,7 @@ fn read_text(path: &Path) -> Result<String, LoadError> {
 }
 
 /// A JSON value as a grouping/sorting key: numbers (not bools) sort numerically before every
-/// other value, which sorts by its Python `str()` text (§3); a missing field sorts first.
+/// other value, which sorts by its Python `str()` text (docs/bench-rows.md#summaries); a missing field sorts first.
 #[derive(Debug, Clone)]
 enum KeyPart {
     Missing,
@@ -325,9 +325,9 @@ fn key(row: &Row, fields: &[&str]) -> Vec<KeyPart> {
 /// The summaries of one run: per kind, `None` when the input holds no row of that kind.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Report {
-    /// Channel summaries (§3), when the input has channel rows.
+    /// Channel summaries (docs/bench-rows.md#summaries), when the input has channel rows.
     pub channels: Option<Vec<Map<String, Value>>>,
-    /// Production summaries (§5), when the input has production rows.
+    /// Production summaries (docs/bench-rows.md#summaries), when the input has production rows.
     pub production: Option<Vec<Map<String, Value>>>,
     /// Profiled channel rows that were dropped (the CLI warns about them).
     pub profiled_channel_rows: usize,
@@ -369,7 +369,7 @@ impl Report {
     }
 }
 
-/// Summarizes loaded rows: channel rows by §3, production rows by §5. `metrics` is `--metrics`
+/// Summarizes loaded rows: channel rows by docs/bench-rows.md#summaries, production rows by docs/bench-rows.md#summaries. `metrics` is `--metrics`
 /// (applied to both kinds); `None` means each kind's defaults (plus discovered history metrics).
 pub fn summarize(rows: &[Row], metrics: Option<&[String]>) -> Report {
     let (production, channels): (Vec<&Row>, Vec<&Row>) =
@@ -429,7 +429,7 @@ fn history_limit(key: &str) -> Option<u128> {
     Some(digits.parse().unwrap_or(u128::MAX))
 }
 
-/// The history metrics present in the rows, sorted by (limit, key) (§5).
+/// The history metrics present in the rows, sorted by (limit, key) (docs/bench-rows.md#summaries).
 pub fn discover_history_metrics(rows: &[&Row]) -> Vec<String> {
     let found: BTreeSet<(u128, String)> = rows
         .iter()
@@ -468,7 +468,7 @@ fn insert_key(summary: &mut Map<String, Value>, fields: &[&str], key: &[KeyPart]
 }
 
 /// Table/CSV columns of summaries: the `leading` fields present in any summary, in that order,
-/// then every other key alphabetically (§3, §5).
+/// then every other key alphabetically (docs/bench-rows.md#summaries).
 pub fn columns(summaries: &[Map<String, Value>], leading: &[&str]) -> Vec<String> {
     let mut cols: Vec<String> = leading
         .iter()
