@@ -316,8 +316,12 @@ pub fn cross_mode_gate(rows: &mut [Map<String, Value>]) -> usize {
     }
     let mut changed = 0;
     for members in groups.values() {
-        let has = |m: &str| members.iter().any(|&i| row_str(&rows[i], "mode") == m);
-        if !(has("full") && has("delta")) {
+        let has = |m: ChannelMode| {
+            members
+                .iter()
+                .any(|&i| ChannelMode::parse(row_str(&rows[i], "mode")) == Some(m))
+        };
+        if !(has(ChannelMode::Full) && has(ChannelMode::Delta)) {
             continue;
         }
         let mut sigs: Vec<(String, String)> = members

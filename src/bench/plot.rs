@@ -18,6 +18,7 @@
 
 use crate::bench::stats::median;
 use crate::bench::summarize::Row;
+use crate::model::ChannelMode;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -108,7 +109,7 @@ fn series_rows<'a>(rows: &[&'a Row], x_field: &str) -> BTreeMap<SeriesKey, Vec<&
         .iter()
         .copied()
         .filter(|r| r.is_success() && !r.is_profiled() && r.number(x_field).is_some())
-        .filter(|r| matches!(r.mode(), Some("full" | "delta")))
+        .filter(|r| r.mode().is_some())
         .collect();
     let payloads: BTreeSet<String> = usable
         .iter()
@@ -121,7 +122,7 @@ fn series_rows<'a>(rows: &[&'a Row], x_field: &str) -> BTreeMap<SeriesKey, Vec<&
             .filter_map(|f| text_of(r.fields.get(*f)))
             .collect::<Vec<_>>()
             .join("/");
-        let delta = r.mode() == Some("delta");
+        let delta = r.mode() == Some(ChannelMode::Delta);
         let cadence_v = r.fields.get("snapshot_frequency");
         let k = SeriesKey {
             prefix,

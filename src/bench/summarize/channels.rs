@@ -2,6 +2,7 @@
 //! module's header for the rules).
 
 use super::*;
+use crate::model::ChannelMode;
 
 const CHANNEL_BASE: &[&str] = &[
     "engine",
@@ -35,7 +36,7 @@ pub fn summarize_channels(rows: &[&Row], metrics: &[String]) -> Vec<Map<String, 
     for row in rows.iter().copied().filter(|r| !r.is_profiled()) {
         let base = key(row, CHANNEL_BASE);
         let cadence = KeyPart::of(row.get("snapshot_frequency"));
-        if row.mode() == Some("delta") {
+        if row.mode() == Some(ChannelMode::Delta) {
             delta_files
                 .entry((base.clone(), cadence.clone()))
                 .or_default()
@@ -47,10 +48,10 @@ pub fn summarize_channels(rows: &[&Row], metrics: &[String]) -> Vec<Map<String, 
         }
         let rep = (row.input_index, KeyPart::of(row.get("repetition")));
         match row.mode() {
-            Some("full") => {
+            Some(ChannelMode::Full) => {
                 fulls.entry(base).or_default().insert(rep, row);
             }
-            Some("delta") => {
+            Some(ChannelMode::Delta) => {
                 let list = deltas.entry((base, cadence)).or_default();
                 match list.iter_mut().find(|(k, _)| *k == rep) {
                     Some(slot) => slot.1 = row,
@@ -91,7 +92,7 @@ pub fn summarize_channels(rows: &[&Row], metrics: &[String]) -> Vec<Map<String, 
             .iter()
             .filter(|r| key(r, CHANNEL_BASE) == *base)
             .filter(|r| {
-                if r.mode() == Some("delta") {
+                if r.mode() == Some(ChannelMode::Delta) {
                     KeyPart::of(r.get("snapshot_frequency")) == *cadence
                 } else {
                     files.is_some_and(|f| f.contains(&r.input_index))

@@ -163,8 +163,10 @@ impl Row {
     }
 
     /// `mode` as a string, if it is one.
-    pub fn mode(&self) -> Option<&str> {
-        self.get("mode").and_then(Value::as_str)
+    pub fn mode(&self) -> Option<crate::model::ChannelMode> {
+        self.get("mode")
+            .and_then(Value::as_str)
+            .and_then(crate::model::ChannelMode::parse)
     }
 
     /// A metric as a real number: ints and floats, never bools or null.

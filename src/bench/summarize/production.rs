@@ -2,6 +2,7 @@
 //! cadence; see the parent module's header for the rules).
 
 use super::*;
+use crate::model::ChannelMode;
 
 const PRODUCTION_BASE: &[&str] = &[
     "engine",
@@ -34,7 +35,7 @@ pub fn summarize_production(rows: &[&Row], metrics: &[String]) -> Vec<Map<String
     let mut failed: Vec<&Row> = Vec::new();
     for row in rows.iter().copied().filter(|r| !r.is_profiled()) {
         let group = key(row, PRODUCTION_GROUP);
-        if row.mode() == Some("delta") {
+        if row.mode() == Some(ChannelMode::Delta) {
             delta_files
                 .entry(group.clone())
                 .or_default()
@@ -50,10 +51,10 @@ pub fn summarize_production(rows: &[&Row], metrics: &[String]) -> Vec<Map<String
             key(row, PRODUCTION_BASE),
         );
         match row.mode() {
-            Some("full") => {
+            Some(ChannelMode::Full) => {
                 fulls.insert(rep, row);
             }
-            Some("delta") => {
+            Some(ChannelMode::Delta) => {
                 let list = deltas.entry(group).or_default();
                 match list.iter_mut().find(|(k, _)| *k == rep) {
                     Some(slot) => slot.1 = row,
