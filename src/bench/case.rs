@@ -154,6 +154,122 @@ pub struct WorkerContext {
     pub env: RowEnv,
 }
 
+/// DeerFlow discards the first turns from the latency statistics (`WARMUP_TURNS`).
+pub const WARMUP_TURNS: u64 = 2;
+/// The Gateway's history route caps `limit` at 100 (`ThreadHistoryRequest.limit le=100`).
+pub const HISTORY_LIMIT_CAP: u64 = 100;
+/// `benchmark` of production rows.
+pub const BENCHMARK: &str = "checkpoint_production";
+
+/// Where a replayed case's messages come from (`--replay-from`): never in rows but as hashes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReplaySource {
+    /// A file (in the controller's temp dir) holding the source thread's messages, one
+    /// msgpack document per message; the worker reads it.
+    pub messages_file: String,
+    /// SHA-256 of the source thread id: what rows say about the source.
+    pub source_thread_sha256: String,
+}
+
+/// One production case: DeerFlow's eight fields plus engine, backend and an optional replay.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProductionCase {
+    /// full or delta.
+    pub mode: ChannelMode,
+    /// Conversation turns.
+    pub turns: u64,
+    /// Exact content size of generated messages.
+    pub payload_bytes: u64,
+    /// DeltaChannel cadence; `null` for full.
+    pub snapshot_frequency: Option<u64>,
+    /// Configured history limits (effective = min(limit, 100), deduplicated).
+    pub history_limits: Vec<u64>,
+    /// Warm samples per read.
+    pub read_repetitions: u64,
+    /// 0-based pass.
+    pub repetition: u64,
+    /// Only used in the thread id.
+    pub seed: i64,
+    /// The system under test.
+    #[serde(default = "native")]
+    pub engine: Engine,
+    /// sqlite or postgres.
+    #[serde(default = "sqlite")]
+    pub backend: Backend,
+    /// Replay an operator's thread instead of the generated workload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<ReplaySource>,
+}
+
+fn native() -> Engine {
+    Engine::Native
+}
+fn sqlite() -> Backend {
+    Backend::Sqlite
+}
+
+impl ProductionCase {
+    /// Checks the case like DeerFlow's `ProductionCase.__post_init__`.
+    pub fn validate(&self) -> Result<(), BenchError> {
+        if self.turns <= WARMUP_TURNS {
+            return Err(BenchError::InvalidCase(
+                "turns must exceed the 2-turn warm-up".into(),
+            ));
+        }
+        if self.payload_bytes == 0 {
+            return Err(BenchError::InvalidCase(
+                "payload_bytes must be positive".into(),
+            ));
+        }
+        match (self.mode, self.snapshot_frequency) {
+            (ChannelMode::Full, Some(_)) => {
+                return Err(BenchError::InvalidCase(
+                    "snapshot_frequency is a delta-only axis".into(),
+                ));
+            }
+            (ChannelMode::Delta, None | Some(0)) => {
+                return Err(BenchError::InvalidCase(
+                    "delta cases need a positive snapshot_frequency".into(),
+                ));
+            }
+            _ => {}
+        }
+        if self.history_limits.contains(&0) {
+            return Err(BenchError::InvalidCase(
+                "history limits must be positive".into(),
+            ));
+        }
+        if self.read_repetitions == 0 {
+            return Err(BenchError::InvalidCase(
+                "read_repetitions must be positive".into(),
+            ));
+        }
+        if self.backend == Backend::Memory {
+            return Err(BenchError::InvalidCase(
+                "bench production runs on sqlite or postgres".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `checkpoint-production-{seed}-{repetition}` (docs/bench-rows.md#workloads).
+    pub fn thread_id(&self) -> String {
+        format!("checkpoint-production-{}-{}", self.seed, self.repetition)
+    }
+
+    /// The effective history limits: `min(l, 100)`, duplicates dropped, order kept.
+    pub fn effective_history_limits(&self) -> Vec<u64> {
+        let mut out = Vec::new();
+        for l in &self.history_limits {
+            let e = (*l).min(HISTORY_LIMIT_CAP);
+            if !out.contains(&e) {
+                out.push(e);
+            }
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

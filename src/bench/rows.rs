@@ -7,9 +7,10 @@
 //! additions (`child_process_ms`, parent RSS, `stderr_tail`) to those rows stay map edits.
 
 use crate::bench::case::{
-    BENCHMARK_VERSION, Backend, ChannelCase, ChannelMode, Engine, RowEnv, SCHEMA_VERSION,
+    BENCHMARK, BENCHMARK_VERSION, Backend, ChannelCase, ChannelMode, Engine, ProductionCase,
+    RowEnv, SCHEMA_VERSION,
 };
-use crate::bench::production::{BENCHMARK, ProductionCase};
+
 use serde::Serialize;
 use serde::ser::SerializeMap;
 use serde_json::{Map, Value};

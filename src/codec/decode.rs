@@ -102,3 +102,24 @@ impl Reader<'_> {
         })
     }
 }
+
+impl Ext {
+    /// The payload decoded (`None` for unknown codes).
+    pub fn inner(&self) -> Option<&Value> {
+        self.inner
+            .get_or_init(|| {
+                if (0..=7).contains(&self.code) {
+                    decode_shared(&self.raw).ok()
+                } else {
+                    None
+                }
+            })
+            .as_ref()
+    }
+
+    /// Takes the decoded payload out.
+    pub fn into_inner(self) -> Option<Value> {
+        self.inner();
+        self.inner.into_inner().flatten()
+    }
+}

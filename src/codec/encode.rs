@@ -1,7 +1,8 @@
 //! msgpack encoding of [`Value`] with ormsgpack's byte choices: minimal-width headers,
 //! float64 for Python floats, map order kept, ext payloads written back verbatim.
 
-use super::value::Value;
+use super::value::{Ext, Value};
+use bytes::Bytes;
 
 /// Encodes a value to a new buffer.
 pub fn encode(v: &Value) -> Vec<u8> {
@@ -137,5 +138,14 @@ fn write_int(out: &mut Vec<u8>, i: i64) {
     } else {
         out.push(0xd3);
         out.extend_from_slice(&i.to_be_bytes());
+    }
+}
+
+impl Value {
+    /// Builds an ext value from a decoded payload, encoding the payload.
+    pub fn new_ext(code: i8, inner: Value) -> Value {
+        let mut raw = Vec::new();
+        write_value(&mut raw, &inner);
+        Value::Ext(Box::new(Ext::decoded(code, Bytes::from(raw), Some(inner))))
     }
 }

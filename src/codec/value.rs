@@ -1,4 +1,6 @@
-//! The decoded value model: msgpack values with ext payloads kept raw *and* decoded.
+//! The decoded value model: msgpack values with ext payloads kept raw *and* decoded. (Lazy
+//! decoding of a payload lives in `decode.rs`, building an ext from a value in `encode.rs`,
+//! so this module depends on neither.)
 
 use bytes::Bytes;
 use std::sync::OnceLock;
@@ -12,8 +14,8 @@ use std::sync::OnceLock;
 pub struct Ext {
     /// The ext type code (0–7 are LangGraph's).
     pub code: i8,
-    raw: Bytes,
-    inner: OnceLock<Option<Value>>,
+    pub(super) raw: Bytes,
+    pub(super) inner: OnceLock<Option<Value>>,
 }
 
 impl PartialEq for Ext {
@@ -46,28 +48,9 @@ impl Ext {
         &self.raw
     }
 
-    /// The payload decoded (`None` for unknown codes).
-    pub fn inner(&self) -> Option<&Value> {
-        self.inner
-            .get_or_init(|| {
-                if (0..=7).contains(&self.code) {
-                    super::decode::decode_shared(&self.raw).ok()
-                } else {
-                    None
-                }
-            })
-            .as_ref()
-    }
-
     /// The decoded payload if it has been decoded already.
     pub(crate) fn inner_if_decoded(&self) -> Option<&Option<Value>> {
         self.inner.get()
-    }
-
-    /// Takes the decoded payload out.
-    pub fn into_inner(self) -> Option<Value> {
-        self.inner();
-        self.inner.into_inner().flatten()
     }
 }
 
@@ -241,12 +224,5 @@ impl Value {
             }
             _ => None,
         }
-    }
-
-    /// Builds an ext value from a decoded payload, encoding the payload.
-    pub fn new_ext(code: i8, inner: Value) -> Value {
-        let mut raw = Vec::new();
-        super::encode::write_value(&mut raw, &inner);
-        Value::Ext(Box::new(Ext::decoded(code, Bytes::from(raw), Some(inner))))
     }
 }
