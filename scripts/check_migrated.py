@@ -25,6 +25,11 @@ with --pg-url / TEST_POSTGRES_URI also for a copy of each Postgres fixture datab
    `_DeltaSnapshot` under channel_values.messages, and the `writes` table is row-for-row
    identical to the original fixture's.
 
+4. continue every converted thread with the real library: one more turn through the same
+   full-mode graph (`Command(resume)` on a head waiting on an interrupt, else a new human
+   message); the new head must extend the converted one, and `dfck verify` must report no
+   more errors than before.
+
 Exit 1 on any mismatch, 0 otherwise.
 """
 
@@ -50,7 +55,8 @@ from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: E402
 
 import fixturelib  # noqa: E402
 from gen_fixtures import build_deerflow_graph, build_subgraph_pair  # noqa: E402
-from graphs import build_conv_graph, messages_annotation  # noqa: E402
+from graphs import HumanMessage, build_conv_graph, messages_annotation  # noqa: E402
+from langgraph.types import Command  # noqa: E402
 
 STEMS = ["delta_k1", "delta_k3", "delta_k10", "mixed", "deerflow"]
 MARKER_KEY = "deerflow_checkpoint_channel_mode"
@@ -240,6 +246,55 @@ def read_all(stem: str, saver: Any, expected: dict, skip_ns: set, errs: list[str
     return n
 
 
+
+def continue_threads(stem: str, saver: Any, expected: dict, skip_ns: set, errs: list[str]) -> int:
+    """The real library CONTINUES every converted thread: one more turn through the same
+    full-mode graph (a `Command(resume)` where the head waits on an interrupt, else a new
+    human message). The new head must hold the old head's messages, in order, followed by the
+    new turn's. Returns the threads continued."""
+    error_threads = {e["thread_id"] for e in expected.get("errors", [])}
+    graphs: dict[str, dict] = {}
+    n = 0
+    for th in expected["threads"]:
+        tid = th["thread_id"]
+        if tid in error_threads or (tid, "") in skip_ns:
+            continue
+        kind = THREAD_GRAPH.get(tid, CONV)
+        graph = graphs.setdefault(kind, full_graphs(kind, saver))["graph"]
+        cfg = {"configurable": {"thread_id": tid}}
+        try:
+            before = graph.get_state(cfg)
+            old = [m.id for m in before.values.get("messages", [])]
+            if before.interrupts:
+                graph.invoke(Command(resume="approved after migrate"), cfg)
+                how = "resume"
+            else:
+                msg = HumanMessage(content="continue after migrate", id=f"h-continue-{tid}")
+                graph.invoke({"messages": [msg]}, cfg)
+                how = "input"
+            after = graph.get_state(cfg)
+            new = [m.id for m in after.values.get("messages", [])]
+        except Exception as e:  # noqa: BLE001
+            errs.append(f"{stem} {tid}: continuing the converted thread raised {type(e).__name__}: {e}")
+            continue
+        if new[: len(old)] != old or len(new) <= len(old):
+            errs.append(f"{stem} {tid} [{how}]: the continued head does not extend the converted one "
+                        f"({len(old)} → {len(new)} messages)")
+            continue
+        if how == "input" and f"h-continue-{tid}" not in new[len(old):]:
+            errs.append(f"{stem} {tid}: the new human message is missing from the continued head")
+            continue
+        n += 1
+    return n
+
+
+def verify_errors(dfck: str, target: str) -> int:
+    """Error findings `dfck verify` reports on a store."""
+    proc = subprocess.run([dfck, "--db", target, "verify", "--format", "json"], capture_output=True, text=True)
+    if proc.returncode not in (0, 1):
+        return -1
+    return sum(1 for f in json.loads(proc.stdout)["findings"] if f["severity"] == "error")
+
 def check_stem(stem: str, dfck: str, fixtures: Path, tmp: Path) -> tuple[int, list[str], str]:
     src = fixtures / "sqlite" / f"{stem}.db"
     expected = json.loads((fixtures / "expected" / f"{stem}.json").read_text(encoding="utf-8"))
@@ -278,6 +333,13 @@ def check_stem(stem: str, dfck: str, fixtures: Path, tmp: Path) -> tuple[int, li
 
         saver = SqliteSaver(conn)
         n = read_all(stem, saver, expected, skip_ns, errs)
+        errors_before = verify_errors(dfck, str(db))
+        continued = continue_threads(stem, saver, expected, skip_ns, errs)
+        conn.commit()
+        errors_after = verify_errors(dfck, str(db))
+        if errors_after != errors_before:
+            errs.append(f"{stem}: dfck verify errors {errors_before} → {errors_after} after continuing")
+        summary += f"; {continued} thread(s) continued one more turn"
     finally:
         set_strict(False)
         conn.close()
@@ -338,6 +400,12 @@ def check_stem_pg(stem: str, dfck: str, fixtures: Path, server: str) -> tuple[in
         from psycopg.rows import dict_row
         conn.row_factory = dict_row
         n = read_all(f"pg {stem}", PostgresSaver(conn), expected, set(), errs)
+        errors_before = verify_errors(dfck, url)
+        continued = continue_threads(f"pg {stem}", PostgresSaver(conn), expected, set(), errs)
+        errors_after = verify_errors(dfck, url)
+        if errors_after != errors_before:
+            errs.append(f"pg {stem}: dfck verify errors {errors_before} → {errors_after} after continuing")
+        summary += f"; {continued} thread(s) continued one more turn"
     with psycopg.connect(server, autocommit=True) as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{copy}"')
     return n, errs, summary
