@@ -42,3 +42,12 @@ cargo test --release -- --show-output
 # The real library agrees: converted stores read through a full-mode (add_messages) graph by
 # the pinned Python LangGraph show exactly the delta view (SQLite and Postgres copies).
 "$VENV/bin/python" scripts/check_migrated.py --dfck target/release/dfck
+
+# A release build carries no crash-injection points (they exist only in test builds, through
+# the `failpoints` feature that the crate's own dev-dependency turns on for `cargo test`).
+cargo build --release --quiet
+if grep -c -a DFCK_FAILPOINT target/release/dfck >/dev/null; then
+    echo "test-all: the release binary contains failpoints" >&2
+    exit 1
+fi
+echo "release binary: 0 failpoints (grep -c -a DFCK_FAILPOINT target/release/dfck)"
