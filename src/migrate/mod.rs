@@ -5,13 +5,15 @@
 //! to full form, verifies and commits, or rolls back and refuses.
 //!
 //! Submodules: `plan` (what a thread needs), `apply` (the engine job and the backends' row
-//! changes), `checks` (the postcondition verified before commit).
+//! changes), `checks` (the postcondition verified before commit), `state` (every checkpoint's
+//! state, compared before and after the rewrite).
 
 mod apply;
 mod checks;
 mod plan;
+mod state;
 
-pub use apply::{ConvertStore, Converted, DeltaToFull};
+pub use apply::{ConvertStore, Converted, DeltaToFull, Work};
 pub use plan::plan_thread;
 
 use crate::error::Error;
