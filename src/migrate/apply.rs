@@ -293,10 +293,13 @@ impl<C: ConvertStore + ?Sized> ThreadJob<C> for DeltaToFull<'_> {
         // A full-mode thread can be far larger than its delta form (every checkpoint holds
         // the whole list).
         let growth = report.bytes_after.saturating_sub(report.bytes_before);
+        // The rewrite touches nearly every row of the thread: the log holds all of them.
+        let written = report.bytes_after;
         Ok(Planned::Write {
             report,
             work: Work { loaded, state },
             growth,
+            written,
         })
     }
 
