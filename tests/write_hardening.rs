@@ -158,3 +158,128 @@ fn a_nested_delta_snapshot_is_refused_and_left_untouched() {
     });
     assert_refused_untouched(&db, "t-error", "");
 }
+
+#[test]
+fn a_reader_blocking_the_final_checkpoint_gets_a_warning_and_the_data_is_durable() {
+    let (_dir, db) = temp_copy(&sqlite_fixture("delta_k3"));
+    let reader = Connection::open(&db).unwrap();
+    reader.execute_batch("BEGIN").unwrap();
+    let n: i64 = reader
+        .query_row("SELECT count(*) FROM checkpoints", [], |r| r.get(0))
+        .unwrap();
+    assert!(n > 0);
+    let started = std::time::Instant::now();
+    let out = migrate(&db, &["t-linear", "--apply"], &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "bounded wait"
+    );
+    assert_eq!(
+        thread_status(&report(&out), "t-linear").0,
+        "converted",
+        "{stderr}"
+    );
+    let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("warning")).collect();
+    assert_eq!(warnings.len(), 1, "one warning: {stderr}");
+    assert!(
+        warnings[0].contains("read transaction") && warnings[0].contains("MiB of WAL are left"),
+        "{stderr}"
+    );
+    drop(reader);
+    // What was committed is there for a new connection.
+    let out = migrate(&db, &["t-linear"], &[]);
+    assert_eq!(thread_status(&report(&out), "t-linear").0, "skipped");
+}
+
+#[test]
+fn a_failed_backup_leaves_no_file_and_a_rerun_writes_it() {
+    let (dir, db) = temp_copy(&sqlite_fixture("delta_k3"));
+    let backup = dir.path().join("before.db");
+    let before = thread_rows(&db, "t-linear");
+    let b = backup.to_string_lossy().into_owned();
+    let out = migrate(
+        &db,
+        &["t-linear", "--apply", "--backup", &b],
+        &[("DFCK_FAILPOINT", "backup-abort")],
+    );
+    assert!(!out.status.success(), "the failpoint aborts the run");
+    assert!(!backup.exists(), "no partial file under the backup's name");
+    let out = migrate(&db, &["t-linear", "--apply", "--backup", &b], &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(backup.exists());
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().contains("partial"))
+        .collect();
+    assert!(leftovers.is_empty(), "temporary file removed");
+    // The backup is the store before the conversion.
+    assert_eq!(thread_rows(&backup, "t-linear"), before);
+    assert_ne!(thread_rows(&db, "t-linear"), before);
+}
+
+#[test]
+fn a_busy_write_lock_refuses_the_thread_naming_the_other_writer() {
+    let (_dir, db) = temp_copy(&sqlite_fixture("delta_k3"));
+    let before = thread_rows(&db, "t-linear");
+    let writer = Connection::open(&db).unwrap();
+    writer.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let out = migrate(&db, &["t-linear", "--apply"], &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "refused, not failed: {stderr}");
+    let (status, reason) = thread_status(&report(&out), "t-linear");
+    assert_eq!(status, "refused");
+    assert!(reason.contains("another writer"), "{reason}");
+    writer.execute_batch("ROLLBACK").unwrap();
+    drop(writer);
+    assert_eq!(thread_rows(&db, "t-linear"), before);
+}
+
+#[test]
+fn a_thread_named_twice_counts_once() {
+    let (_dir, db) = temp_copy(&sqlite_fixture("delta_k3"));
+    let out = migrate(&db, &["t-linear", "t-linear"], &[]);
+    let j = report(&out);
+    assert_eq!(j["threads"].as_array().unwrap().len(), 1, "{j}");
+    let out = migrate(&db, &["t-linear", "t-fork", "t-linear", "--apply"], &[]);
+    let j = report(&out);
+    let ids: Vec<&str> = j["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["thread_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["t-linear", "t-fork"], "{j}");
+    let v = dfck_json(
+        &s(&db),
+        &["verify", "t-linear", "t-linear", "--format", "json"],
+    );
+    assert_eq!(v["threads_checked"], 1, "{v}");
+}
+
+#[test]
+fn a_thread_gone_before_its_transaction_is_skipped_and_named() {
+    let (_dir, db) = temp_copy(&sqlite_fixture("delta_k3"));
+    // Thread names are not looked up when listed: a name with no rows by the time its
+    // transaction starts is exactly a thread DeerFlow deleted meanwhile.
+    let out = migrate(&db, &["t-linear", "t-deleted", "--apply"], &[]);
+    let j = report(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(thread_status(&j, "t-linear").0, "converted");
+    assert_eq!(
+        thread_status(&j, "t-deleted"),
+        ("skipped".into(), "thread no longer exists".into())
+    );
+}
