@@ -283,3 +283,142 @@ fn a_thread_gone_before_its_transaction_is_skipped_and_named() {
         ("skipped".into(), "thread no longer exists".into())
     );
 }
+
+/// A tmpfs mounted on a fresh directory, unmounted when dropped.
+struct Tmpfs {
+    dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    fn mount(bytes: u64) -> Option<Tmpfs> {
+        let root = Command::new("id").arg("-u").output().ok()?;
+        if String::from_utf8_lossy(&root.stdout).trim() != "0" {
+            println!("note: not root, skipping the small-tmpfs disk-full test");
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            println!("note: cannot mount a tmpfs, skipping the small-tmpfs disk-full test");
+            return None;
+        }
+        Some(Tmpfs { dir })
+    }
+
+    fn resize(&self, bytes: u64) {
+        let ok = Command::new("mount")
+            .args(["-o", &format!("remount,size={bytes}")])
+            .arg(self.dir.path())
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.dir.path()).status();
+    }
+}
+
+/// A store holding `copies` copies of delta_k3's `t-linear` (threads `c-0`, `c-1`, …).
+fn many_threads(dir: &Path, copies: usize) -> std::path::PathBuf {
+    let db = dir.join("many.db");
+    std::fs::copy(sqlite_fixture("delta_k3"), &db).unwrap();
+    let conn = Connection::open(&db).unwrap();
+    conn.execute_batch("BEGIN").unwrap();
+    for table in ["checkpoints", "writes"] {
+        let cols: Vec<String> = conn
+            .prepare(&format!("PRAGMA table_info({table})"))
+            .unwrap()
+            .query_map([], |r| r.get::<_, String>(1))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        let select: Vec<String> = cols
+            .iter()
+            .map(|c| {
+                if c == "thread_id" {
+                    "'c-' || n.i".to_owned()
+                } else {
+                    c.clone()
+                }
+            })
+            .collect();
+        conn.execute(
+            &format!(
+                "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < ?1) \
+                 INSERT INTO {table} ({}) SELECT {} FROM {table}, n WHERE thread_id = 't-linear'",
+                cols.join(", "),
+                select.join(", ")
+            ),
+            [copies as i64],
+        )
+        .unwrap();
+    }
+    conn.execute_batch("DELETE FROM writes WHERE thread_id NOT LIKE 'c-%'; DELETE FROM checkpoints WHERE thread_id NOT LIKE 'c-%'; COMMIT; VACUUM")
+        .unwrap();
+    drop(conn);
+    db
+}
+
+#[test]
+fn a_small_disk_converts_what_fits_refuses_the_rest_and_a_rerun_finishes() {
+    let work = tempfile::tempdir().unwrap();
+    let src = many_threads(work.path(), 400);
+    let size = std::fs::metadata(&src).unwrap().len();
+    // Room for the store and about half of what the conversion adds.
+    let Some(fs) = Tmpfs::mount(size + (8 << 20)) else {
+        return;
+    };
+    let db = fs.dir.path().join("many.db");
+    std::fs::copy(&src, &db).unwrap();
+    let out = migrate(&db, &["--all", "--apply"], &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "refusals, not an error: {stderr}"
+    );
+    let j = report(&out);
+    let converted = j["converted"].as_u64().unwrap();
+    let refused = j["refused"].as_u64().unwrap();
+    assert!(
+        converted > 0 && refused > 0,
+        "{converted} converted, {refused} refused"
+    );
+    for t in j["threads"].as_array().unwrap() {
+        if t["status"] == "refused" {
+            assert!(
+                t["reason"]
+                    .as_str()
+                    .unwrap()
+                    .contains("not enough disk space"),
+                "{t}"
+            );
+        }
+    }
+    let free = fs4::available_space(fs.dir.path()).unwrap();
+    assert!(free >= 1 << 20, "the disk is not full: {free} bytes free");
+    let wal = std::fs::metadata(fs.dir.path().join("many.db-wal")).map_or(0, |m| m.len());
+    assert!(
+        wal < 1 << 20,
+        "the WAL is truncated at the end: {wal} bytes"
+    );
+
+    fs.resize(size * 4 + (64 << 20));
+    let out = migrate(&db, &["--all", "--apply"], &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j = report(&out);
+    assert_eq!(j["converted"].as_u64().unwrap(), refused, "{j}");
+    assert_eq!(j["refused"], 0);
+}

@@ -164,10 +164,16 @@ impl WriteStore for SqliteStore {
         let _ = self.wal_checkpoint(false);
     }
 
-    /// Keeps the WAL bounded: past [`WAL_BOUND`] it is checkpointed and truncated (a short
-    /// try; a reader or the background copy only delays it to the next thread).
+    /// Keeps the WAL bounded: past [`WAL_BOUND`], or past half the free space, it is
+    /// checkpointed and truncated (a short try; a reader or the background copy only delays
+    /// it to the next thread).
     fn between_threads(&self) {
-        if self.wal_bytes() > WAL_BOUND {
+        let wal = self.wal_bytes();
+        let tight = || {
+            self.available_space()
+                .is_some_and(|free| wal.saturating_mul(2) > free)
+        };
+        if wal > WAL_BOUND || (wal > 0 && tight()) {
             let _ = self.checkpoint_truncate(Duration::from_millis(200));
         }
     }
