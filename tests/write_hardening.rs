@@ -148,7 +148,8 @@ fn a_conversion_changing_an_unrewritten_checkpoints_state_is_refused() {
 #[test]
 fn a_nested_delta_snapshot_is_refused_and_left_untouched() {
     let (_dir, db) = temp_copy(&sqlite_fixture("delta_k3"));
-    mutate_checkpoint(&db, "1f1ee3a8-fb2d-6810-8003-ac5920a5a663", |e| {
+    // t-linear's head stores a snapshot: wrapped in a second one.
+    mutate_checkpoint(&db, "1f1ee3a8-f90c-62c7-800e-e9767d11ecea", |e| {
         let Value::Map(cv) = entry(e, "channel_values") else {
             panic!("channel_values is a map");
         };
@@ -156,7 +157,7 @@ fn a_nested_delta_snapshot_is_refused_and_left_untouched() {
         let inner = std::mem::replace(m, Value::Nil);
         *m = Value::new_ext(codec::EXT_DELTA_SNAPSHOT, inner);
     });
-    assert_refused_untouched(&db, "t-error", "");
+    assert_refused_untouched(&db, "t-linear", "_DeltaSnapshot inside another");
 }
 
 #[test]
