@@ -108,11 +108,11 @@ impl SqliteStore {
                 other => other,
             }
         })?;
-        conn.busy_timeout(if writable {
-            super::sqlite_write::WRITE_BUSY_TIMEOUT
+        conn.busy_timeout(std::time::Duration::from_secs(if writable {
+            30
         } else {
-            std::time::Duration::from_secs(5)
-        })
+            5
+        }))
         .map_err(|e| open_err(e.to_string()))?;
         // Plain reads by default: scans over the whole store keep a small resident set
         // (memory-mapped pages would count towards RSS up to the store's size).

@@ -12,8 +12,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// The busy timeout of a read-write connection's statements other than taking the write
-/// lock (a rollback-journal commit waits for readers to finish).
-pub const WRITE_BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+/// lock (a rollback-journal commit waits for readers to finish), as the connection opens.
+const WRITE_BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long a thread waits, in total, for another writer to release the write lock before
 /// it is refused.
