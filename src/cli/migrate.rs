@@ -101,7 +101,7 @@ fn apply(
             eprintln!("dfck: backup written to {}", dest.display());
         }
         WriteEvent::WalLeft(left) => render::note(&format!(
-            "dfck: warning: another connection holds a read transaction on the store, so the WAL could not be checkpointed and truncated; {:.1} MiB of WAL are left (everything committed is durable in it; SQLite folds it into the database once that reader is gone)",
+            "dfck: warning: another connection holds a read transaction (or the write lock) on the store, so the WAL could not be checkpointed and truncated; {:.1} MiB of WAL are left (everything committed is durable in it; SQLite folds it into the database once that reader is gone)",
             left.bytes as f64 / f64::from(1u32 << 20)
         )),
     };
