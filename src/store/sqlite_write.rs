@@ -145,11 +145,17 @@ impl WriteStore for SqliteStore {
         SqliteStore::backup_to(self, dest)
     }
 
-    /// Only in WAL mode: there, commits need not wait for the disk (a crash of dfck loses
+    /// A WAL left over is checkpointed and truncated first (a short try). Then, only in WAL
+    /// mode: commits need not wait for the disk (a crash of dfck loses
     /// nothing committed, the WAL is in the OS; a power cut can only roll whole threads
     /// back) and everything is made durable at the end of the batch. A rollback-journal
     /// file keeps SQLite's defaults (NORMAL could corrupt it on power loss).
     fn begin_batch(&self, background: bool) -> BatchTuning {
+        // A WAL left by an earlier run (killed, or blocked by a reader) gives its space back
+        // first.
+        if self.wal_bytes() > 0 {
+            let _ = self.checkpoint_truncate(Duration::from_millis(200));
+        }
         let background = background && self.is_wal() && self.set_wal_autocheckpoint(0).is_ok();
         let relaxed = background && self.set_synchronous_normal(true).is_ok();
         BatchTuning {
