@@ -394,3 +394,42 @@ fn an_active_deerflow_run_blocks_its_postgres_thread() {
     assert_eq!(report["refused"], 1, "{report}");
     assert_eq!(report["converted"].as_u64().unwrap(), 7, "{report}");
 }
+
+#[test]
+fn a_live_writer_holding_a_threads_rows_gets_that_thread_refused_not_the_run_failed() {
+    let Some(server) = pg_server() else { return };
+    let uri = fresh_db(&server, "dfck_delta_k3", "dfck_mig_rowlock");
+    let rt = runtime();
+    let holder = connect(&rt, &uri);
+    rt.block_on(async {
+        holder
+            .batch_execute(
+                "BEGIN; SELECT 1 FROM checkpoints WHERE thread_id = 't-linear' FOR UPDATE",
+            )
+            .await
+            .unwrap();
+    });
+    let (report, exit) = apply(&uri, &[]);
+    assert_eq!(exit, 1, "refused, not failed: {report}");
+    let linear = report["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["thread_id"] == "t-linear")
+        .cloned()
+        .unwrap();
+    assert_eq!(linear["status"], "refused", "{report}");
+    assert!(
+        linear["reason"]
+            .as_str()
+            .unwrap()
+            .contains("another writer"),
+        "{report}"
+    );
+    assert_eq!(report["refused"], 1, "{report}");
+    rt.block_on(async { holder.batch_execute("ROLLBACK").await.unwrap() });
+    let (report, exit) = apply(&uri, &[]);
+    assert_eq!(exit, 0, "{report}");
+    assert_eq!(report["converted"], 1, "{report}");
+    assert_no_delta_rows(&uri, "row lock");
+}

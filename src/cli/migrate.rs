@@ -100,6 +100,10 @@ fn apply(
         WriteEvent::BackupWritten(dest) => {
             eprintln!("dfck: backup written to {}", dest.display());
         }
+        WriteEvent::WalLeft(left) => render::note(&format!(
+            "dfck: warning: another connection holds a read transaction (or the write lock) on the store, so the WAL could not be checkpointed and truncated; {:.1} MiB of WAL are left (everything committed is durable in it; SQLite folds it into the database once that reader is gone)",
+            left.bytes as f64 / f64::from(1u32 << 20)
+        )),
     };
     let run = RunOptions {
         jobs: usize::from(args.jobs),

@@ -4,9 +4,10 @@
 
 use super::checks::{digest, verify_loaded, verify_raw};
 use super::plan::{needs_rewrite, plan_thread_keeping, refuse};
+use super::state::{StateFingerprints, compare, fingerprints};
 use super::{MigrateOptions, PlanStatus, ThreadPlan};
 use crate::codec::{self, Value};
-use crate::error::Error;
+use crate::error::{Error, StoreError};
 use crate::materialize::{Reducer, for_each_stored_messages};
 use crate::model::thread::LoadedThread;
 use crate::model::{DELTA_COUNTERS, MESSAGES, has_marker};
@@ -225,11 +226,27 @@ pub struct Converted {
     rewritten: usize,
     /// Per namespace: checkpoint id → digest of the list it must store.
     expect: Vec<(String, HashMap<String, String>)>,
+    /// Per namespace: the reducer and every checkpoint's state before the rewrite.
+    state: Vec<(String, Reducer, StateFingerprints)>,
+}
+
+/// What the plan hands to the rewrite: the loaded namespaces and their state before it.
+pub struct Work {
+    loaded: Vec<LoadedThread>,
+    state: Vec<(String, Reducer, StateFingerprints)>,
+}
+
+fn reducer_of(t: &LoadedThread) -> Reducer {
+    if t.nodes.iter().any(|n| has_marker(&n.metadata)) {
+        Reducer::Deerflow
+    } else {
+        Reducer::Langgraph
+    }
 }
 
 impl<C: ConvertStore + ?Sized> ThreadJob<C> for DeltaToFull<'_> {
     type Report = ThreadPlan;
-    type Work = Vec<LoadedThread>;
+    type Work = Work;
     type Expect = Converted;
 
     fn name(&self) -> &'static str {
@@ -248,23 +265,41 @@ impl<C: ConvertStore + ?Sized> ThreadJob<C> for DeltaToFull<'_> {
         refuse(report, reason.0)
     }
 
-    fn plan(
-        &self,
-        conn: &C,
-        thread_id: &str,
-    ) -> Result<Planned<ThreadPlan, Vec<LoadedThread>>, Error> {
+    fn plan(&self, conn: &C, thread_id: &str) -> Result<Planned<ThreadPlan, Work>, Error> {
         let mut loaded = Vec::new();
-        let report = plan_thread_keeping(conn.store(), thread_id, self.opts, Some(&mut loaded))?;
+        let report =
+            match plan_thread_keeping(conn.store(), thread_id, self.opts, Some(&mut loaded)) {
+                Ok(r) => r,
+                // Deleted (by DeerFlow) between the listing and this transaction.
+                Err(Error::Store(StoreError::ThreadNotFound { .. })) => {
+                    let mut r = ThreadPlan::skipped(thread_id);
+                    r.reason = Some("thread no longer exists".into());
+                    return Ok(Planned::Done(r));
+                }
+                Err(e) => return Err(e),
+            };
         if report.status != PlanStatus::Converted {
             return Ok(Planned::Done(report));
+        }
+        // Every checkpoint's state now, to compare with after the rewrite.
+        let mut state = Vec::with_capacity(loaded.len());
+        for t in &loaded {
+            let reducer = reducer_of(t);
+            match fingerprints(t, reducer) {
+                Ok(fp) => state.push((t.checkpoint_ns.clone(), reducer, fp)),
+                Err(reason) => return Ok(Planned::Done(refuse(report, reason.0))),
+            }
         }
         // A full-mode thread can be far larger than its delta form (every checkpoint holds
         // the whole list).
         let growth = report.bytes_after.saturating_sub(report.bytes_before);
+        // The rewrite touches nearly every row of the thread: the log holds all of them.
+        let written = report.bytes_after;
         Ok(Planned::Write {
             report,
-            work: loaded,
+            work: Work { loaded, state },
             growth,
+            written,
         })
     }
 
@@ -272,15 +307,23 @@ impl<C: ConvertStore + ?Sized> ThreadJob<C> for DeltaToFull<'_> {
         &self,
         conn: &C,
         thread_id: &str,
-        work: Vec<LoadedThread>,
+        work: Work,
         cx: &ApplyContext,
     ) -> Result<Converted, Refusal> {
-        convert_thread(conn, thread_id, work, cx)
+        let mut done = convert_thread(conn, thread_id, work.loaded, cx)?;
+        done.state = work.state;
+        Ok(done)
     }
 
     fn verify(&self, conn: &C, thread_id: &str, done: &Converted) -> Result<(), Refusal> {
         for (ns, expect) in &done.expect {
             conn.verify_converted(thread_id, ns, expect)?;
+        }
+        // Every checkpoint of the thread, rewritten or not, shows what it showed.
+        for (ns, reducer, before) in &done.state {
+            let after = LoadedThread::load_full(conn.store(), thread_id, ns)
+                .map_err(|e| Refusal(format!("verification failed: {e}")))?;
+            compare(before, &fingerprints(&after, *reducer)?)?;
         }
         Ok(())
     }
@@ -305,11 +348,7 @@ fn convert_thread<C: ConvertStore + ?Sized>(
         if !t.nodes.iter().any(needs_rewrite) {
             continue;
         }
-        let reducer = if t.nodes.iter().any(|n| has_marker(&n.metadata)) {
-            Reducer::Deerflow
-        } else {
-            Reducer::Langgraph
-        };
+        let reducer = reducer_of(&t);
         let mut expect: HashMap<String, String> = HashMap::new();
         let mut versions_done: HashSet<String> = HashSet::new();
         let mut failure: Option<Refusal> = None;

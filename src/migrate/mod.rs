@@ -5,13 +5,15 @@
 //! to full form, verifies and commits, or rolls back and refuses.
 //!
 //! Submodules: `plan` (what a thread needs), `apply` (the engine job and the backends' row
-//! changes), `checks` (the postcondition verified before commit).
+//! changes), `checks` (the postcondition verified before commit), `state` (every checkpoint's
+//! state, compared before and after the rewrite).
 
 mod apply;
 mod checks;
 mod plan;
+mod state;
 
-pub use apply::{ConvertStore, Converted, DeltaToFull};
+pub use apply::{ConvertStore, Converted, DeltaToFull, Work};
 pub use plan::plan_thread;
 
 use crate::error::Error;
@@ -117,7 +119,16 @@ pub fn plan(
     progress.start("planning threads", Some(ids.len() as u64));
     let mut out = Vec::new();
     for id in &ids {
-        out.push(plan_thread(store, id, opts)?);
+        match plan_thread(store, id, opts) {
+            Ok(p) => out.push(p),
+            // Listed, then deleted (by DeerFlow) before it was read.
+            Err(Error::Store(crate::error::StoreError::ThreadNotFound { .. })) if all => {
+                let mut p = ThreadPlan::skipped(id);
+                p.reason = Some("thread no longer exists".into());
+                out.push(p);
+            }
+            Err(e) => return Err(e),
+        }
         progress.inc(1);
     }
     progress.finish();

@@ -91,11 +91,16 @@ impl WriteRow {
     }
 }
 
-/// The threads a command works on: the given ones, or every thread of the store when none
-/// are given.
+/// The threads a command works on: the given ones (each once, in first-seen order), or
+/// every thread of the store when none are given.
 pub fn select_threads(store: &dyn Store, given: &[String]) -> Result<Vec<String>, StoreError> {
     if !given.is_empty() {
-        return Ok(given.to_vec());
+        let mut seen = std::collections::HashSet::new();
+        return Ok(given
+            .iter()
+            .filter(|t| seen.insert(t.as_str()))
+            .cloned()
+            .collect());
     }
     let mut v = Vec::new();
     store.scan_thread_ids(&mut |t| {
@@ -313,12 +318,23 @@ pub trait Store {
 }
 
 /// Whether a thread's write lock was taken.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ThreadLock {
     /// The thread is locked inside a fresh transaction.
     Held,
     /// Another dfck holds the thread; no transaction is open.
     Busy,
+    /// Another writer kept the lock for the whole bounded wait; no transaction is open.
+    /// The text names that writer, as far as the backend can tell.
+    Contended(String),
+}
+
+/// A write-ahead log a batch could not empty: a reader kept it in use. Everything committed
+/// is durable in it; the database engine folds it in once the reader is gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WalLeft {
+    /// The log's size in bytes.
+    pub bytes: u64,
 }
 
 /// What [`WriteStore::begin_batch`] changed on the connection, undone by
@@ -374,8 +390,14 @@ pub trait WriteStore {
     /// file); errors only delay the work until [`WriteStore::end_batch`].
     fn background_step(&self) {}
 
-    /// Undoes [`WriteStore::begin_batch`] and makes the batch durable.
-    fn end_batch(&self, _tuning: BatchTuning) -> Result<(), StoreError> {
-        Ok(())
+    /// Between two threads of a batch, outside any transaction: keeps the write-ahead log
+    /// bounded (SQLite: checkpoints and truncates it once it grows past a bound). Errors
+    /// only delay the work.
+    fn between_threads(&self) {}
+
+    /// Undoes [`WriteStore::begin_batch`] and makes the batch durable; `Some` when a reader
+    /// kept the write-ahead log from being emptied.
+    fn end_batch(&self, _tuning: BatchTuning) -> Result<Option<WalLeft>, StoreError> {
+        Ok(None)
     }
 }

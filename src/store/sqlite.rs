@@ -15,7 +15,7 @@ pub const WRITE_CACHE_KIB: i64 = 256 * 1024;
 
 /// A LangGraph SQLite checkpoint store (read-only, or read-write for conversions).
 pub struct SqliteStore {
-    conn: Connection,
+    pub(super) conn: Connection,
     info: StoreInfo,
 }
 

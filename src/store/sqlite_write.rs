@@ -1,20 +1,132 @@
-//! The SQLite side of [`WriteStore`]: `BEGIN IMMEDIATE` per thread, `VACUUM INTO` backups,
-//! and a batch mode in which a spare connection copies WAL frames in the background.
+//! The SQLite side of [`WriteStore`]: `BEGIN IMMEDIATE` per thread, retried with backoff for
+//! a bounded time; `VACUUM INTO` backups; a batch mode in which a spare connection copies
+//! WAL frames in the background, the WAL is checkpointed and truncated whenever it grows
+//! past a bound, and the end of the batch makes everything durable even when a reader
+//! keeps the WAL from being truncated.
 
 use super::sqlite::SqliteStore;
-use super::{BatchTuning, Store, ThreadLock, WriteStore};
+use super::{BatchTuning, Store, ThreadLock, WalLeft, WriteStore};
 use crate::error::StoreError;
+use rusqlite::ErrorCode;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// The busy timeout of a read-write connection's statements other than taking the write
+/// lock (a rollback-journal commit waits for readers to finish), as the connection opens.
+const WRITE_BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long a thread waits, in total, for another writer to release the write lock before
+/// it is refused.
+const LOCK_WAIT: Duration = Duration::from_secs(10);
+
+/// How long SQLite itself waits on each attempt (the lock is retried with backoff).
+const LOCK_STEP: Duration = Duration::from_millis(50);
+
+/// The WAL is checkpointed and truncated between threads once it is larger than this.
+const WAL_BOUND: u64 = 16 << 20;
+
+/// How long the end of a batch retries the final checkpoint while a reader blocks it.
+const FINAL_CHECKPOINT_WAIT: Duration = Duration::from_secs(5);
+
+fn busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+    )
+}
+
+fn q(what: &'static str) -> impl Fn(rusqlite::Error) -> StoreError {
+    move |e| StoreError::Query {
+        what: what.to_owned(),
+        reason: e.to_string(),
+    }
+}
+
+impl SqliteStore {
+    fn wal_path(&self) -> PathBuf {
+        PathBuf::from(format!("{}-wal", self.info().location))
+    }
+
+    /// The WAL's size in bytes (0 when there is none).
+    pub fn wal_bytes(&self) -> u64 {
+        std::fs::metadata(self.wal_path()).map_or(0, |m| m.len())
+    }
+
+    /// `wal_checkpoint(TRUNCATE)`, retried with backoff for up to `wait` while another
+    /// connection (a reader, or a concurrent checkpoint) blocks it. `Ok(true)`: the WAL is
+    /// copied into the file and emptied.
+    fn checkpoint_truncate(&self, wait: Duration) -> Result<bool, StoreError> {
+        let deadline = Instant::now() + wait;
+        let mut pause = Duration::from_millis(10);
+        let _ = self.conn.busy_timeout(LOCK_STEP);
+        let result = loop {
+            let r = self
+                .conn
+                .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+                    r.get::<_, i64>(0)
+                });
+            match r {
+                Ok(0) => break Ok(true),
+                Ok(_) => {}
+                Err(e) if busy(&e) => {}
+                Err(e) => break Err(q("checkpointing the WAL")(e)),
+            }
+            if Instant::now() + pause > deadline {
+                break Ok(false);
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(500));
+        };
+        let _ = self.conn.busy_timeout(WRITE_BUSY_TIMEOUT);
+        result
+    }
+
+    /// Makes every committed WAL frame durable (fsync of the WAL), whatever `synchronous`
+    /// the commits ran with.
+    fn sync_wal(&self) -> Result<(), StoreError> {
+        match std::fs::File::open(self.wal_path()) {
+            Ok(f) => f.sync_all().map_err(|e| StoreError::Query {
+                what: "making the WAL durable".into(),
+                reason: e.to_string(),
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(StoreError::Query {
+                what: "making the WAL durable".into(),
+                reason: e.to_string(),
+            }),
+        }
+    }
+}
 
 impl WriteStore for SqliteStore {
     fn store(&self) -> &dyn Store {
         self
     }
 
-    /// SQLite locks the whole database: the thread is always "held" once the write lock is
-    /// taken (waiting up to the busy timeout).
+    /// SQLite locks the whole database: the thread is "held" once the write lock is taken.
+    /// `BEGIN IMMEDIATE` is retried with backoff for up to [`LOCK_WAIT`]; another writer
+    /// holding the lock longer gets the thread refused, not the run failed.
     fn lock_thread(&self, _thread_id: &str) -> Result<ThreadLock, StoreError> {
-        self.begin_immediate()?;
-        Ok(ThreadLock::Held)
+        let deadline = Instant::now() + LOCK_WAIT;
+        let mut pause = Duration::from_millis(20);
+        let _ = self.conn.busy_timeout(LOCK_STEP);
+        let result = loop {
+            match self.conn.execute_batch("BEGIN IMMEDIATE") {
+                Ok(()) => break Ok(ThreadLock::Held),
+                Err(e) if busy(&e) => {}
+                Err(e) => break Err(q("starting a write transaction")(e)),
+            }
+            if Instant::now() + pause > deadline {
+                break Ok(ThreadLock::Contended(format!(
+                    "another writer (DeerFlow, or another dfck) held the store's write lock for {} s; re-run when it is done",
+                    LOCK_WAIT.as_secs()
+                )));
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(500));
+        };
+        let _ = self.conn.busy_timeout(WRITE_BUSY_TIMEOUT);
+        result
     }
 
     fn commit(&self) -> Result<(), StoreError> {
@@ -33,11 +145,17 @@ impl WriteStore for SqliteStore {
         SqliteStore::backup_to(self, dest)
     }
 
-    /// Only in WAL mode: there, commits need not wait for the disk (a crash of dfck loses
+    /// A WAL left over is checkpointed and truncated first (a short try). Then, only in WAL
+    /// mode: commits need not wait for the disk (a crash of dfck loses
     /// nothing committed, the WAL is in the OS; a power cut can only roll whole threads
-    /// back) and everything is made durable by the final checkpoint. A rollback-journal file
-    /// keeps SQLite's defaults (NORMAL could corrupt it on power loss).
+    /// back) and everything is made durable at the end of the batch. A rollback-journal
+    /// file keeps SQLite's defaults (NORMAL could corrupt it on power loss).
     fn begin_batch(&self, background: bool) -> BatchTuning {
+        // A WAL left by an earlier run (killed, or blocked by a reader) gives its space back
+        // first.
+        if self.wal_bytes() > 0 {
+            let _ = self.checkpoint_truncate(Duration::from_millis(200));
+        }
         let background = background && self.is_wal() && self.set_wal_autocheckpoint(0).is_ok();
         let relaxed = background && self.set_synchronous_normal(true).is_ok();
         BatchTuning {
@@ -52,16 +170,37 @@ impl WriteStore for SqliteStore {
         let _ = self.wal_checkpoint(false);
     }
 
-    /// Back to the default autocheckpoint and durability; the WAL is checkpointed and
-    /// truncated once.
-    fn end_batch(&self, tuning: BatchTuning) -> Result<(), StoreError> {
-        if tuning.background {
-            let _ = self.set_wal_autocheckpoint(1000);
-            if tuning.relaxed {
-                let _ = self.set_synchronous_normal(false);
-            }
-            self.wal_checkpoint(true)?;
+    /// Keeps the WAL bounded: past [`WAL_BOUND`], or past half the free space, it is
+    /// checkpointed and truncated (a short try; a reader or the background copy only delays
+    /// it to the next thread).
+    fn between_threads(&self) {
+        let wal = self.wal_bytes();
+        let tight = || {
+            self.available_space()
+                .is_some_and(|free| wal.saturating_mul(2) > free)
+        };
+        if wal > WAL_BOUND || (wal > 0 && tight()) {
+            let _ = self.checkpoint_truncate(Duration::from_millis(200));
         }
-        Ok(())
+    }
+
+    /// Back to the default autocheckpoint and durability; the WAL is checkpointed and
+    /// truncated, retrying for a bounded time while a reader blocks it. When the reader
+    /// still blocks it, the WAL is fsync'd (everything committed is durable) and its size
+    /// is reported.
+    fn end_batch(&self, tuning: BatchTuning) -> Result<Option<WalLeft>, StoreError> {
+        if !tuning.background {
+            return Ok(None);
+        }
+        let _ = self.set_wal_autocheckpoint(1000);
+        if tuning.relaxed {
+            let _ = self.set_synchronous_normal(false);
+        }
+        if self.checkpoint_truncate(FINAL_CHECKPOINT_WAIT)? {
+            return Ok(None);
+        }
+        self.sync_wal()?;
+        let bytes = self.wal_bytes();
+        Ok((bytes > 0).then_some(WalLeft { bytes }))
     }
 }

@@ -4,13 +4,16 @@
 //!
 //! - `<command>-abort-after:N` — abort the process (no rollback, no destructors, as a
 //!   SIGKILL would) right after the N-th row change of the run;
-//! - `free-bytes:N` — pretend the disk holding the store has N bytes free.
+//! - `free-bytes:N` — pretend the disk holding the store has N bytes free;
+//! - `backup-abort` — abort the process right after the `--backup` copy is written under
+//!   its temporary name, before it is renamed into place.
 
 /// The failpoints of one run (all off without the `failpoints` feature).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Failpoints {
     abort_after: Option<usize>,
     free_bytes: Option<u64>,
+    abort_after_backup: bool,
 }
 
 impl Failpoints {
@@ -24,6 +27,7 @@ impl Failpoints {
                 .and_then(|r| r.strip_prefix("-abort-after:"))
                 .and_then(|n| n.parse().ok()),
             free_bytes: v.strip_prefix("free-bytes:").and_then(|n| n.parse().ok()),
+            abort_after_backup: v == "backup-abort",
         }
     }
 
@@ -36,6 +40,13 @@ impl Failpoints {
     /// Aborts the process when `rows` row changes reach the crash failpoint.
     pub fn after_row(&self, rows: usize) {
         if self.abort_after == Some(rows) {
+            std::process::abort();
+        }
+    }
+
+    /// Aborts the process at the backup failpoint.
+    pub fn after_backup(&self) {
+        if self.abort_after_backup {
             std::process::abort();
         }
     }

@@ -16,9 +16,9 @@ pub mod failpoint;
 
 use crate::error::{Error, StoreError};
 use crate::progress::Progress;
-use crate::store::{ThreadLock, WriteStore};
+use crate::store::{ThreadLock, WalLeft, WriteStore};
 use failpoint::Failpoints;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// Why a thread is left untouched: the reason a report shows. Not an error — the run goes
@@ -38,15 +38,17 @@ pub enum Planned<R, W> {
     /// Nothing to write (skipped, or refused by the plan): the transaction rolls back and
     /// the report stands as it is.
     Done(R),
-    /// Write `work`; `growth` is the estimated number of bytes the store grows by (the
-    /// free-space guard needs twice that free).
+    /// Write `work`; `written` and `growth` size it for the free-space guard.
     Write {
         /// The thread's report so far.
         report: R,
         /// What [`ThreadJob::apply`] needs (e.g. the rows the plan loaded).
         work: W,
-        /// Estimated growth in bytes (0 when the store shrinks).
+        /// Estimated growth of the store in bytes (0 when the store shrinks).
         growth: u64,
+        /// Estimated bytes of the rows the transaction writes: the write-ahead log holds
+        /// all of them before they reach the file.
+        written: u64,
     },
 }
 
@@ -125,6 +127,10 @@ pub struct Connections<'a, C> {
 pub enum WriteEvent<'a> {
     /// The `--backup` copy is written.
     BackupWritten(&'a Path),
+    /// The run is done, but a reader kept the write-ahead log from being checkpointed and
+    /// truncated: what was committed is durable in it, and it stays this large until the
+    /// reader is gone.
+    WalLeft(WalLeft),
 }
 
 /// How a run goes.
@@ -155,13 +161,13 @@ where
     J: ThreadJob<C>,
 {
     let first = conns.first;
+    let cx = ApplyContext::new(job.name());
     if let Some(dest) = opts.backup {
-        first.backup_to(dest)?;
+        backup(first, dest, &cx.failpoints)?;
         (opts.events)(WriteEvent::BackupWritten(dest));
     }
     let ids = first.list_threads(threads)?;
     opts.progress.start(opts.phase, Some(ids.len() as u64));
-    let cx = ApplyContext::new(job.name());
     let tuning = first.begin_batch(conns.spare.is_some());
     let done = AtomicBool::new(false);
     let open = || (conns.open)().map_err(Error::from);
@@ -177,16 +183,78 @@ where
         }
         let r = crate::pool::run(ids.len(), opts.jobs, first, &open, &|conn: &C, i| {
             let report = run_thread(job, conn, &ids[i], &cx)?;
+            conn.between_threads();
             opts.progress.inc(1);
             Ok(report)
         });
         done.store(true, Ordering::SeqCst);
         r
     });
-    first.end_batch(tuning)?;
+    if let Some(left) = first.end_batch(tuning)? {
+        (opts.events)(WriteEvent::WalLeft(left));
+    }
     let reports = result?;
     opts.progress.finish();
     Ok(reports)
+}
+
+/// Free space kept in reserve by the guard, so that a run never leaves the disk full.
+const SPACE_RESERVE: u64 = 4 << 20;
+
+/// The free space one thread's transaction needs: its rows in the write-ahead log (with a
+/// quarter more for page and frame overhead), the growth of the file once the log is
+/// copied into it, and a reserve.
+fn space_needed(growth: u64, written: u64) -> u64 {
+    let log = written.saturating_add(written / 4);
+    log.saturating_add(growth).saturating_add(SPACE_RESERVE)
+}
+
+/// Where the backup is written before it gets its name: the same directory (so the final
+/// rename is atomic), a name of its own.
+fn partial_backup_path(dest: &Path) -> PathBuf {
+    let name = dest
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "backup".into());
+    dest.with_file_name(format!(".{name}.dfck-partial"))
+}
+
+/// `--backup`: a consistent copy written under a temporary name, made durable, then renamed
+/// into place; a killed or failed run leaves no file at `dest` (a re-run replaces the
+/// leftover temporary file).
+fn backup<C: WriteStore>(conn: &C, dest: &Path, failpoints: &Failpoints) -> Result<(), Error> {
+    let io = |e: std::io::Error| {
+        Error::from(crate::error::StoreError::Target(format!(
+            "writing the backup {}: {e}",
+            dest.display()
+        )))
+    };
+    if dest.exists() {
+        return Err(crate::error::StoreError::Target(format!(
+            "backup target {} already exists",
+            dest.display()
+        ))
+        .into());
+    }
+    let partial = partial_backup_path(dest);
+    match std::fs::remove_file(&partial) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io(e)),
+    }
+    if let Err(e) = conn.backup_to(&partial) {
+        let _ = std::fs::remove_file(&partial);
+        return Err(e.into());
+    }
+    failpoints.after_backup();
+    std::fs::File::open(&partial)
+        .and_then(|f| f.sync_all())
+        .map_err(io)?;
+    std::fs::rename(&partial, dest).map_err(io)?;
+    if let Some(dir) = dest.parent().filter(|d| !d.as_os_str().is_empty()) {
+        let _ = std::fs::File::open(dir).and_then(|d| d.sync_all());
+    }
+    Ok(())
 }
 
 /// One thread's transaction: lock, plan, guard, apply, verify, commit — or roll back.
@@ -200,19 +268,26 @@ where
     C: WriteStore,
     J: ThreadJob<C>,
 {
-    if conn.lock_thread(thread_id)? == ThreadLock::Busy {
-        let reason = format!(
-            "another dfck {} holds this thread's lock; re-run when it is done",
-            job.name()
-        );
-        return Ok(job.refuse(job.untouched(thread_id), Refusal(reason)));
+    match conn.lock_thread(thread_id)? {
+        ThreadLock::Held => {}
+        ThreadLock::Busy => {
+            let reason = format!(
+                "another dfck {} holds this thread's lock; re-run when it is done",
+                job.name()
+            );
+            return Ok(job.refuse(job.untouched(thread_id), Refusal(reason)));
+        }
+        ThreadLock::Contended(reason) => {
+            return Ok(job.refuse(job.untouched(thread_id), Refusal(reason)));
+        }
     }
-    let (report, work, growth) = match job.plan(conn, thread_id) {
+    let (report, work, growth, written) = match job.plan(conn, thread_id) {
         Ok(Planned::Write {
             report,
             work,
             growth,
-        }) => (report, work, growth),
+            written,
+        }) => (report, work, growth, written),
         Ok(Planned::Done(report)) => {
             conn.rollback()?;
             return Ok(report);
@@ -222,15 +297,16 @@ where
             return Err(e);
         }
     };
-    // The WAL (or the transaction log) holds the transaction too: refuse rather than fill
-    // the disk.
+    // The WAL (or the transaction log) holds every row the transaction writes before the
+    // file grows: refuse rather than fill the disk.
     if let Some(free) = cx.failpoints.free_space(conn.free_space()) {
-        if growth.saturating_mul(2) > free {
+        let need = space_needed(growth, written);
+        if need > free {
             conn.rollback()?;
             let reason = format!(
-                "not enough disk space: {} needs about {} MiB (twice the growth, for the WAL) and {} MiB are free",
+                "not enough disk space: {} needs about {} MiB (the rewritten rows in the WAL, the growth of the file and a reserve) and {} MiB are free",
                 job.verb(),
-                growth.saturating_mul(2) / (1 << 20),
+                need.div_ceil(1 << 20),
                 free / (1 << 20)
             );
             return Ok(job.refuse(report, Refusal(reason)));
@@ -291,6 +367,7 @@ mod tests {
                 report: self.untouched(thread_id),
                 work: head,
                 growth: 0,
+                written: 0,
             })
         }
         fn apply(

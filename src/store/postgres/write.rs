@@ -1,10 +1,16 @@
-//! Writes: the per-thread write transaction (advisory lock, row locks, lock timeout) and
+//! Writes: the per-thread write transaction (advisory lock, row locks taken with a short
+//! lock timeout and retried with backoff for a bounded time) and
 //! the row changes of `migrate delta-to-full`.
 
 use super::PostgresStore;
 use crate::error::StoreError;
 use crate::store::{Store, ThreadLock, WriteStore};
+use std::time::{Duration, Instant};
+use tokio_postgres::error::SqlState;
 use tokio_postgres::types::Type;
+
+/// How long a thread waits, in total, for a live writer's row locks before it is refused.
+const LOCK_WAIT: Duration = Duration::from_secs(10);
 
 impl PostgresStore {
     /// Opens a short read-only transaction (listing threads on a read-write session).
@@ -17,15 +23,38 @@ impl PostgresStore {
             .map_err(|e| self.err("starting a read-only transaction", e))
     }
 
-    /// Starts the conversion transaction of one thread: `REPEATABLE READ`, a transaction
-    /// advisory lock on the thread (another dfck converting it makes this return
-    /// `Ok(false)` at once), then row locks on every checkpoint and blob row of the thread
-    /// (waiting at most `lock_timeout` for a live writer). `Ok(false)`: not locked, the
-    /// transaction is already rolled back.
-    pub fn begin_thread(&self, thread_id: &str) -> Result<bool, StoreError> {
+    /// Starts the write transaction of one thread: `REPEATABLE READ`, a transaction
+    /// advisory lock on the thread (another dfck holding it makes this return
+    /// [`ThreadLock::Busy`] at once), then row locks on every checkpoint and blob row of the
+    /// thread. A live writer holding those rows makes each attempt give up after a short
+    /// `lock_timeout`; attempts are retried with backoff for [`LOCK_WAIT`], then the thread
+    /// is [`ThreadLock::Contended`]. Unless `Held`, the transaction is rolled back.
+    pub fn begin_thread(&self, thread_id: &str) -> Result<ThreadLock, StoreError> {
+        let deadline = Instant::now() + LOCK_WAIT;
+        let mut pause = Duration::from_millis(50);
+        loop {
+            match self.try_begin_thread(thread_id)? {
+                Some(lock) => return Ok(lock),
+                None if Instant::now() + pause > deadline => {
+                    return Ok(ThreadLock::Contended(format!(
+                        "another writer (DeerFlow) kept this thread's rows locked for {} s; re-run when it is done",
+                        LOCK_WAIT.as_secs()
+                    )));
+                }
+                None => {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_secs(1));
+                }
+            }
+        }
+    }
+
+    /// One attempt of [`PostgresStore::begin_thread`]; `None`: a row lock timed out (the
+    /// transaction is rolled back).
+    fn try_begin_thread(&self, thread_id: &str) -> Result<Option<ThreadLock>, StoreError> {
         self.rt
             .block_on(self.client.batch_execute(
-                "BEGIN ISOLATION LEVEL REPEATABLE READ; SET LOCAL lock_timeout = '30s'",
+                "BEGIN ISOLATION LEVEL REPEATABLE READ; SET LOCAL lock_timeout = '1s'",
             ))
             .map_err(|e| self.err("starting a write transaction", e))?;
         let locked = self
@@ -48,7 +77,7 @@ impl PostgresStore {
         };
         if !locked {
             self.end_transaction(false)?;
-            return Ok(false);
+            return Ok(Some(ThreadLock::Busy));
         }
         for (what, sql) in [
             (
@@ -60,12 +89,18 @@ impl PostgresStore {
                 "SELECT 1 FROM checkpoint_blobs WHERE thread_id = $1 FOR UPDATE",
             ),
         ] {
-            if let Err(e) = self.query(what, sql, &[&thread_id]) {
+            let r = self
+                .rt
+                .block_on(self.client.query_typed(sql, &[(&thread_id, Type::TEXT)]));
+            if let Err(e) = r {
                 let _ = self.end_transaction(false);
-                return Err(e);
+                if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) {
+                    return Ok(None);
+                }
+                return Err(self.err(what, e));
             }
         }
-        Ok(true)
+        Ok(Some(ThreadLock::Held))
     }
 
     /// Ends the open transaction: `COMMIT` (`commit`) or `ROLLBACK`.
@@ -159,11 +194,7 @@ impl WriteStore for PostgresStore {
     }
 
     fn lock_thread(&self, thread_id: &str) -> Result<ThreadLock, StoreError> {
-        Ok(if self.begin_thread(thread_id)? {
-            ThreadLock::Held
-        } else {
-            ThreadLock::Busy
-        })
+        self.begin_thread(thread_id)
     }
 
     fn commit(&self) -> Result<(), StoreError> {
