@@ -316,6 +316,10 @@ impl Checkpoint {
                             }
                         }
                     }
+                    (Some("channel_versions"), Value::Nil) => {}
+                    (Some("channel_versions"), _) => {
+                        return Err(malformed("channel_versions is not a map"));
+                    }
                     _ => {}
                 }
             }
