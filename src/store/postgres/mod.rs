@@ -32,6 +32,18 @@ pub struct PostgresStore {
     cursor_seq: Cell<u64>,
 }
 
+/// dfck's own session limits, whatever the database or role defaults say: a statement
+/// (one cursor batch) may take [`STATEMENT_TIMEOUT_MS`], and so may the pause between two
+/// statements of one transaction (the caller's work between cursor batches), so that a tiny
+/// `statement_timeout` or `idle_in_transaction_session_timeout` default neither cancels
+/// dfck's reads nor lets a stalled dfck hold its transaction open for ever.
+fn session_settings() -> String {
+    format!(
+        "SET statement_timeout = {STATEMENT_TIMEOUT_MS}; \
+         SET idle_in_transaction_session_timeout = {STATEMENT_TIMEOUT_MS};"
+    )
+}
+
 /// Quotes an SQL identifier.
 fn quote_ident(s: &str) -> String {
     format!("\"{}\"", s.replace('"', "\"\""))
@@ -76,14 +88,23 @@ impl PostgresStore {
     /// schema's search_path; no transaction is left open (see [`Self::begin_thread`]).
     pub fn open_read_write(url: &str, schema: Option<&str>) -> Result<Self, StoreError> {
         let mut store = Self::connect(url, schema)?;
-        let mut sql = format!("SET statement_timeout = {STATEMENT_TIMEOUT_MS};");
+        // The session settings go in their own round trip: statements sent in one batch
+        // with a BEGIN belong to that transaction, and would be undone by its ROLLBACK.
+        let mut sql = session_settings();
         if let Some(s) = schema {
             sql.push_str(&format!(" SET search_path TO {};", quote_ident(s)));
         }
-        sql.push_str(" BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;");
         store
             .rt
             .block_on(store.client.batch_execute(&sql))
+            .map_err(|e| store.err("starting a session", e))?;
+        store
+            .rt
+            .block_on(
+                store
+                    .client
+                    .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"),
+            )
             .map_err(|e| store.err("starting a session", e))?;
         let detected = store.detect_schema(schema);
         store.end_transaction(false)?;
@@ -101,10 +122,8 @@ impl PostgresStore {
     }
 
     pub(super) fn begin(&self, schema: Option<&str>) -> Result<(), StoreError> {
-        let mut sql = format!(
-            "SET statement_timeout = {STATEMENT_TIMEOUT_MS}; \
-             BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;"
-        );
+        let mut sql = session_settings();
+        sql.push_str(" BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;");
         if let Some(s) = schema {
             sql.push_str(&format!(" SET LOCAL search_path TO {};", quote_ident(s)));
         }
