@@ -683,3 +683,43 @@ fn a_concurrent_writer_of_other_threads_loses_nothing() {
         report["converted"]
     );
 }
+
+#[test]
+fn a_schema_store_under_a_hostile_search_path_converts_in_its_schema() {
+    let Some(db) = Db::fresh("schema") else {
+        return;
+    };
+    // The tables move to schema `lg`; the database's default search_path points elsewhere.
+    db.exec(&format!(
+        "CREATE SCHEMA lg; \
+         ALTER TABLE checkpoints SET SCHEMA lg; ALTER TABLE checkpoint_blobs SET SCHEMA lg; \
+         ALTER TABLE checkpoint_writes SET SCHEMA lg; ALTER TABLE checkpoint_migrations SET SCHEMA lg; \
+         ALTER DATABASE \"{}\" SET search_path = nowhere",
+        db.name
+    ));
+    let o = run(&db.uri, &["--pg-schema", "lg", "verify"]);
+    assert_eq!(o.status.code(), Some(0), "verify: {}", stderr(&o));
+    let (report, o) = migrate_in(&db.uri, "lg", &["--jobs", "2"]);
+    assert_eq!(o.status.code(), Some(0), "{report} {}", stderr(&o));
+    assert_eq!(report["converted"], 8, "{report}");
+    let (report, o) = migrate_in(&db.uri, "lg", &[]);
+    assert_eq!(o.status.code(), Some(0), "{report} {}", stderr(&o));
+    assert_eq!(report["converted"], 0, "{report}");
+}
+
+/// `migrate` on the store in schema `schema` (`--pg-schema` goes before the command).
+fn migrate_in(uri: &str, schema: &str, extra: &[&str]) -> (Json, Output) {
+    let mut args = vec![
+        "--pg-schema",
+        schema,
+        "migrate",
+        "delta-to-full",
+        "--all",
+        "--apply",
+        "--format",
+        "json",
+    ];
+    args.extend_from_slice(extra);
+    let o = run(uri, &args);
+    (serde_json::from_slice(&o.stdout).unwrap_or(Json::Null), o)
+}
