@@ -316,6 +316,10 @@ impl Checkpoint {
                             }
                         }
                     }
+                    (Some("channel_versions"), Value::Nil) => {}
+                    (Some("channel_versions"), _) => {
+                        return Err(malformed("channel_versions is not a map"));
+                    }
                     _ => {}
                 }
             }
@@ -407,7 +411,14 @@ fn postgres_body(checkpoint: &Json, blobs: Vec<BlobRow>, what: &str) -> Result<V
         .position(|(k, _)| k.as_str() == Some("channel_values"));
     let mut values = match pos.map(|i| std::mem::replace(&mut entries[i].1, Value::Nil)) {
         Some(Value::Map(m)) => m,
-        _ => Vec::new(),
+        None | Some(Value::Nil) => Vec::new(),
+        // LangGraph merges the blobs into this map, and fails on anything else.
+        Some(_) => {
+            return Err(ModelError::Malformed {
+                what: what.to_owned(),
+                reason: "channel_values is not a map".into(),
+            });
+        }
     };
     for b in blobs {
         if b.type_tag == "empty" {

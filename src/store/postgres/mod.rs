@@ -14,6 +14,7 @@ use crate::error::StoreError;
 use std::cell::Cell;
 use std::time::Duration;
 use tokio::runtime::Runtime;
+use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Client, Row};
 
@@ -31,6 +32,18 @@ pub struct PostgresStore {
     info: StoreInfo,
     password: Option<String>,
     cursor_seq: Cell<u64>,
+}
+
+/// dfck's own session limits, whatever the database or role defaults say: a statement
+/// (one cursor batch) may take [`STATEMENT_TIMEOUT_MS`], and so may the pause between two
+/// statements of one transaction (the caller's work between cursor batches), so that a tiny
+/// `statement_timeout` or `idle_in_transaction_session_timeout` default neither cancels
+/// dfck's reads nor lets a stalled dfck hold its transaction open for ever.
+fn session_settings() -> String {
+    format!(
+        "SET statement_timeout = {STATEMENT_TIMEOUT_MS}; \
+         SET idle_in_transaction_session_timeout = {STATEMENT_TIMEOUT_MS};"
+    )
 }
 
 /// Quotes an SQL identifier.
@@ -66,6 +79,7 @@ impl PostgresStore {
     /// Connects to `url`, opens a read-only transaction, checks the schema.
     pub fn open_read_only(url: &str, schema: Option<&str>) -> Result<Self, StoreError> {
         let mut store = Self::connect(url, schema)?;
+        store.set_session_limits()?;
         store.begin(schema)?;
         let (version, has_task_path) = store.detect_schema(schema)?;
         store.info.schema = format!("postgres (checkpoint_migrations v{version})");
@@ -77,14 +91,26 @@ impl PostgresStore {
     /// schema's search_path; no transaction is left open (see [`Self::begin_thread`]).
     pub fn open_read_write(url: &str, schema: Option<&str>) -> Result<Self, StoreError> {
         let mut store = Self::connect(url, schema)?;
-        let mut sql = format!("SET statement_timeout = {STATEMENT_TIMEOUT_MS};");
+        // Session settings go in their own round trips: statements sent in one batch with a
+        // BEGIN belong to that transaction, and would be undone by its ROLLBACK.
+        store.set_session_limits()?;
         if let Some(s) = schema {
-            sql.push_str(&format!(" SET search_path TO {};", quote_ident(s)));
+            store
+                .rt
+                .block_on(
+                    store
+                        .client
+                        .batch_execute(&format!("SET search_path TO {}", quote_ident(s))),
+                )
+                .map_err(|e| store.err("starting a session", e))?;
         }
-        sql.push_str(" BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;");
         store
             .rt
-            .block_on(store.client.batch_execute(&sql))
+            .block_on(
+                store
+                    .client
+                    .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"),
+            )
             .map_err(|e| store.err("starting a session", e))?;
         let detected = store.detect_schema(schema);
         store.end_transaction(false)?;
@@ -101,11 +127,23 @@ impl PostgresStore {
         }
     }
 
+    /// Sets dfck's own session limits (see [`session_settings`]). The first statement of a
+    /// session still runs under the database's defaults: when a tiny `statement_timeout`
+    /// cancels it, it is tried again (a `SET` takes microseconds).
+    fn set_session_limits(&self) -> Result<(), StoreError> {
+        let sql = session_settings();
+        let mut tries = 0;
+        loop {
+            match self.rt.block_on(self.client.batch_execute(&sql)) {
+                Ok(()) => return Ok(()),
+                Err(e) if tries < 10 && e.code() == Some(&SqlState::QUERY_CANCELED) => tries += 1,
+                Err(e) => return Err(self.err("starting a session", e)),
+            }
+        }
+    }
+
     pub(super) fn begin(&self, schema: Option<&str>) -> Result<(), StoreError> {
-        let mut sql = format!(
-            "SET statement_timeout = {STATEMENT_TIMEOUT_MS}; \
-             BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;"
-        );
+        let mut sql = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;".to_owned();
         if let Some(s) = schema {
             sql.push_str(&format!(" SET LOCAL search_path TO {};", quote_ident(s)));
         }

@@ -80,7 +80,8 @@ const POINT_SELECT: &str = "SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id
     LEFT JOIN LATERAL ( \
         SELECT array_agg(bl.channel::text) AS channels, array_agg(bl.type::text) AS types, \
                array_agg(bl.blob) AS blobs, array_agg(true) AS complete \
-        FROM jsonb_each_text(c.checkpoint -> 'channel_versions') cv \
+        FROM jsonb_each_text(CASE WHEN jsonb_typeof(c.checkpoint -> 'channel_versions') = 'object' \
+            THEN c.checkpoint -> 'channel_versions' END) cv \
         JOIN checkpoint_blobs bl ON bl.thread_id = c.thread_id AND bl.checkpoint_ns = c.checkpoint_ns \
             AND bl.channel = cv.key AND bl.version = cv.value \
     ) b ON true";
@@ -101,7 +102,8 @@ const SCAN_SELECT: &str = "SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id,
                array_agg(CASE WHEN n.is_new THEN bl.blob ELSE substring(bl.blob FROM 1 FOR 16) END) AS blobs, \
                array_agg(n.is_new) AS complete, \
                sum(CASE WHEN n.is_new THEN octet_length(bl.blob) ELSE 0 END) AS new_bytes \
-        FROM jsonb_each_text(c.checkpoint -> 'channel_versions') cv \
+        FROM jsonb_each_text(CASE WHEN jsonb_typeof(c.checkpoint -> 'channel_versions') = 'object' \
+            THEN c.checkpoint -> 'channel_versions' END) cv \
         CROSS JOIN LATERAL (SELECT (p.checkpoint IS NULL \
             OR (p.checkpoint -> 'channel_versions' ->> cv.key) IS DISTINCT FROM cv.value) AS is_new) n \
         JOIN checkpoint_blobs bl ON bl.thread_id = c.thread_id AND bl.checkpoint_ns = c.checkpoint_ns \
