@@ -98,7 +98,7 @@ fn apply(
     let progress = TerminalProgress::stderr();
     let events = |e: WriteEvent<'_>| match e {
         WriteEvent::BackupWritten(dest) => {
-            eprintln!("dfck: backup written to {}", dest.display());
+            render::note(&format!("dfck: backup written to {}", dest.display()));
         }
         WriteEvent::WalLeft(left) => render::note(&format!(
             "dfck: warning: another connection holds a read transaction (or the write lock) on the store, so the WAL could not be checkpointed and truncated; {:.1} MiB of WAL are left (everything committed is durable in it; SQLite folds it into the database once that reader is gone)",
@@ -148,13 +148,13 @@ fn apply(
     };
     output(global.format(), &report, render::migrate_table)?;
     if report.converted > 0 {
-        eprintln!(
+        render::note(&format!(
             "dfck: {} thread(s) converted. Set database.checkpoint_channel_mode: full and restart every process sharing this store.",
             report.converted
-        );
+        ));
         if discovered.is_some_and(|d| d.checkpoint_channel_mode == ChannelMode::Delta) {
-            eprintln!(
-                "dfck: warning: the DeerFlow config still says checkpoint_channel_mode: delta"
+            render::note(
+                "dfck: warning: the DeerFlow config still says checkpoint_channel_mode: delta",
             );
         }
     }
