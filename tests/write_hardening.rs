@@ -268,9 +268,29 @@ fn a_thread_named_twice_counts_once() {
 #[test]
 fn a_thread_gone_before_its_transaction_is_skipped_and_named() {
     let (_dir, db) = temp_copy(&sqlite_fixture("delta_k3"));
-    // Thread names are not looked up when listed: a name with no rows by the time its
-    // transaction starts is exactly a thread DeerFlow deleted meanwhile.
-    let out = migrate(&db, &["t-linear", "t-deleted", "--apply"], &[]);
+    // Another writer holds the write lock while dfck lists the threads (both exist then),
+    // deletes t-fork as DeerFlow's thread delete would, and lets go: dfck converts t-linear
+    // and skips t-fork by name.
+    let writer = Connection::open(&db).unwrap();
+    writer.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_dfck"))
+        .arg("--db")
+        .arg(&db)
+        .args(["migrate", "delta-to-full", "--format", "json"])
+        .args(["t-linear", "t-fork", "--apply"])
+        .env_remove("DFCK_DB")
+        .env_remove("DFCK_FAILPOINT")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run dfck");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    writer
+        .execute_batch(
+            "DELETE FROM writes WHERE thread_id = 't-fork'; DELETE FROM checkpoints WHERE thread_id = 't-fork'; COMMIT",
+        )
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
     let j = report(&out);
     assert_eq!(
         out.status.code(),
@@ -280,9 +300,23 @@ fn a_thread_gone_before_its_transaction_is_skipped_and_named() {
     );
     assert_eq!(thread_status(&j, "t-linear").0, "converted");
     assert_eq!(
-        thread_status(&j, "t-deleted"),
+        thread_status(&j, "t-fork"),
         ("skipped".into(), "thread no longer exists".into())
     );
+}
+
+#[test]
+fn a_thread_that_never_existed_is_an_error() {
+    let (_dir, db) = temp_copy(&sqlite_fixture("delta_k3"));
+    let before = thread_rows(&db, "t-linear");
+    for extra in [
+        &["t-linear", "t-typo"][..],
+        &["t-linear", "t-typo", "--apply"][..],
+    ] {
+        let out = migrate(&db, extra, &[]);
+        assert_clean_failure(&out, "t-typo");
+    }
+    assert_eq!(thread_rows(&db, "t-linear"), before, "nothing converted");
 }
 
 /// A tmpfs mounted on a fresh directory, unmounted when dropped.

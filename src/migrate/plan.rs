@@ -91,6 +91,15 @@ pub(super) fn plan_thread_keeping(
     }
     plan.bytes_after = plan.bytes_before;
     let is_delta = |t: &LoadedThread| t.nodes.iter().any(delta_encoded);
+    // A checkpoint that cannot be read hides its mode: the thread is refused, never
+    // skipped as "no delta checkpoint".
+    if let Some(e) = threads
+        .iter()
+        .flat_map(|t| &t.nodes)
+        .find_map(|n| n.checkpoint.as_ref().err())
+    {
+        return Ok(refuse(plan, format!("unreadable checkpoint: {e}")));
+    }
     if !threads.iter().any(is_delta) {
         plan.reason = Some("no delta checkpoint".into());
         return Ok(plan);

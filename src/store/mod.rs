@@ -95,12 +95,20 @@ impl WriteRow {
 /// every thread of the store when none are given.
 pub fn select_threads(store: &dyn Store, given: &[String]) -> Result<Vec<String>, StoreError> {
     if !given.is_empty() {
+        // Named threads must exist now (a typo is an error, exit 2); one that vanishes later,
+        // between this listing and its transaction, is the command's to skip and name.
         let mut seen = std::collections::HashSet::new();
-        return Ok(given
-            .iter()
-            .filter(|t| seen.insert(t.as_str()))
-            .cloned()
-            .collect());
+        let mut out = Vec::new();
+        for t in given.iter().filter(|t| seen.insert(t.as_str())) {
+            if store.namespaces(t)?.is_empty() {
+                return Err(StoreError::ThreadNotFound {
+                    thread_id: t.clone(),
+                    checkpoint_ns: String::new(),
+                });
+            }
+            out.push(t.clone());
+        }
+        return Ok(out);
     }
     let mut v = Vec::new();
     store.scan_thread_ids(&mut |t| {

@@ -97,7 +97,7 @@ impl PostgresStore {
                 if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) {
                     return Ok(None);
                 }
-                return Err(self.err(what, e));
+                return Err(self.err(&format!("{what} (thread '{thread_id}')"), e));
             }
         }
         Ok(Some(ThreadLock::Held))
