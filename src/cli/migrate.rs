@@ -47,7 +47,8 @@ pub struct DeltaToFullArgs {
     /// SQLite: write a consistent copy here before converting (with --apply).
     #[arg(long, value_name = "PATH")]
     pub backup: Option<std::path::PathBuf>,
-    /// Messages reducer (accepted for parity; `auto` follows the DeerFlow marker).
+    /// Messages reducer the conversion replays with (`auto`: DeerFlow's on threads carrying
+    /// DeerFlow's mode marker, LangGraph's otherwise).
     #[arg(long, value_enum, default_value_t = ReducerArg::Auto)]
     pub reducer: ReducerArg,
 }
@@ -70,6 +71,7 @@ pub fn run(global: &GlobalArgs, args: &MigrateArgs) -> Result<Outcome, Error> {
     let store = target.open_read_only()?;
     let opts = MigrateOptions {
         accept_delta_view: args.accept_delta_view,
+        reducer: args.reducer.fixed(),
     };
     let report = plan(
         store.as_ref(),
@@ -94,6 +96,7 @@ fn apply(
 ) -> Result<Outcome, Error> {
     let opts = MigrateOptions {
         accept_delta_view: args.accept_delta_view,
+        reducer: args.reducer.fixed(),
     };
     let progress = TerminalProgress::stderr();
     let events = |e: WriteEvent<'_>| match e {

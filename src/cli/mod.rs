@@ -74,6 +74,17 @@ pub enum ReducerArg {
     Langgraph,
 }
 
+impl ReducerArg {
+    /// The reducer asked for, or `None` for `auto`.
+    pub fn fixed(self) -> Option<crate::materialize::Reducer> {
+        match self {
+            ReducerArg::Auto => None,
+            ReducerArg::Deerflow => Some(crate::materialize::Reducer::Deerflow),
+            ReducerArg::Langgraph => Some(crate::materialize::Reducer::Langgraph),
+        }
+    }
+}
+
 /// The commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {

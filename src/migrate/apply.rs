@@ -10,7 +10,7 @@ use crate::codec::{self, Value};
 use crate::error::{Error, StoreError};
 use crate::materialize::{Reducer, for_each_stored_messages};
 use crate::model::thread::LoadedThread;
-use crate::model::{DELTA_COUNTERS, MESSAGES, has_marker};
+use crate::model::{DELTA_COUNTERS, MESSAGES};
 use crate::store::WriteStore;
 use crate::store::postgres::PostgresStore;
 use crate::store::sqlite::SqliteStore;
@@ -236,14 +236,6 @@ pub struct Work {
     state: Vec<(String, Reducer, StateFingerprints)>,
 }
 
-fn reducer_of(t: &LoadedThread) -> Reducer {
-    if t.nodes.iter().any(|n| has_marker(&n.metadata)) {
-        Reducer::Deerflow
-    } else {
-        Reducer::Langgraph
-    }
-}
-
 impl<C: ConvertStore + ?Sized> ThreadJob<C> for DeltaToFull<'_> {
     type Report = ThreadPlan;
     type Work = Work;
@@ -284,7 +276,7 @@ impl<C: ConvertStore + ?Sized> ThreadJob<C> for DeltaToFull<'_> {
         // Every checkpoint's state now, to compare with after the rewrite.
         let mut state = Vec::with_capacity(loaded.len());
         for t in &loaded {
-            let reducer = reducer_of(t);
+            let reducer = self.opts.reducer_for(t);
             match fingerprints(t, reducer) {
                 Ok(fp) => state.push((t.checkpoint_ns.clone(), reducer, fp)),
                 Err(reason) => return Ok(Planned::Done(refuse(report, reason.0))),
@@ -310,7 +302,7 @@ impl<C: ConvertStore + ?Sized> ThreadJob<C> for DeltaToFull<'_> {
         work: Work,
         cx: &ApplyContext,
     ) -> Result<Converted, Refusal> {
-        let mut done = convert_thread(conn, thread_id, work.loaded, cx)?;
+        let mut done = convert_thread(conn, thread_id, work.loaded, self.opts, cx)?;
         done.state = work.state;
         Ok(done)
     }
@@ -340,6 +332,7 @@ fn convert_thread<C: ConvertStore + ?Sized>(
     conn: &C,
     thread_id: &str,
     loaded: Vec<LoadedThread>,
+    opts: &MigrateOptions,
     cx: &ApplyContext,
 ) -> Result<Converted, Refusal> {
     let mut done = Converted::default();
@@ -348,7 +341,7 @@ fn convert_thread<C: ConvertStore + ?Sized>(
         if !t.nodes.iter().any(needs_rewrite) {
             continue;
         }
-        let reducer = reducer_of(&t);
+        let reducer = opts.reducer_for(&t);
         let mut expect: HashMap<String, String> = HashMap::new();
         let mut versions_done: HashSet<String> = HashSet::new();
         let mut failure: Option<Refusal> = None;

@@ -17,6 +17,9 @@ pub use apply::{ConvertStore, Converted, DeltaToFull, Work};
 pub use plan::plan_thread;
 
 use crate::error::Error;
+use crate::materialize::Reducer;
+use crate::model::has_marker;
+use crate::model::thread::LoadedThread;
 use crate::progress::Progress;
 use crate::store::Store;
 use crate::write::{Connections, RunOptions};
@@ -27,6 +30,22 @@ use serde::Serialize;
 pub struct MigrateOptions {
     /// Convert contaminated or ambiguous delta forks to exactly what delta mode shows.
     pub accept_delta_view: bool,
+    /// The messages reducer replay uses; `None` (`--reducer auto`): DeerFlow's on threads
+    /// that carry DeerFlow's mode marker, LangGraph's otherwise.
+    pub reducer: Option<Reducer>,
+}
+
+impl MigrateOptions {
+    /// The reducer for one loaded namespace.
+    pub fn reducer_for(&self, t: &LoadedThread) -> Reducer {
+        self.reducer.unwrap_or_else(|| {
+            if t.nodes.iter().any(|n| has_marker(&n.metadata)) {
+                Reducer::Deerflow
+            } else {
+                Reducer::Langgraph
+            }
+        })
+    }
 }
 
 /// What happens (or happened) to one thread.

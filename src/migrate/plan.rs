@@ -7,9 +7,9 @@ use crate::codec::{self, EXT_DELTA_SNAPSHOT, Value};
 use crate::error::{Error, StoreError};
 use crate::finding::FindingCode;
 use crate::lineage::{fork_analysis, integrity};
-use crate::materialize::{Reducer, for_each_stored_messages};
+use crate::materialize::for_each_stored_messages;
 use crate::model::thread::{LoadedThread, Node};
-use crate::model::{DELTA_COUNTERS, MESSAGES, MessagesEncoding, has_marker, metadata_is_delta};
+use crate::model::{DELTA_COUNTERS, MESSAGES, MessagesEncoding, metadata_is_delta};
 use crate::store::Store;
 use serde_json::Value as Json;
 use std::collections::HashMap;
@@ -176,11 +176,7 @@ pub(super) fn plan_thread_keeping(
             }
             plan.accepted_delta_view.extend(ids);
         }
-        let reducer = if t.nodes.iter().any(|n| has_marker(&n.metadata)) {
-            Reducer::Deerflow
-        } else {
-            Reducer::Langgraph
-        };
+        let reducer = opts.reducer_for(t);
         // Postgres shares blobs by version: one list per (messages, version).
         let mut by_version: HashMap<String, String> = HashMap::new();
         let mut conflict = None;
