@@ -118,7 +118,9 @@ fuzz_target!(|data: &[u8]| {
     }
     let analysis = dfck::lineage::fork_analysis(&t);
     let _ = dfck::lineage::fork_findings(&t, &analysis);
-    let _ = dfck::lineage::integrity(&t, 400);
-    let _ = dfck::lineage::report(&t, None, true, 400);
-    let _ = dfck::lineage::report(&t, None, false, 400);
+    let _ = dfck::lineage::integrity(&t, Some(8));
+    let _ = dfck::lineage::integrity(&t, None);
+    let _ = dfck::lineage::regenerate_findings(&t, None);
+    let _ = dfck::lineage::report(&t, None, true, None, None);
+    let _ = dfck::lineage::report(&t, None, false, Some(8), None);
 });
