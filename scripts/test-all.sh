@@ -43,6 +43,11 @@ cargo test --release -- --show-output
 # the pinned Python LangGraph show exactly the delta view (SQLite and Postgres copies).
 "$VENV/bin/python" scripts/check_migrated.py --dfck target/release/dfck
 
+# The fuzz targets (run under nightly with cargo-fuzz, see fuzz/) still compile against the
+# library as it is now.
+cargo check --quiet --manifest-path fuzz/Cargo.toml --bins
+echo "fuzz targets: codec, rows, materialize compile"
+
 # A release build carries no crash-injection points (they exist only in test builds, through
 # the `failpoints` feature that the crate's own dev-dependency turns on for `cargo test`).
 cargo build --release --quiet
