@@ -85,6 +85,7 @@ pub const DEFAULT_PRODUCTION_METRICS: &[&str] = &[
     "state_warm_p50_ms",
     "state_warm_p95_ms",
     "db_bytes",
+    "durable_db_bytes",
     "peak_rss_bytes",
 ];
 
