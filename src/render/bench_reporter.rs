@@ -4,6 +4,7 @@
 //! (duplicate-value warnings, the safety cap, replayed threads).
 
 use crate::bench::controller::{CasesOutcome, Reporter};
+use crate::bench::production::estimate::MatrixEstimate;
 use serde_json::{Map, Value};
 use std::path::Path;
 
@@ -35,4 +36,38 @@ impl Reporter for StderrReporter {
 /// A note of a bench command on stderr (warnings, the safety cap, replay progress).
 pub fn note(text: &str) {
     eprintln!("{text}");
+}
+
+/// The matrix size and estimate `bench production` prints before its first case.
+pub fn report_estimate(e: &MatrixEstimate) {
+    eprintln!(
+        "Matrix: {} case(s); estimated {} written (largest full case {}), about {}",
+        e.cases,
+        human_bytes(e.bytes),
+        human_bytes(e.largest_full_bytes),
+        human_seconds(e.seconds)
+    );
+}
+
+fn human_bytes(b: u128) -> String {
+    const UNITS: [&str; 5] = ["B", "KB", "MB", "GB", "TB"];
+    let mut v = b as f64;
+    let mut unit = 0;
+    while v >= 1000.0 && unit + 1 < UNITS.len() {
+        v /= 1000.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {} ({b} bytes)", UNITS[unit])
+    }
+}
+
+fn human_seconds(s: u128) -> String {
+    match s {
+        0..=119 => format!("{s} s"),
+        120..=7199 => format!("{} min", s.div_ceil(60)),
+        _ => format!("{:.1} h", s as f64 / 3600.0),
+    }
 }
