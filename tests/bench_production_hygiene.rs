@@ -221,3 +221,48 @@ fn an_interrupted_case_leaves_no_temporary_store_sigint() {
 fn an_interrupted_case_leaves_no_temporary_store_sigterm() {
     interrupted_mid_case(nix::sys::signal::Signal::SIGTERM);
 }
+
+#[test]
+fn replay_ends_with_one_aggregate_line_that_summarize_repeats() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).expect("tmp");
+    let out = dir.path().join("replay.jsonl");
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/sqlite/deerflow.db");
+    let o = dfck(&tmp)
+        .args(["bench", "production", "--replay-from"])
+        .arg(&source)
+        .args(["--sample", "2", "--snapshot-frequencies", "2,3"])
+        .args(["--repetitions", "1", "--read-repetitions", "2"])
+        .args(["--history-limits", "5", "--output"])
+        .arg(&out)
+        .output()
+        .expect("run");
+    let err = stderr_of(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let line = err.lines().last().expect("a last line").to_string();
+    assert!(
+        line.starts_with(
+            "Replay aggregate over 2 source thread(s) (native sqlite): durable bytes K=2 full "
+        ),
+        "{err}"
+    );
+    assert!(line.contains(", K=3 full "), "{line}");
+    assert!(
+        line.contains("; median cold read ratio delta/full: state "),
+        "{line}"
+    );
+    assert!(
+        !line.contains("state -") && !line.contains("history -"),
+        "{line}"
+    );
+    assert_eq!(err.matches("Replay aggregate").count(), 1, "{err}");
+    let s = dfck(&tmp)
+        .args(["bench", "summarize"])
+        .arg(&out)
+        .output()
+        .expect("summarize");
+    assert_eq!(s.status.code(), Some(0), "{}", stderr_of(&s));
+    assert_eq!(stderr_of(&s).trim_end(), line, "the same aggregate");
+    assert!(leftovers(&tmp).is_empty(), "{:?}", leftovers(&tmp));
+}

@@ -50,6 +50,7 @@
 
 mod channels;
 mod production;
+pub mod replay;
 
 pub use channels::summarize_channels;
 pub use production::summarize_production;

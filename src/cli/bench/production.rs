@@ -17,10 +17,14 @@ use crate::bench::production::{
     ProductionCase, ProductionMatrix, WARMUP_TURNS, production_gate, progress_line, run_worker_case,
 };
 use crate::bench::rows::ProductionRow;
+use crate::bench::summarize::Row;
+use crate::bench::summarize::replay::replay_aggregates;
 use crate::cli::GlobalArgs;
 use crate::error::Error;
 use crate::outcome::Outcome;
-use crate::render::bench_reporter::{StderrReporter, note, report_estimate};
+use crate::render::bench_reporter::{
+    StderrReporter, note, report_estimate, report_replay_aggregates,
+};
 use clap::Args;
 use std::path::PathBuf;
 
@@ -263,5 +267,18 @@ pub fn run(_global: &GlobalArgs, args: &ProductionArgs) -> Result<Outcome, Error
     }
     let done = launcher.run(planned, &output, &production_gate, &mut StderrReporter)?;
     drop(replay_dir);
+    if args.replay_from.is_some() {
+        let rows: Vec<Row> = done
+            .rows
+            .iter()
+            .enumerate()
+            .map(|(i, fields)| Row {
+                input_index: 0,
+                line: i + 1,
+                fields: fields.clone(),
+            })
+            .collect();
+        report_replay_aggregates(&replay_aggregates(&rows));
+    }
     Ok(done.outcome())
 }
