@@ -266,3 +266,47 @@ fn replay_ends_with_one_aggregate_line_that_summarize_repeats() {
     assert_eq!(stderr_of(&s).trim_end(), line, "the same aggregate");
     assert!(leftovers(&tmp).is_empty(), "{:?}", leftovers(&tmp));
 }
+
+#[test]
+fn postgres_rows_carry_the_per_table_totals() {
+    let Some(url) = std::env::var("TEST_POSTGRES_URI")
+        .ok()
+        .filter(|u| !u.is_empty())
+    else {
+        eprintln!("skipping: TEST_POSTGRES_URI is not set");
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).expect("tmp");
+    let out = dir.path().join("rows.jsonl");
+    let o = dfck(&tmp)
+        .args([
+            "bench",
+            "production",
+            "--backends",
+            "postgres",
+            "--turns",
+            "3",
+        ])
+        .args(["--snapshot-frequencies", "2", "--repetitions", "1"])
+        .args(["--read-repetitions", "1", "--history-limits", "2"])
+        .args(["--pg-url", &url, "--output"])
+        .arg(&out)
+        .output()
+        .expect("run");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr_of(&o));
+    let r = rows(&out);
+    assert_eq!(r.len(), 2);
+    for x in &r {
+        assert!(x["durable_db_bytes"].is_null(), "{x}");
+        for k in [
+            "pg_checkpoints_total_bytes",
+            "pg_checkpoint_blobs_total_bytes",
+            "pg_checkpoint_writes_total_bytes",
+        ] {
+            assert!(x[k].as_u64().is_some_and(|b| b > 0), "{k}: {x}");
+        }
+    }
+    assert!(leftovers(&tmp).is_empty(), "{:?}", leftovers(&tmp));
+}
