@@ -586,6 +586,7 @@ def measure(
     open_saver: Callable[[ExitStack], Any],
     stats: Callable[[Any], tuple],
     sizes: Callable[[], tuple[Any, Any, Any]],
+    durable: Callable[[Any], tuple[Any, Any, Any, Any]],
 ) -> dict[str, Any]:
     mode, freq = case["mode"], case["snapshot_frequency"]
     config = run_config(mode, thread_id)
@@ -681,6 +682,8 @@ def measure(
         # Online sizes and per-table storage while the run saver is still open.
         db, wal, shm = sizes()
         ck_rows, ck_bytes, bl_rows, bl_bytes, wr_rows, wr_bytes = stats(saver)
+        # Durable sizes: SQLite after wal_checkpoint(TRUNCATE); PostgreSQL per-table totals.
+        durable_fields = durable(saver)
 
     out["db_bytes"] = db
     out["wal_bytes"] = wal
@@ -708,6 +711,10 @@ def measure(
     out["state_cache_misses"] = None
     out["history_cache_hits"] = None
     out["history_cache_misses"] = None
+    out["durable_db_bytes"] = durable_fields[0]
+    out["pg_checkpoints_total_bytes"] = durable_fields[1]
+    out["pg_checkpoint_blobs_total_bytes"] = durable_fields[2]
+    out["pg_checkpoint_writes_total_bytes"] = durable_fields[3]
     return out
 
 
@@ -734,6 +741,10 @@ def run_case(case: dict[str, Any], work_dir: str) -> dict[str, Any]:
         def sizes() -> tuple[Any, Any, Any]:
             return file_size(db), file_size(Path(f"{db}-wal")), file_size(Path(f"{db}-shm"))
 
+        def sqlite_durable(saver: Any) -> tuple[Any, Any, Any, Any]:
+            saver.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            return file_size(db), None, None, None
+
         return measure(
             case,
             turns,
@@ -741,6 +752,7 @@ def run_case(case: dict[str, Any], work_dir: str) -> dict[str, Any]:
             open_sqlite,
             lambda s: sqlite_stats(s, thread_id),
             sizes,
+            sqlite_durable,
         )
 
     from langgraph.checkpoint.postgres import PostgresSaver
@@ -753,6 +765,14 @@ def run_case(case: dict[str, Any], work_dir: str) -> dict[str, Any]:
     def open_pg(stack: ExitStack) -> Any:
         return stack.enter_context(PostgresSaver.from_conn_string(url))
 
+    def pg_durable(saver: Any) -> tuple[Any, Any, Any, Any]:
+        row = saver.conn.execute(
+            "SELECT pg_total_relation_size('checkpoints') AS c,"
+            " pg_total_relation_size('checkpoint_blobs') AS b,"
+            " pg_total_relation_size('checkpoint_writes') AS w"
+        ).fetchone()
+        return None, int(row["c"]), int(row["b"]), int(row["w"])
+
     try:
         return measure(
             case,
@@ -761,6 +781,7 @@ def run_case(case: dict[str, Any], work_dir: str) -> dict[str, Any]:
             open_pg,
             lambda s: postgres_stats(s, thread_id),
             lambda: (None, None, None),
+            pg_durable,
         )
     finally:
         try:

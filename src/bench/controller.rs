@@ -491,7 +491,11 @@ pub fn run_cases(
             break;
         }
         reporter.case_started(i + 1, total, &case.progress);
-        let row = match run_child(&case.spec, interrupt) {
+        // The case's temporary stores live under a directory of its own, removed when the
+        // case ends, fails, times out or is interrupted (even when the child was killed).
+        let scope = CaseScope::create();
+        let spec = scope.spec(&case.spec);
+        let row = match run_child(&spec, interrupt) {
             Ok(r) if r.end == ChildEnd::Interrupted => {
                 interrupted = true;
                 break;
@@ -513,6 +517,7 @@ pub fn run_cases(
             reporter.case_failed(&row);
         }
         rows.push(row);
+        drop(scope);
     }
     if interrupted {
         reporter.interrupted();
@@ -523,6 +528,36 @@ pub fn run_cases(
     let done = CasesOutcome { rows, interrupted };
     reporter.done(&done, output);
     Ok(done)
+}
+
+/// Prefix of a case's own temporary directory; it contains the benchmark prefix so that
+/// error texts naming it are redacted like the children's work directories.
+pub const CASE_SCOPE_PREFIX: &str = "deerflow-checkpoint-benchmark-case-";
+
+/// A directory the child of one case gets as `TMPDIR`: the child's work directory (native
+/// or Python `tempfile`) is created inside it, and dropping it removes everything the case
+/// left, whatever way the child ended.
+struct CaseScope(Option<tempfile::TempDir>);
+
+impl CaseScope {
+    fn create() -> CaseScope {
+        CaseScope(
+            tempfile::Builder::new()
+                .prefix(CASE_SCOPE_PREFIX)
+                .tempdir()
+                .ok(),
+        )
+    }
+
+    /// `spec` with `TMPDIR` pointing into the scope (unchanged when there is none, or its path
+    /// is not UTF-8).
+    fn spec(&self, spec: &ChildSpec) -> ChildSpec {
+        let mut spec = spec.clone();
+        if let Some(dir) = self.0.as_ref().and_then(|d| d.path().to_str()) {
+            spec.env_set.push(("TMPDIR".into(), dir.to_string()));
+        }
+        spec
+    }
 }
 
 #[cfg(test)]

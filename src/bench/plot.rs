@@ -8,7 +8,7 @@
 //! Figures:
 //! * channel rows: storage bytes (`durable_db_bytes` when the series has it, else
 //!   `logical_checkpoint_bytes`) and `write_total_ms` against `update_count`;
-//! * production rows: `db_bytes`, `state_cold_ms` and warm read (`state_warm_p50_ms`, else the
+//! * production rows: `durable_db_bytes` (else `db_bytes`, for v1 rows), `state_cold_ms` and warm read (`state_warm_p50_ms`, else the
 //!   largest-limit `history_limit_{L}_warm_p50_ms`) against `turns`.
 //!
 //! One series per (engine, backend, payload when several, mode, cadence). The colour says the
@@ -261,13 +261,25 @@ pub fn figure(rows: &[Row]) -> Figure {
     }
     if !production.is_empty() {
         let g = series_rows(&production, "turns");
+        // v2 rows carry the durable size (after the WAL is folded in); v1 rows only `db_bytes`.
+        let durable = production
+            .iter()
+            .any(|r| r.number("durable_db_bytes").is_some());
+        let (title, size) = if durable {
+            (
+                "Production benchmark: database size (durable_db_bytes)",
+                "durable_db_bytes",
+            )
+        } else {
+            ("Production benchmark: database size (db_bytes)", "db_bytes")
+        };
         panels.push(panel(
-            "Production benchmark: database size (db_bytes)",
+            title,
             "turns",
             "bytes",
             &g,
             "turns",
-            &|_: &[&Row]| metric("db_bytes"),
+            &|_: &[&Row]| metric(size),
             true,
         ));
         panels.push(panel(

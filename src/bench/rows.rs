@@ -394,6 +394,15 @@ pub struct ProductionMetrics {
     pub history_cache_hits: u64,
     /// Reader cache misses during history reads (v2).
     pub history_cache_misses: u64,
+    /// SQLite main file size after `wal_checkpoint(TRUNCATE)`: the size the full/delta
+    /// decision rests on (else `null`) (v2).
+    pub durable_db_bytes: Option<u64>,
+    /// PostgreSQL `pg_total_relation_size('checkpoints')` (else `null`) (v2).
+    pub pg_checkpoints_total_bytes: Option<u64>,
+    /// PostgreSQL `pg_total_relation_size('checkpoint_blobs')` (else `null`) (v2).
+    pub pg_checkpoint_blobs_total_bytes: Option<u64>,
+    /// PostgreSQL `pg_total_relation_size('checkpoint_writes')` (else `null`) (v2).
+    pub pg_checkpoint_writes_total_bytes: Option<u64>,
 }
 
 /// The timings of one effective history limit.

@@ -4,6 +4,8 @@
 //! (duplicate-value warnings, the safety cap, replayed threads).
 
 use crate::bench::controller::{CasesOutcome, Reporter};
+use crate::bench::production::estimate::MatrixEstimate;
+use crate::bench::summarize::replay::ReplayAggregate;
 use serde_json::{Map, Value};
 use std::path::Path;
 
@@ -35,4 +37,79 @@ impl Reporter for StderrReporter {
 /// A note of a bench command on stderr (warnings, the safety cap, replay progress).
 pub fn note(text: &str) {
     eprintln!("{text}");
+}
+
+/// The matrix size and estimate `bench production` prints before its first case.
+pub fn report_estimate(e: &MatrixEstimate) {
+    eprintln!(
+        "Matrix: {} case(s); estimated {} written (largest full case {}), about {}",
+        e.cases,
+        human_bytes(e.bytes),
+        human_bytes(e.largest_full_bytes),
+        human_seconds(e.seconds)
+    );
+}
+
+fn human_bytes(b: u128) -> String {
+    const UNITS: [&str; 5] = ["B", "KB", "MB", "GB", "TB"];
+    let mut v = b as f64;
+    let mut unit = 0;
+    while v >= 1000.0 && unit + 1 < UNITS.len() {
+        v /= 1000.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {} ({b} bytes)", UNITS[unit])
+    }
+}
+
+fn human_seconds(s: u128) -> String {
+    match s {
+        0..=119 => format!("{s} s"),
+        120..=7199 => format!("{} min", s.div_ceil(60)),
+        _ => format!("{:.1} h", s as f64 / 3600.0),
+    }
+}
+
+/// The one-line aggregate of replay rows across their source threads.
+pub fn replay_aggregate_line(a: &ReplayAggregate) -> String {
+    let who = match (a.engine.as_str(), a.backend.as_str()) {
+        ("", "") => String::new(),
+        (e, b) => format!(" ({e} {b})"),
+    };
+    let sizes = if a.cadences.is_empty() {
+        "n/a".to_string()
+    } else {
+        a.cadences
+            .iter()
+            .map(|c| {
+                let ratio = if c.full_bytes > 0.0 {
+                    format!("{:.3}", c.delta_bytes / c.full_bytes)
+                } else {
+                    "-".into()
+                };
+                format!(
+                    "K={} full {} vs delta {} (ratio {ratio})",
+                    c.snapshot_frequency, c.full_bytes as u128, c.delta_bytes as u128
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let r = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3}"));
+    format!(
+        "Replay aggregate over {} source thread(s){who}: durable bytes {sizes}; median cold read ratio delta/full: state {}, history {}",
+        a.threads,
+        r(a.state_cold_ratio),
+        r(a.history_cold_ratio)
+    )
+}
+
+/// Prints every replay aggregate line on stderr.
+pub fn report_replay_aggregates(aggregates: &[ReplayAggregate]) {
+    for a in aggregates {
+        eprintln!("{}", replay_aggregate_line(a));
+    }
 }

@@ -2,6 +2,7 @@
 //! matrix (per-group mode alternation), the cross-mode gate on the four-value signature, the
 //! DeerFlow-shaped turn workload and the replay of an operator's own threads.
 
+pub mod estimate;
 pub mod native;
 pub mod reader;
 pub mod replay;

@@ -501,7 +501,9 @@ fn measure(
         digests.push(cold.wire_sha256);
     }
 
-    // Online sizes while the writer is still open.
+    // Online sizes while the writer is still open, then the durable ones.
+    let mut durable = None;
+    let mut pg_tables = None;
     let (files, st) = match sink {
         Sink::Sqlite(s) => {
             let path = ctx.work_dir.join("production-benchmark.sqlite");
@@ -511,8 +513,12 @@ fn measure(
                 sqlite::file_size(std::path::Path::new(&p))
             };
             let st = s.stats(thread)?;
+            let online = (sqlite::file_size(&path), side("-wal"), side("-shm"));
+            // Durable size: the WAL copied into the main file and emptied.
+            s.checkpoint_truncate()?;
+            durable = Some(sqlite::file_size(&path));
             (
-                Some((sqlite::file_size(&path), side("-wal"), side("-shm"))),
+                Some(online),
                 (
                     st.checkpoint_rows,
                     st.checkpoint_bytes,
@@ -525,6 +531,7 @@ fn measure(
         }
         Sink::Postgres(s) => {
             let st = s.stats(thread)?;
+            pg_tables = Some(s.table_totals()?);
             (
                 None,
                 (
@@ -573,5 +580,9 @@ fn measure(
         state_cache_misses: state_cache.misses,
         history_cache_hits: history_cache.hits,
         history_cache_misses: history_cache.misses,
+        durable_db_bytes: durable,
+        pg_checkpoints_total_bytes: pg_tables.map(|t: postgres::PgTableTotals| t.checkpoints),
+        pg_checkpoint_blobs_total_bytes: pg_tables.map(|t| t.checkpoint_blobs),
+        pg_checkpoint_writes_total_bytes: pg_tables.map(|t| t.checkpoint_writes),
     })
 }

@@ -50,6 +50,7 @@
 
 mod channels;
 mod production;
+pub mod replay;
 
 pub use channels::summarize_channels;
 pub use production::summarize_production;
@@ -85,6 +86,7 @@ pub const DEFAULT_PRODUCTION_METRICS: &[&str] = &[
     "state_warm_p50_ms",
     "state_warm_p95_ms",
     "db_bytes",
+    "durable_db_bytes",
     "peak_rss_bytes",
 ];
 

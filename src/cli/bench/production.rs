@@ -11,15 +11,20 @@ use crate::bench::controller::PlannedCase;
 use crate::bench::launcher::{
     LANGGRAPH_PRODUCTION_WORKER, LANGGRAPH_PRODUCTION_WORKER_ENV, Launcher, locate_script,
 };
+use crate::bench::production::estimate::MatrixEstimate;
 use crate::bench::production::replay::prepare;
 use crate::bench::production::{
     ProductionCase, ProductionMatrix, WARMUP_TURNS, production_gate, progress_line, run_worker_case,
 };
 use crate::bench::rows::ProductionRow;
+use crate::bench::summarize::Row;
+use crate::bench::summarize::replay::replay_aggregates;
 use crate::cli::GlobalArgs;
 use crate::error::Error;
 use crate::outcome::Outcome;
-use crate::render::bench_reporter::{StderrReporter, note};
+use crate::render::bench_reporter::{
+    StderrReporter, note, report_estimate, report_replay_aggregates,
+};
 use clap::Args;
 use std::path::PathBuf;
 
@@ -56,6 +61,13 @@ pub struct ProductionArgs {
     /// Per-case child timeout.
     #[arg(long, default_value_t = 900.0, allow_negative_numbers = true)]
     pub timeout_seconds: f64,
+    /// Safety cap: refuse the run when its largest full case is estimated to write more than
+    /// this many bytes (the estimate is printed before the first case).
+    #[arg(long, default_value_t = 1_073_741_824, allow_negative_numbers = true)]
+    pub max_estimated_full_bytes: i64,
+    /// Disable the safety cap.
+    #[arg(long)]
+    pub allow_large_cases: bool,
     /// JSONL output (parent directories created, file truncated).
     #[arg(long)]
     pub output: Option<PathBuf>,
@@ -141,6 +153,9 @@ pub fn run(_global: &GlobalArgs, args: &ProductionArgs) -> Result<Outcome, Error
     {
         return Err(usage("repetition and timeout values must be positive"));
     }
+    if !args.allow_large_cases && args.max_estimated_full_bytes <= 0 {
+        return Err(usage("--max-estimated-full-bytes must be positive"));
+    }
     let Some(output) = args.output.clone() else {
         return Err(usage("--output is required"));
     };
@@ -220,6 +235,19 @@ pub fn run(_global: &GlobalArgs, args: &ProductionArgs) -> Result<Outcome, Error
             cases
         }
     };
+    let estimate = MatrixEstimate::of(&cases);
+    report_estimate(&estimate);
+    let cap = if args.allow_large_cases {
+        None
+    } else {
+        u128::try_from(args.max_estimated_full_bytes).ok()
+    };
+    if estimate.exceeds(cap) {
+        return Err(usage(format!(
+            "the largest full case is estimated to write {} bytes, above --max-estimated-full-bytes {}; pass --allow-large-cases to run it",
+            estimate.largest_full_bytes, args.max_estimated_full_bytes
+        )));
+    }
     let launcher = Launcher::new(
         "production",
         &args.python,
@@ -239,5 +267,18 @@ pub fn run(_global: &GlobalArgs, args: &ProductionArgs) -> Result<Outcome, Error
     }
     let done = launcher.run(planned, &output, &production_gate, &mut StderrReporter)?;
     drop(replay_dir);
+    if args.replay_from.is_some() {
+        let rows: Vec<Row> = done
+            .rows
+            .iter()
+            .enumerate()
+            .map(|(i, fields)| Row {
+                input_index: 0,
+                line: i + 1,
+                fields: fields.clone(),
+            })
+            .collect();
+        report_replay_aggregates(&replay_aggregates(&rows));
+    }
     Ok(done.outcome())
 }

@@ -12,7 +12,7 @@ use crate::cli::{FormatArg, GlobalArgs, emit};
 use crate::error::Error;
 use crate::outcome::Outcome;
 use crate::render::bench as render;
-use crate::render::bench_reporter::note;
+use crate::render::bench_reporter::{note, report_replay_aggregates};
 use clap::Args;
 use std::path::PathBuf;
 
@@ -81,6 +81,7 @@ pub fn run(global: &GlobalArgs, args: &SummarizeArgs) -> Result<Outcome, Error> 
         render::summary_table(&report)
     };
     emit(&text)?;
+    report_replay_aggregates(&summarize::replay::replay_aggregates(&rows));
     Ok(if report.is_empty() {
         Outcome::Failed
     } else {

@@ -86,6 +86,17 @@ pub struct PgCheckpoint<'a> {
     pub blobs: Vec<(&'a str, &'a str, &'a [u8])>,
 }
 
+/// Total on-disk size of each checkpoint table (`pg_total_relation_size`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PgTableTotals {
+    /// `checkpoints`.
+    pub checkpoints: u64,
+    /// `checkpoint_blobs`.
+    pub checkpoint_blobs: u64,
+    /// `checkpoint_writes`.
+    pub checkpoint_writes: u64,
+}
+
 impl PgSaver {
     /// `PostgresSaver.from_conn_string(url)` + `setup()`, connected like every dfck
     /// PostgreSQL session ([`crate::store::postgres::connect_client`]).
@@ -277,6 +288,29 @@ impl PgSaver {
                 blob_bytes: bb,
                 write_rows: wr,
                 write_bytes: wb,
+            })
+        })
+    }
+
+    /// `pg_total_relation_size` (heap, indexes and TOAST) of `checkpoints`,
+    /// `checkpoint_blobs` and `checkpoint_writes`, in that order.
+    pub fn table_totals(&self) -> Result<PgTableTotals, SaverError> {
+        self.rt.block_on(async {
+            let r = self
+                .client
+                .query_one(
+                    "SELECT pg_total_relation_size('checkpoints')::int8, \
+                     pg_total_relation_size('checkpoint_blobs')::int8, \
+                     pg_total_relation_size('checkpoint_writes')::int8",
+                    &[],
+                )
+                .await
+                .map_err(self.err("table sizes"))?;
+            let get = |i: usize| r.get::<_, i64>(i).max(0) as u64;
+            Ok(PgTableTotals {
+                checkpoints: get(0),
+                checkpoint_blobs: get(1),
+                checkpoint_writes: get(2),
             })
         })
     }

@@ -163,6 +163,14 @@ impl SqliteSaver {
         })
     }
 
+    /// `PRAGMA wal_checkpoint(TRUNCATE)`: copies the WAL into the main file and empties it, so
+    /// the main file's size is the store's durable size.
+    pub fn checkpoint_truncate(&self) -> Result<(), SaverError> {
+        self.conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            .map_err(err("wal_checkpoint"))
+    }
+
     /// Closes the connection (the last close checkpoints the WAL into the main file).
     pub fn close(self) -> Result<(), SaverError> {
         self.conn
