@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod compare;
+pub mod summarize;
 
 use serde_json::Value as Json;
 use std::path::{Path, PathBuf};
