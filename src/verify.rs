@@ -45,6 +45,9 @@ pub struct VerifyReport {
     pub checkpoints_checked: u64,
     /// Findings, by thread, namespace, checkpoint.
     pub findings: Vec<Finding>,
+    /// Threads listed but deleted (by DeerFlow) before they were read: skipped, named here.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub threads_gone: Vec<String>,
 }
 
 impl VerifyReport {
@@ -308,24 +311,37 @@ pub fn verify_store<'s>(
     progress: &(dyn Progress + Sync),
 ) -> Result<VerifyReport, Error> {
     let ids = crate::store::select_threads(store, threads)?;
+    crate::write::failpoint::Failpoints::from_env("verify").after_listing();
     progress.start("verifying threads", Some(ids.len() as u64));
     // Extra workers' connections, as trait objects living as long as the caller's.
     let open_more = || open().map(|b| -> Box<dyn Store + 's> { b });
     let results = crate::pool::run(ids.len(), opts.jobs, store, &open_more, &|s, i| {
-        let (f, c) = verify_thread(s, &ids[i], opts)?;
+        let r = match verify_thread(s, &ids[i], opts) {
+            Ok(fc) => Some(fc),
+            // Listed, then deleted (by DeerFlow) before it was read: skipped and named.
+            Err(StoreError::ThreadNotFound { .. }) => None,
+            Err(e) => return Err(e),
+        };
         progress.inc(1);
-        Ok((f, c))
+        Ok(r)
     });
     progress.finish();
     let results = results?;
     let mut report = VerifyReport {
-        threads_checked: results.len() as u64,
+        threads_checked: 0,
         checkpoints_checked: 0,
         findings: Vec::new(),
+        threads_gone: Vec::new(),
     };
-    for (f, c) in results {
-        report.checkpoints_checked += c;
-        report.findings.extend(f);
+    for (i, r) in results.into_iter().enumerate() {
+        match r {
+            Some((f, c)) => {
+                report.threads_checked += 1;
+                report.checkpoints_checked += c;
+                report.findings.extend(f);
+            }
+            None => report.threads_gone.push(ids[i].clone()),
+        }
     }
     Ok(report)
 }

@@ -313,6 +313,13 @@ pub fn verify_table(r: &VerifyReport) -> String {
         r.checkpoints_checked,
         severity_counts(&r.findings)
     );
+    for t in &r.threads_gone {
+        let _ = writeln!(
+            out,
+            "skipped: thread {} was deleted after the listing (by DeerFlow?) before it was read",
+            esc(t)
+        );
+    }
     if !r.findings.is_empty() {
         let _ = writeln!(out, "{}", findings_table(&r.findings));
     }

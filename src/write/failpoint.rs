@@ -6,7 +6,9 @@
 //!   SIGKILL would) right after the N-th row change of the run;
 //! - `free-bytes:N` — pretend the disk holding the store has N bytes free;
 //! - `backup-abort` — abort the process right after the `--backup` copy is written under
-//!   its temporary name, before it is renamed into place.
+//!   its temporary name, before it is renamed into place;
+//! - `pause-after-listing:MS` — sleep MS milliseconds after a command has listed its threads
+//!   (a test deletes a thread meanwhile, as DeerFlow's thread delete would).
 
 /// The failpoints of one run (all off without the `failpoints` feature).
 #[derive(Debug, Default, Clone, Copy)]
@@ -14,6 +16,7 @@ pub struct Failpoints {
     abort_after: Option<usize>,
     free_bytes: Option<u64>,
     abort_after_backup: bool,
+    pause_after_listing_ms: Option<u64>,
 }
 
 impl Failpoints {
@@ -28,6 +31,9 @@ impl Failpoints {
                 .and_then(|n| n.parse().ok()),
             free_bytes: v.strip_prefix("free-bytes:").and_then(|n| n.parse().ok()),
             abort_after_backup: v == "backup-abort",
+            pause_after_listing_ms: v
+                .strip_prefix("pause-after-listing:")
+                .and_then(|n| n.parse().ok()),
         }
     }
 
@@ -41,6 +47,13 @@ impl Failpoints {
     pub fn after_row(&self, rows: usize) {
         if self.abort_after == Some(rows) {
             std::process::abort();
+        }
+    }
+
+    /// Pauses after the thread listing, at the listing failpoint.
+    pub fn after_listing(&self) {
+        if let Some(ms) = self.pause_after_listing_ms {
+            std::thread::sleep(std::time::Duration::from_millis(ms));
         }
     }
 
