@@ -44,13 +44,10 @@ pub struct PeakRss {
     pub rss_source: Option<&'static str>,
 }
 
-/// A `bench channels` row (schema v2).
+/// How a case went and what ran it: the fields every row carries right after its versions,
+/// in this order (flattened into the row).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ChannelRow {
-    /// Always 2.
-    pub schema_version: u64,
-    /// The measured workload's version (1, DeerFlow's).
-    pub benchmark_version: u64,
+pub struct RunFields {
     /// Whether the case ran and passed its checks.
     pub success: bool,
     /// The redacted error of a failed case, else `null`.
@@ -71,6 +68,42 @@ pub struct ChannelRow {
     pub engine_version: String,
     /// `rustc 1.x.y` / `rust` or `CPython 3.11.7`.
     pub runtime_version: String,
+}
+
+impl RunFields {
+    /// A successful run of `engine` in the environment `env`.
+    pub fn new(engine: Engine, env: &RowEnv) -> RunFields {
+        RunFields {
+            success: true,
+            error: None,
+            profiled: false,
+            git_sha: env.git_sha.clone(),
+            python_version: env.python_version.clone(),
+            langgraph_version: env.langgraph_version.clone(),
+            platform: env.platform.clone(),
+            engine,
+            engine_version: env.engine_version.clone(),
+            runtime_version: env.runtime_version.clone(),
+        }
+    }
+
+    /// Marks the run failed with `error`.
+    pub fn fail(&mut self, error: String) {
+        self.success = false;
+        self.error = Some(error);
+    }
+}
+
+/// A `bench channels` row (schema v2).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChannelRow {
+    /// Always 2.
+    pub schema_version: u64,
+    /// The measured workload's version (1, DeerFlow's).
+    pub benchmark_version: u64,
+    /// How the case went and what ran it.
+    #[serde(flatten)]
+    pub run: RunFields,
     /// full or delta.
     pub mode: ChannelMode,
     /// memory, sqlite or postgres.
@@ -104,16 +137,7 @@ impl ChannelRow {
         ChannelRow {
             schema_version: SCHEMA_VERSION,
             benchmark_version: BENCHMARK_VERSION,
-            success: true,
-            error: None,
-            profiled: false,
-            git_sha: env.git_sha.clone(),
-            python_version: env.python_version.clone(),
-            langgraph_version: env.langgraph_version.clone(),
-            platform: env.platform.clone(),
-            engine: case.engine,
-            engine_version: env.engine_version.clone(),
-            runtime_version: env.runtime_version.clone(),
+            run: RunFields::new(case.engine, env),
             mode: case.mode,
             backend: case.backend,
             scenario: case.scenario.clone(),
@@ -132,8 +156,7 @@ impl ChannelRow {
 impl BenchRow for ChannelRow {
     type Metrics = ChannelMetrics;
     fn set_failure(&mut self, error: String) {
-        self.success = false;
-        self.error = Some(error);
+        self.run.fail(error);
     }
     fn set_metrics(&mut self, metrics: ChannelMetrics, rss: PeakRss) {
         self.metrics = Some(metrics);
@@ -222,26 +245,9 @@ pub struct ProductionRow {
     pub benchmark_version: u64,
     /// Always `checkpoint_production`.
     pub benchmark: &'static str,
-    /// Whether the case ran and passed its checks.
-    pub success: bool,
-    /// The redacted error of a failed case, else `null`.
-    pub error: Option<String>,
-    /// Always false (dfck never profiles).
-    pub profiled: bool,
-    /// The project's git revision, or `unknown`.
-    pub git_sha: String,
-    /// The Python running the case (`null` for the native engine).
-    pub python_version: Option<String>,
-    /// The LangGraph package version (`null` for the native engine).
-    pub langgraph_version: Option<String>,
-    /// e.g. `Linux-6.18.44-x86_64`.
-    pub platform: String,
-    /// The system under test.
-    pub engine: Engine,
-    /// `dfck 0.1.0` or the langgraph package version.
-    pub engine_version: String,
-    /// `rustc 1.x.y` / `rust` or `CPython 3.11.7`.
-    pub runtime_version: String,
+    /// How the case went and what ran it.
+    #[serde(flatten)]
+    pub run: RunFields,
     /// sqlite or postgres.
     pub backend: Backend,
     /// full or delta.
@@ -281,16 +287,7 @@ impl ProductionRow {
             schema_version: SCHEMA_VERSION,
             benchmark_version: BENCHMARK_VERSION,
             benchmark: BENCHMARK,
-            success: true,
-            error: None,
-            profiled: false,
-            git_sha: env.git_sha.clone(),
-            python_version: env.python_version.clone(),
-            langgraph_version: env.langgraph_version.clone(),
-            platform: env.platform.clone(),
-            engine: case.engine,
-            engine_version: env.engine_version.clone(),
-            runtime_version: env.runtime_version.clone(),
+            run: RunFields::new(case.engine, env),
             backend: case.backend,
             mode: case.mode,
             snapshot_frequency: case.snapshot_frequency,
@@ -311,8 +308,7 @@ impl ProductionRow {
 impl BenchRow for ProductionRow {
     type Metrics = ProductionMetrics;
     fn set_failure(&mut self, error: String) {
-        self.success = false;
-        self.error = Some(error);
+        self.run.fail(error);
     }
     fn set_metrics(&mut self, metrics: ProductionMetrics, rss: PeakRss) {
         self.metrics = Some(metrics);
