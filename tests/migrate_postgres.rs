@@ -13,26 +13,10 @@ use common::*;
 use serde_json::Value as Json;
 use std::process::Command;
 use std::sync::Mutex;
-use tokio_postgres::{Client, NoTls};
 
 static CREATE_LOCK: Mutex<()> = Mutex::new(());
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-fn connect(rt: &tokio::runtime::Runtime, uri: &str) -> Client {
-    rt.block_on(async {
-        let (client, conn) = tokio_postgres::connect(uri, NoTls).await.unwrap();
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
-        client
-    })
-}
+use common::pg::{connect, runtime};
 
 /// A fresh copy of the fixture database `dfck_<template>` (or `dfck_defect_<template>`);
 /// returns its URI.

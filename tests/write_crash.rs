@@ -20,7 +20,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-use tokio_postgres::{Client, NoTls};
 
 /// A write command under test.
 struct WriteCommand {
@@ -108,22 +107,7 @@ enum Store {
 
 static CREATE_LOCK: Mutex<()> = Mutex::new(());
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-fn connect(rt: &tokio::runtime::Runtime, uri: &str) -> Client {
-    rt.block_on(async {
-        let (client, conn) = tokio_postgres::connect(uri, NoTls).await.unwrap();
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
-        client
-    })
-}
+use common::pg::{connect, runtime};
 
 fn pg_admin(server: &str, sql: &str) {
     let _guard = CREATE_LOCK.lock().unwrap_or_else(|e| e.into_inner());

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod compare;
+pub mod pg;
 pub mod summarize;
 
 use serde_json::Value as Json;

@@ -1,0 +1,22 @@
+//! PostgreSQL plumbing the integration tests share: a runtime and a plain client.
+
+use tokio_postgres::{Client, NoTls};
+
+/// A current-thread runtime for one test's client.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// A client connected to `uri` without TLS (the test server listens on loopback).
+pub fn connect(rt: &tokio::runtime::Runtime, uri: &str) -> Client {
+    rt.block_on(async {
+        let (client, conn) = tokio_postgres::connect(uri, NoTls).await.unwrap();
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        client
+    })
+}
