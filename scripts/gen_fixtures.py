@@ -325,6 +325,103 @@ TWIN_SCENARIOS = [
 ]
 
 
+# Fork shapes for the twin test (forks_full / forks_delta_k*): every way LangGraph can
+# start a second branch from a checkpoint that holds pending writes. The full twin shows
+# what each branch really holds; wherever the delta twin's get_state differs, delta replay
+# picked up another branch's writes and `dfck verify` must say so.
+
+
+def _turn_with_tools(g: Any, st: Store, tid: str) -> dict:
+    """One calc turn; returns the config of its checkpoint where the tools task is pending."""
+    st.register(tid, g)
+    g.invoke({"messages": [h("calc 5+6", "h-0")]}, st.cfg(tid), **SYNC)
+    g.invoke({"messages": [h("second turn", "h-1")]}, st.cfg(tid), **SYNC)
+    return find_state(g, tid, lambda s: s.next == ("tools",) and ids_of(s)[-1:] == ["ai-1"])
+
+
+def fork_update(g: Any, st: Store, tid: str) -> None:
+    cfg_y = _turn_with_tools(g, st, tid)
+    up = g.update_state(with_meta(cfg_y, st, tid), {"messages": [h("edit-1", "edit-1")]}, as_node="tools")
+    g.invoke(None, with_meta(up, st, tid), **SYNC)
+    g.invoke({"messages": [h("after update fork", "h-2")]}, st.cfg(tid), **SYNC)
+
+
+def fork_update_twice(g: Any, st: Store, tid: str) -> None:
+    cfg_y = _turn_with_tools(g, st, tid)
+    up1 = g.update_state(with_meta(cfg_y, st, tid), {"messages": [h("edit-1", "edit-1")]}, as_node="tools")
+    g.invoke(None, with_meta(up1, st, tid), **SYNC)
+    up2 = g.update_state(with_meta(cfg_y, st, tid), {"messages": [h("edit-2", "edit-2")]}, as_node="tools")
+    g.invoke(None, with_meta(up2, st, tid), **SYNC)
+    g.invoke({"messages": [h("after second update", "h-2")]}, st.cfg(tid), **SYNC)
+
+
+def fork_input(g: Any, st: Store, tid: str) -> None:
+    cfg_y = _turn_with_tools(g, st, tid)
+    g.invoke({"messages": [h("input on a pending checkpoint", "h-in")]}, with_meta(cfg_y, st, tid), **SYNC)
+    g.invoke({"messages": [h("after input fork", "h-2")]}, st.cfg(tid), **SYNC)
+
+
+def fork_copy(g: Any, st: Store, tid: str) -> None:
+    cfg_y = _turn_with_tools(g, st, tid)
+    cp = g.update_state(with_meta(cfg_y, st, tid), None, as_node="__copy__")
+    g.invoke(None, with_meta(cp, st, tid), **SYNC)
+    g.invoke({"messages": [h("after copy", "h-2")]}, st.cfg(tid), **SYNC)
+
+
+def fork_replay(g: Any, st: Store, tid: str) -> None:
+    cfg_y = _turn_with_tools(g, st, tid)
+    g.invoke(None, with_meta(cfg_y, st, tid), **SYNC)
+    g.invoke({"messages": [h("after replay", "h-2")]}, st.cfg(tid), **SYNC)
+
+
+def _interrupted(g: Any, st: Store, tid: str) -> dict:
+    st.register(tid, g)
+    g.invoke({"messages": [h("ask for approval", "h-0")]}, st.cfg(tid), **SYNC)
+    return g.get_state({"configurable": {"thread_id": tid}}).config
+
+
+def fork_resume_update_thrice(g: Any, st: Store, tid: str) -> None:
+    cfg_i = _interrupted(g, st, tid)
+    for n, resume in enumerate(["yes", "maybe", "no"]):
+        cfg = st.cfg(tid) if n == 0 else with_meta(cfg_i, st, tid)
+        g.invoke(Command(resume=resume, update={"messages": [h(f"note {n}", f"h-note-{n}")]}), cfg, **SYNC)
+        g.invoke({"messages": [h(f"turn after resume {n}", f"h-after-{n}")]}, st.cfg(tid), **SYNC)
+    g.invoke(Command(resume="plain"), with_meta(cfg_i, st, tid), **SYNC)
+
+
+def fork_update_after_resume(g: Any, st: Store, tid: str) -> None:
+    cfg_i = _interrupted(g, st, tid)
+    g.invoke(Command(resume="yes"), st.cfg(tid), **SYNC)
+    g.invoke({"messages": [h("turn after resume", "h-1")]}, st.cfg(tid), **SYNC)
+    up = g.update_state(with_meta(cfg_i, st, tid), {"messages": [h("edit on interrupt", "edit-i")]}, as_node="approve")
+    g.invoke({"messages": [h("after edit", "h-2")]}, with_meta(up, st, tid), **SYNC)
+
+
+def fork_input_on_interrupt(g: Any, st: Store, tid: str) -> None:
+    cfg_i = _interrupted(g, st, tid)
+    g.invoke(Command(resume="yes", update={"messages": [h("resume note", "h-note")]}), st.cfg(tid), **SYNC)
+    g.invoke({"messages": [h("calc on the old interrupt", "h-in")]}, with_meta(cfg_i, st, tid), **SYNC)
+    g.invoke({"messages": [h("after input", "h-2")]}, st.cfg(tid), **SYNC)
+
+
+FORK_SCENARIOS = [
+    ("f-update", fork_update),
+    ("f-update-twice", fork_update_twice),
+    ("f-input", fork_input),
+    ("f-copy", fork_copy),
+    ("f-replay", fork_replay),
+    ("f-resume-update-thrice", fork_resume_update_thrice),
+    ("f-update-after-resume", fork_update_after_resume),
+    ("f-input-on-interrupt", fork_input_on_interrupt),
+]
+
+
+def gen_forks(st: Store, mode: str, k: Optional[int]) -> None:
+    g = build_conv_graph(messages_annotation(mode, k), st.saver)
+    for tid, fn in FORK_SCENARIOS:
+        fn(g, st, tid)
+
+
 def gen_twin(st: Store, mode: str, k: Optional[int]) -> None:
     g = build_conv_graph(messages_annotation(mode, k), st.saver)
     for tid, fn in TWIN_SCENARIOS:
@@ -855,6 +952,9 @@ DBS: list[tuple[str, Any, Any]] = [
     ("delta_k1", lambda st: gen_twin(st, "delta", 1), None),
     ("delta_k3", lambda st: gen_twin(st, "delta", 3), None),
     ("delta_k10", lambda st: gen_twin(st, "delta", 10), None),
+    ("forks_full", lambda st: gen_forks(st, "full", None), None),
+    ("forks_delta_k1", lambda st: gen_forks(st, "delta", 1), None),
+    ("forks_delta_k4", lambda st: gen_forks(st, "delta", 4), None),
     ("exit", gen_exit, None),
     ("subgraph", gen_subgraph, None),
     ("values", gen_values, None),

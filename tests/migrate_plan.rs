@@ -42,14 +42,20 @@ fn delta_threads_convert_and_full_threads_are_skipped() {
         let db = sqlite_fixture(stem).to_string_lossy().into_owned();
         let before = std::fs::read(&db).unwrap();
         let (report, exit) = plan(&db, &["--all"]);
-        assert_eq!(exit, 0, "{stem}: {report}");
+        // At K=3 and K=10 the real library leaks a later resume's note into the first branch
+        // of t-resume-old-update (tests/twins.rs): that thread is refused, nothing else.
+        let leaks = matches!(stem, "delta_k3" | "delta_k10");
+        assert_eq!(exit, i32::from(leaks), "{stem}: {report}");
         assert_eq!(report["dry_run"], true);
-        assert_eq!(report["refused"], 0, "{stem}: {report}");
+        assert_eq!(report["refused"], u64::from(leaks), "{stem}: {report}");
         let exp = expected(stem);
         for t in exp["threads"].as_array().unwrap() {
             let tid = t["thread_id"].as_str().unwrap();
             let p = status_of(&report, tid);
-            if t["mode"] == "full" && stem == "full" {
+            if leaks && tid == "t-resume-old-update" {
+                assert_eq!(p["status"], "refused", "{stem} {tid}");
+                assert!(p["reason"].as_str().unwrap().contains("#4458"), "{p}");
+            } else if t["mode"] == "full" && stem == "full" {
                 assert_eq!(p["status"], "skipped", "{stem} {tid}");
                 assert_eq!(p["checkpoints_rewritten"], 0);
             } else if t["mode"] != "full" {
@@ -169,8 +175,8 @@ fn postgres_plans_match_sqlite() {
     let Some(uri) = pg_server() else { return };
     for stem in ["delta_k3", "deerflow", "mixed"] {
         let (pg, exit) = plan(&with_db(&uri, &format!("dfck_{stem}")), &["--all"]);
-        assert_eq!(exit, 0, "{stem}: {pg}");
-        let (lite, _) = plan(&sqlite_fixture(stem).to_string_lossy(), &["--all"]);
+        let (lite, lite_exit) = plan(&sqlite_fixture(stem).to_string_lossy(), &["--all"]);
+        assert_eq!(exit, lite_exit, "{stem}: {pg}");
         for key in ["converted", "refused", "skipped"] {
             assert_eq!(pg[key], lite[key], "{stem} {key}");
         }

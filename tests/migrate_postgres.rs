@@ -50,7 +50,16 @@ fn fresh_db(server: &str, template_db: &str, name: &str) -> String {
     with_db(server, name)
 }
 
+/// `migrate --all --apply`, accepting the delta view (the twin fixtures hold a thread the
+/// real library itself contaminates; see [`apply_strict`]).
 fn apply(uri: &str, extra: &[&str]) -> (Json, i32) {
+    let mut all = vec!["--accept-delta-view"];
+    all.extend_from_slice(extra);
+    apply_strict(uri, &all)
+}
+
+/// `migrate --all --apply` as given: contaminated forks are refused.
+fn apply_strict(uri: &str, extra: &[&str]) -> (Json, i32) {
     let mut args = vec![
         "migrate",
         "delta-to-full",
@@ -194,7 +203,7 @@ fn postgres_contaminated_forks_are_refused_unless_the_delta_view_is_accepted() {
         "dfck_mig_contaminated",
     );
     let before = thread_rows(&uri);
-    let (report, exit) = apply(&uri, &[]);
+    let (report, exit) = apply_strict(&uri, &[]);
     assert_eq!(exit, 1, "{report}");
     assert_eq!(report["converted"], 0, "{report}");
     assert!(
@@ -232,7 +241,7 @@ fn postgres_contaminated_forks_are_refused_unless_the_delta_view_is_accepted() {
             .clone()
     };
     let views: Vec<Json> = ids.iter().map(|id| state(id)).collect();
-    let (report, exit) = apply(&uri, &["--accept-delta-view"]);
+    let (report, exit) = apply_strict(&uri, &["--accept-delta-view"]);
     assert_eq!(exit, 0, "{report}");
     assert_eq!(report["converted"], 1);
     assert!(
@@ -254,7 +263,15 @@ fn killing_dfck_mid_postgres_conversion_leaves_each_thread_old_or_new() {
         let uri = fresh_db(&server, "dfck_delta_k3", &format!("dfck_mig_crash_{after}"));
         let orig = thread_rows(&with_db(&server, "dfck_delta_k3"));
         let out = Command::new(env!("CARGO_BIN_EXE_dfck"))
-            .args(["--db", &uri, "migrate", "delta-to-full", "--all", "--apply"])
+            .args([
+                "--db",
+                &uri,
+                "migrate",
+                "delta-to-full",
+                "--all",
+                "--apply",
+                "--accept-delta-view",
+            ])
             .env("DFCK_FAILPOINT", format!("migrate-abort-after:{after}"))
             .output()
             .unwrap();

@@ -324,24 +324,40 @@ pub fn fork_analysis(t: &LoadedThread) -> ForkAnalysis {
         // `durability="exit"` run, whose only saved checkpoint is several steps on.)
         let is_loop = |k: usize| t.nodes[k].source() == Some("loop");
         let is_update_child = |k: usize| t.nodes[k].source() == Some("update");
-        let loops: Vec<usize> = replaying.iter().copied().filter(|&k| is_loop(k)).collect();
         let updates: Vec<usize> = replaying
             .iter()
             .copied()
             .filter(|&k| is_update_child(k))
             .collect();
-        if has_other && !loops.is_empty() && !updates.is_empty() {
-            out.ambiguous.push(pi);
-            continue;
-        }
+        // `Command(update=…)` resumes add NULL-task writes to P, cumulatively (each resume
+        // saves the earlier ones again, then its own at the next index). With writes of more
+        // than one resume on P, a loop child older than the newest loop child replays writes
+        // of resumes that came after it.
+        let null_writes: HashSet<i64> = writes
+            .iter()
+            .filter(|w| is_null_task(&w.task_id))
+            .map(|w| w.idx)
+            .collect();
+        let newest_loop = p
+            .children
+            .iter()
+            .copied()
+            .filter(|&k| is_loop(k))
+            .max_by(|&a, &b| t.nodes[a].id.cmp(&t.nodes[b].id));
+        let later_resumes = |k: usize| null_writes.len() >= 2 && newest_loop != Some(k);
         let mut owners: Vec<usize> = Vec::new();
         let mut bad: Vec<usize> = Vec::new();
         for &k in &replaying {
             let owns = if is_loop(k) {
-                !has_update
+                !has_update && !later_resumes(k)
             } else if is_update_child(k) {
                 // Two update siblings collide on one write key: the first keeps it.
                 !has_other && updates.first() == Some(&k)
+            } else if t.nodes[k].source().is_none() {
+                // A child written without metadata (a raw writer): nothing says which
+                // operation made it.
+                out.ambiguous.push(pi);
+                continue;
             } else {
                 false
             };
@@ -378,6 +394,7 @@ pub fn fork_analysis(t: &LoadedThread) -> ForkAnalysis {
             }
         }
     }
+    out.ambiguous.dedup();
     // One entry per checkpoint: the nearest fork point it replays through.
     out.contaminated
         .sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
@@ -410,7 +427,7 @@ pub fn fork_findings(t: &LoadedThread, analysis: &ForkAnalysis) -> Vec<Finding> 
             FindingCode::DeltaForkAmbiguous,
             Some(&t.nodes[p].id),
             format!(
-                "fork point with pending messages writes replayed by both loop and update children ({}): which branch owns them cannot be decided",
+                "fork point with pending messages writes replayed by a child written without metadata ({}): which branch owns them cannot be decided",
                 kids.join(", ")
             ),
         ));
