@@ -20,6 +20,7 @@ pub mod model;
 pub mod outcome;
 pub mod pool;
 pub mod progress;
+pub mod prune;
 pub mod redact;
 pub mod render;
 pub mod store;

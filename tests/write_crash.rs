@@ -36,24 +36,39 @@ struct WriteCommand {
     /// Whether a changed thread must materialize exactly the original states (true for a
     /// format conversion; a prune or copy would check its own postcondition instead).
     keeps_states: bool,
+    /// A dry run that must report a changed thread as `skipped` (entirely done, nothing
+    /// left to do), or empty.
+    settled: &'static [&'static str],
 }
 
 /// One line per write command.
-const COMMANDS: &[WriteCommand] = &[WriteCommand {
-    name: "migrate delta-to-full",
-    // The twin fixture holds one thread the real library contaminates: accept its delta view.
-    args: &[
-        "migrate",
-        "delta-to-full",
-        "--all",
-        "--apply",
-        "--accept-delta-view",
-    ],
-    failpoint: "migrate",
-    changed: "converted",
-    finished: &["converted", "skipped"],
-    keeps_states: true,
-}];
+const COMMANDS: &[WriteCommand] = &[
+    WriteCommand {
+        name: "migrate delta-to-full",
+        // The twin fixture holds one thread the real library contaminates: accept its delta view.
+        args: &[
+            "migrate",
+            "delta-to-full",
+            "--all",
+            "--apply",
+            "--accept-delta-view",
+        ],
+        failpoint: "migrate",
+        changed: "converted",
+        finished: &["converted", "skipped"],
+        keeps_states: true,
+        settled: &[],
+    },
+    WriteCommand {
+        name: "prune --branches",
+        args: &["prune", "--all", "--branches", "--apply"],
+        failpoint: "prune",
+        changed: "pruned",
+        finished: &["pruned", "skipped"],
+        keeps_states: false,
+        settled: &["prune", "--branches"],
+    },
+];
 
 const FIXTURES: &[&str] = &["delta_k3", "delta_k10", "deerflow", "mixed"];
 
@@ -377,6 +392,16 @@ fn check_after_crash(cmd: &WriteCommand, store: &Store, orig: &Original, what: &
             );
             assert!(listing(&target, t).1, "{what}: thread {t} is half written");
             orig.proven_new.borrow_mut().insert(key);
+        }
+        if !cmd.settled.is_empty() {
+            let mut args: Vec<&str> = cmd.settled.to_vec();
+            args.extend([t.as_str(), "--format", "json"]);
+            let report: Json =
+                serde_json::from_slice(&dfck_at(&target, &args).stdout).unwrap_or(Json::Null);
+            assert_eq!(
+                report["threads"][0]["status"], "skipped",
+                "{what}: thread {t} is half done: {report}"
+            );
         }
     }
     let errors = verify_errors(&target);

@@ -5,6 +5,7 @@ pub mod bench;
 mod inspect;
 mod lineage;
 mod migrate;
+mod prune;
 mod verify;
 
 use crate::error::Error;
@@ -96,6 +97,8 @@ pub enum Command {
     Lineage(lineage::LineageArgs),
     /// Plan the conversion of delta threads to full mode (dry run).
     Migrate(migrate::MigrateArgs),
+    /// Delete what no resume, regenerate or branch needs (dry run unless --apply).
+    Prune(prune::PruneArgs),
     /// Benchmarks: paired full/delta channel and production cases, and their summaries.
     Bench(bench::BenchArgs),
 }
@@ -168,6 +171,7 @@ pub fn run(cli: Cli) -> Result<Outcome, Error> {
         Command::Verify(args) => verify::run(&cli.global, args),
         Command::Lineage(args) => lineage::run(&cli.global, args),
         Command::Migrate(args) => migrate::run(&cli.global, args),
+        Command::Prune(args) => prune::run(&cli.global, args),
         Command::Bench(args) => bench::run(&cli.global, args),
     }
 }

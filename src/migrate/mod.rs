@@ -15,6 +15,8 @@ mod state;
 
 pub use apply::{ConvertStore, Converted, DeltaToFull, Work};
 pub use plan::plan_thread;
+/// Every checkpoint's state fingerprint, shared with the other write commands' checks.
+pub(crate) use state::{StateFingerprints, compare as compare_states, fingerprints};
 
 use crate::error::Error;
 use crate::materialize::Reducer;

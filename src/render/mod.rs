@@ -45,7 +45,7 @@ pub fn human_bytes(n: u64) -> String {
     }
 }
 
-fn table(header: &[&str]) -> Table {
+pub(crate) fn table(header: &[&str]) -> Table {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED)
         .set_content_arrangement(ContentArrangement::Disabled)
@@ -54,13 +54,13 @@ fn table(header: &[&str]) -> Table {
 }
 
 /// Adds a row of store-supplied text, every cell escaped for the terminal.
-fn add_row(t: &mut Table, cells: Vec<String>) {
+pub(crate) fn add_row(t: &mut Table, cells: Vec<String>) {
     t.add_row(cells.iter().map(|c| escape::owned(c)).collect::<Vec<_>>());
 }
 
 /// The last line of defence of a human output: controls that slipped past [`escape::cell`]
 /// (line breaks stay).
-fn finish(out: String) -> String {
+pub(crate) fn finish(out: String) -> String {
     match escape::text(&out) {
         std::borrow::Cow::Borrowed(_) => out,
         std::borrow::Cow::Owned(o) => o,
@@ -476,3 +476,4 @@ pub fn migrate_table(r: &MigrateReport) -> String {
 }
 pub mod bench;
 pub mod bench_reporter;
+pub mod prune;

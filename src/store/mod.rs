@@ -2,6 +2,7 @@
 //! [`WriteStore`] trait (the per-thread transaction the write engine, `crate::write`,
 //! drives). This is the only layer that speaks SQL; everything above it works on rows.
 
+pub mod delete;
 pub mod native;
 pub mod postgres;
 pub mod sqlite;

@@ -6,6 +6,7 @@
 
 mod connect;
 pub use connect::{ConnectError, PgClient, connect_client, describe_error};
+mod delete;
 mod read;
 mod write;
 

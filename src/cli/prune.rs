@@ -1,0 +1,152 @@
+//! `dfck prune [THREAD …|--all]`: what may be deleted (dry run), or the deletion.
+
+use super::{GlobalArgs, output};
+use crate::error::Error;
+use crate::outcome::Outcome;
+use crate::prune::{PruneOptions, PruneReport, age, plan};
+use crate::render::{self, TerminalProgress};
+use crate::store::postgres::PostgresStore;
+use crate::store::sqlite::SqliteStore;
+use crate::target::Target;
+use crate::write::{Connections, RunOptions, WriteEvent};
+use clap::Args;
+
+/// Arguments of `dfck prune`.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  dfck prune --all                       # what would go: trailing duration-only checkpoints
+  dfck prune --all --branches --apply    # also delete leaf branches off each thread's lineage
+  dfck prune --all --idle 90d --apply    # delete threads untouched for 90 days
+  dfck prune t-1 --branches --protect 1f0a3c --apply")]
+pub struct PruneArgs {
+    /// Threads to prune.
+    pub threads: Vec<String>,
+    /// Every thread of the store.
+    #[arg(long, conflicts_with = "threads")]
+    pub all: bool,
+    /// Also delete leaf branches off each thread's kept lineage (old regenerate or edit
+    /// branches; a client may still hold one as a resume target: protect those).
+    #[arg(long)]
+    pub branches: bool,
+    /// Delete whole threads whose first checkpoint is older than this (e.g. 180d, 12w).
+    #[arg(long, value_name = "DURATION")]
+    pub older_than: Option<String>,
+    /// Delete whole threads whose last checkpoint is older than this (e.g. 90d, 36h).
+    #[arg(long, value_name = "DURATION")]
+    pub idle: Option<String>,
+    /// Never delete this checkpoint (nor its ancestors); repeatable.
+    #[arg(long, value_name = "ID", num_args = 1..)]
+    pub protect: Vec<String>,
+    /// Delete: one transaction per thread, verified before commit.
+    #[arg(long)]
+    pub apply: bool,
+    /// PostgreSQL: prune this many threads at once, each over its own connection.
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub jobs: u16,
+    /// SQLite: write a consistent copy here before deleting (with --apply).
+    #[arg(long, value_name = "PATH")]
+    pub backup: Option<std::path::PathBuf>,
+}
+
+fn options(args: &PruneArgs) -> Result<PruneOptions, Error> {
+    let dur = |flag: &str, v: &Option<String>| -> Result<Option<u64>, Error> {
+        v.as_deref()
+            .map(|s| age::parse_duration(s).map_err(|e| Error::Usage(format!("{flag}: {e}"))))
+            .transpose()
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+    Ok(PruneOptions {
+        branches: args.branches,
+        older_than: dur("--older-than", &args.older_than)?,
+        idle: dur("--idle", &args.idle)?,
+        protect: args.protect.iter().cloned().collect(),
+        now,
+    })
+}
+
+/// Runs `dfck prune`: exit 1 when a thread is refused.
+pub fn run(global: &GlobalArgs, args: &PruneArgs) -> Result<Outcome, Error> {
+    if args.threads.is_empty() && !args.all {
+        return Err(Error::Usage(
+            "name the threads to prune, or pass --all".into(),
+        ));
+    }
+    if !args.apply && args.backup.is_some() {
+        return Err(Error::Usage("--backup goes with --apply".into()));
+    }
+    let opts = options(args)?;
+    let (target, _) = global.resolve()?;
+    let report = if args.apply {
+        apply(args, &target, &opts)?
+    } else {
+        let store = target.open_read_only()?;
+        plan(
+            store.as_ref(),
+            &args.threads,
+            args.all,
+            &opts,
+            &TerminalProgress::stderr(),
+        )?
+    };
+    output(global.format(), &report, render::prune::prune_table)?;
+    Ok(if report.refused > 0 {
+        Outcome::Refused
+    } else {
+        Outcome::Clean
+    })
+}
+
+fn apply(args: &PruneArgs, target: &Target, opts: &PruneOptions) -> Result<PruneReport, Error> {
+    let progress = TerminalProgress::stderr();
+    let events = |e: WriteEvent<'_>| match e {
+        WriteEvent::BackupWritten(dest) => {
+            render::note(&format!("dfck: backup written to {}", dest.display()));
+        }
+        WriteEvent::WalLeft(left) => render::note(&format!(
+            "dfck: warning: another connection keeps the WAL from being truncated; {:.1} MiB of WAL are left (committed work is durable in it)",
+            left.bytes as f64 / f64::from(1u32 << 20)
+        )),
+    };
+    let run = RunOptions {
+        jobs: usize::from(args.jobs),
+        backup: args.backup.as_deref(),
+        phase: "pruning threads",
+        progress: &progress,
+        events: &events,
+    };
+    match target {
+        Target::Sqlite(path) => {
+            if args.jobs > 1 {
+                return Err(Error::Usage(
+                    "--jobs applies to PostgreSQL stores (SQLite has one writer at a time)".into(),
+                ));
+            }
+            let store = SqliteStore::open_read_write(path)?;
+            let open = || SqliteStore::open_read_write(path);
+            let conns = Connections {
+                first: &store,
+                open: &open,
+                spare: SqliteStore::open_read_write(path).ok(),
+            };
+            crate::prune::apply(conns, &args.threads, args.all, opts, &run)
+        }
+        Target::Postgres { url, schema } => {
+            if args.backup.is_some() {
+                return Err(Error::Usage(
+                    "--backup is for SQLite stores; back a PostgreSQL store up with pg_dump first"
+                        .into(),
+                ));
+            }
+            let open = || PostgresStore::open_read_write(url, schema.as_deref());
+            let first = open()?;
+            let conns = Connections {
+                first: &first,
+                open: &open,
+                spare: None,
+            };
+            crate::prune::apply(conns, &args.threads, args.all, opts, &run)
+        }
+    }
+}

@@ -1,0 +1,101 @@
+//! Ages for `prune --older-than` / `--idle`: durations as operators write them (`90d`,
+//! `12h`, `2w`, `30m`, `45s`) and checkpoint `ts` values (ISO 8601 with an offset, as
+//! LangGraph writes them) as Unix seconds.
+
+/// Seconds in a duration such as `30d`, `12h`, `2w`, `90m`, `45s` (a bare number is
+/// seconds).
+pub fn parse_duration(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("invalid duration '{s}': expected e.g. 30d, 12h, 2w, 90m, 45s"))?;
+    let mult = match unit {
+        "" | "s" => 1,
+        "m" | "min" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        "w" => 7 * 86_400,
+        _ => {
+            return Err(format!(
+                "invalid duration unit in '{s}': use s, m, h, d or w"
+            ));
+        }
+    };
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("duration '{s}' is too large"))
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date.
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// Unix seconds of a timestamp like `2026-12-02T10:24:32.275424+00:00` (fraction and
+/// offset optional; `Z` accepted). `None` when it does not parse.
+pub fn unix_seconds(ts: &str) -> Option<i64> {
+    let b = ts.as_bytes();
+    let num = |r: std::ops::Range<usize>| -> Option<i64> { ts.get(r)?.parse().ok() };
+    if b.len() < 19 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b' ') {
+        return None;
+    }
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, s) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || s > 60 {
+        return None;
+    }
+    let mut rest = &ts[19..];
+    if let Some(r) = rest.strip_prefix('.') {
+        let digits = r.find(|c: char| !c.is_ascii_digit()).unwrap_or(r.len());
+        rest = &r[digits..];
+    }
+    let offset = match rest {
+        "" | "Z" => 0,
+        _ => {
+            let sign = match rest.as_bytes()[0] {
+                b'+' => 1,
+                b'-' => -1,
+                _ => return None,
+            };
+            let oh: i64 = rest.get(1..3)?.parse().ok()?;
+            let om: i64 = rest.get(4..6).unwrap_or("0").parse().ok()?;
+            sign * (oh * 3600 + om * 60)
+        }
+    };
+    Some(days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + s - offset)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("90d"), Ok(90 * 86_400));
+        assert_eq!(parse_duration("12h"), Ok(43_200));
+        assert_eq!(parse_duration("45"), Ok(45));
+        assert!(parse_duration("3y").is_err());
+        assert!(parse_duration("d").is_err());
+    }
+
+    #[test]
+    fn timestamps() {
+        assert_eq!(unix_seconds("1970-01-01T00:00:00+00:00"), Some(0));
+        assert_eq!(
+            unix_seconds("2026-12-02T10:24:32.275424+00:00"),
+            Some(1_796_207_072)
+        );
+        assert_eq!(
+            unix_seconds("2026-12-02T18:24:32+08:00"),
+            unix_seconds("2026-12-02T10:24:32Z")
+        );
+        assert_eq!(unix_seconds("yesterday"), None);
+    }
+}

@@ -1,0 +1,286 @@
+//! Planning one thread of a prune, and the prune as a write-engine job: delete under the
+//! lock, remove the orphans left behind, then verify before commit that every kept
+//! checkpoint shows exactly the state it showed (every channel, `messages` through its
+//! delta history), that none lost its parent, and that no orphan is left.
+
+use super::select::{Shape, select};
+use super::{PruneOptions, PruneStatus, ThreadPrune};
+use crate::error::{Error, StoreError};
+use crate::materialize::Reducer;
+use crate::migrate::{MigrateOptions, StateFingerprints, compare_states, fingerprints};
+use crate::model::thread::LoadedThread;
+use crate::store::Store;
+use crate::store::delete::{DeleteRows, RowCounts};
+use crate::write::{ApplyContext, Planned, Refusal, ThreadJob};
+
+/// What one namespace loses: the checkpoints to delete and the state of those kept.
+pub struct NsWork {
+    ns: String,
+    delete: Vec<String>,
+    reducer: Reducer,
+    kept: StateFingerprints,
+}
+
+/// What the plan hands to apply.
+pub enum Work {
+    /// Delete every row of the thread.
+    Whole,
+    /// Delete these checkpoints.
+    Checkpoints(Vec<NsWork>),
+}
+
+/// What apply did: the checks verify runs, and the counts the report shows.
+pub struct Pruned {
+    work: Work,
+    deleted: RowCounts,
+    orphans_before: u64,
+}
+
+fn thread_gone(thread_id: &str) -> ThreadPrune {
+    ThreadPrune::skipped(thread_id, "thread no longer exists")
+}
+
+/// Plans one thread: the report line and, when something is to be deleted, the work.
+pub fn plan_thread(
+    store: &dyn Store,
+    thread_id: &str,
+    opts: &PruneOptions,
+) -> Result<(ThreadPrune, Option<Work>), Error> {
+    let namespaces = store.namespaces(thread_id)?;
+    if namespaces.is_empty() {
+        return Ok((thread_gone(thread_id), None));
+    }
+    let mut loaded = Vec::with_capacity(namespaces.len());
+    for ns in &namespaces {
+        match LoadedThread::load_full(store, thread_id, ns) {
+            Ok(t) => loaded.push(t),
+            Err(StoreError::ThreadNotFound { .. }) => return Ok((thread_gone(thread_id), None)),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let mut report = ThreadPrune::new(thread_id, PruneStatus::Would);
+    let write_bytes = |t: &LoadedThread, i: usize| -> u64 {
+        t.nodes[i].writes.iter().map(|w| w.value.len() as u64).sum()
+    };
+    let protected: Vec<&str> = loaded
+        .iter()
+        .flat_map(|t| t.nodes.iter())
+        .filter(|n| opts.protect.contains(&n.id))
+        .map(|n| n.id.as_str())
+        .collect();
+    if whole_thread_due(&loaded, opts) {
+        report.whole_thread = true;
+        for t in &loaded {
+            for i in 0..t.nodes.len() {
+                report.checkpoints += 1;
+                report.writes += t.nodes[i].writes.len() as u64;
+                report.bytes_freed += t.nodes[i].bytes + write_bytes(t, i);
+            }
+        }
+        if let Some(id) = protected.first() {
+            let reason = format!("it holds protected checkpoint {id}; not deleting the thread");
+            return Ok((report.refused(reason), None));
+        }
+        if store.active_run(thread_id)? {
+            return Ok((report.refused(ACTIVE_RUN), None));
+        }
+        return Ok((report, Some(Work::Whole)));
+    }
+    let mut work = Vec::new();
+    for t in &loaded {
+        let sel = match select(t, &opts.protect, opts.branches) {
+            Ok(s) => s,
+            Err(reason) => return Ok((report.refused(reason), None)),
+        };
+        report.kept += sel.kept.len() as u64;
+        if sel.delete.is_empty() {
+            continue;
+        }
+        for &(i, shape) in &sel.delete {
+            report.checkpoints += 1;
+            report.writes += t.nodes[i].writes.len() as u64;
+            report.bytes_freed += t.nodes[i].bytes + write_bytes(t, i);
+            match shape {
+                Shape::DurationLeaf => report.duration_leaves += 1,
+                Shape::Branch => report.branch_checkpoints += 1,
+            }
+        }
+        let reducer = MigrateOptions::default().reducer_for(t);
+        let mut kept = match fingerprints(t, reducer) {
+            Ok(fp) => fp,
+            Err(reason) => return Ok((report.refused(reason.0), None)),
+        };
+        let delete: Vec<String> = sel
+            .delete
+            .iter()
+            .map(|&(i, _)| t.nodes[i].id.clone())
+            .collect();
+        kept.retain(|id, _| !delete.contains(id));
+        work.push(NsWork {
+            ns: t.checkpoint_ns.clone(),
+            delete,
+            reducer,
+            kept,
+        });
+    }
+    if work.is_empty() {
+        report.status = PruneStatus::Skipped;
+        report.reason = Some("nothing to prune".into());
+        return Ok((report, None));
+    }
+    if store.active_run(thread_id)? {
+        return Ok((report.refused(ACTIVE_RUN), None));
+    }
+    Ok((report, Some(Work::Checkpoints(work))))
+}
+
+const ACTIVE_RUN: &str = "DeerFlow's runs table has a pending or running run for this thread: stop DeerFlow (or let the run finish) first";
+
+/// `--older-than`: the first checkpoint is older; `--idle`: the last one is. A thread
+/// without readable timestamps is never old.
+fn whole_thread_due(loaded: &[LoadedThread], opts: &PruneOptions) -> bool {
+    if opts.older_than.is_none() && opts.idle.is_none() {
+        return false;
+    }
+    let ts: Vec<i64> = loaded
+        .iter()
+        .flat_map(|t| t.nodes.iter())
+        .filter_map(|n| n.checkpoint.as_ref().ok()?.ts.as_deref())
+        .filter_map(super::age::unix_seconds)
+        .collect();
+    let (Some(first), Some(last)) = (ts.iter().min(), ts.iter().max()) else {
+        return false;
+    };
+    let before = |limit: u64| {
+        opts.now
+            .saturating_sub(i64::try_from(limit).unwrap_or(i64::MAX))
+    };
+    opts.older_than.is_some_and(|d| *first < before(d))
+        || opts.idle.is_some_and(|d| *last < before(d))
+}
+
+/// `dfck prune` as a write-engine job.
+pub struct Prune<'a> {
+    /// What to prune.
+    pub opts: &'a PruneOptions,
+}
+
+fn store_refusal(e: impl std::fmt::Display) -> Refusal {
+    Refusal(format!("deleting failed: {e}"))
+}
+
+impl<C: DeleteRows + ?Sized> ThreadJob<C> for Prune<'_> {
+    type Report = ThreadPrune;
+    type Work = Work;
+    type Expect = Pruned;
+
+    fn name(&self) -> &'static str {
+        "prune"
+    }
+
+    fn verb(&self) -> &'static str {
+        "pruning"
+    }
+
+    fn untouched(&self, thread_id: &str) -> ThreadPrune {
+        ThreadPrune::new(thread_id, PruneStatus::Skipped)
+    }
+
+    fn refuse(&self, report: ThreadPrune, reason: Refusal) -> ThreadPrune {
+        report.refused(reason.0)
+    }
+
+    fn plan(&self, conn: &C, thread_id: &str) -> Result<Planned<ThreadPrune, Work>, Error> {
+        let (report, work) = plan_thread(conn.store(), thread_id, self.opts)?;
+        let Some(work) = work else {
+            return Ok(Planned::Done(report));
+        };
+        // Deleting rewrites the pages the rows sit on: the log holds about that much.
+        let written = report.bytes_freed;
+        Ok(Planned::Write {
+            report,
+            work,
+            growth: 0,
+            written,
+        })
+    }
+
+    fn apply(
+        &self,
+        conn: &C,
+        thread_id: &str,
+        work: Work,
+        cx: &ApplyContext,
+    ) -> Result<Pruned, Refusal> {
+        let orphans_before = conn.count_orphans(thread_id).map_err(store_refusal)?.rows();
+        let mut deleted = RowCounts::default();
+        match &work {
+            Work::Whole => {
+                deleted.add(conn.delete_thread(thread_id).map_err(store_refusal)?);
+                cx.row_written();
+            }
+            Work::Checkpoints(namespaces) => {
+                for ns in namespaces {
+                    for id in &ns.delete {
+                        let one = std::slice::from_ref(id);
+                        deleted.add(
+                            conn.delete_checkpoints(thread_id, &ns.ns, one)
+                                .map_err(store_refusal)?,
+                        );
+                        cx.row_written();
+                    }
+                }
+            }
+        }
+        deleted.add(conn.delete_orphans(thread_id).map_err(store_refusal)?);
+        cx.row_written();
+        Ok(Pruned {
+            work,
+            deleted,
+            orphans_before,
+        })
+    }
+
+    fn verify(&self, conn: &C, thread_id: &str, done: &Pruned) -> Result<(), Refusal> {
+        let fail = |what: String| Err(Refusal(format!("verification failed: {what}")));
+        let store = conn.store();
+        let orphans = conn.count_orphans(thread_id).map_err(store_refusal)?;
+        if orphans.rows() != 0 {
+            return fail(format!("{} orphan rows left", orphans.rows()));
+        }
+        match &done.work {
+            Work::Whole => {
+                let left = store.namespaces(thread_id).map_err(store_refusal)?;
+                if !left.is_empty() {
+                    return fail("checkpoints of the thread are left".into());
+                }
+            }
+            Work::Checkpoints(namespaces) => {
+                for ns in namespaces {
+                    let after = LoadedThread::load_full(store, thread_id, &ns.ns)
+                        .map_err(|e| Refusal(format!("verification failed: {e}")))?;
+                    if let Some(n) = after
+                        .nodes
+                        .iter()
+                        .find(|n| n.parent.is_some() && n.parent_index.is_none())
+                    {
+                        return fail(format!("kept checkpoint {} lost its parent", n.id));
+                    }
+                    compare_states(&ns.kept, &fingerprints(&after, ns.reducer)?)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn committed(&self, mut report: ThreadPrune, done: Pruned) -> ThreadPrune {
+        report.status = PruneStatus::Done;
+        report.checkpoints = done.deleted.checkpoints;
+        report.writes = done.deleted.writes;
+        report.blobs = done.deleted.blobs;
+        report.bytes_freed = done.deleted.bytes;
+        report.orphans_before = Some(done.orphans_before);
+        report.orphans_after = Some(0);
+        report
+    }
+}

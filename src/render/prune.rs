@@ -1,0 +1,59 @@
+//! `dfck prune` as text: one line of totals, then a table per thread.
+
+use super::{add_row, finish, human_bytes, table};
+use crate::prune::PruneReport;
+use std::fmt::Write;
+
+/// The prune report as text.
+pub fn prune_table(r: &PruneReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{}threads: {} {}, {} refused, {} skipped — {} checkpoints, {} {}",
+        if r.dry_run {
+            "dry run, nothing deleted — "
+        } else {
+            "applied — "
+        },
+        r.pruned,
+        if r.dry_run { "to prune" } else { "pruned" },
+        r.refused,
+        r.skipped,
+        r.checkpoints,
+        human_bytes(r.bytes_freed),
+        if r.dry_run { "to free" } else { "freed" },
+    );
+    let mut t = table(&[
+        "thread",
+        "status",
+        "deleted",
+        "duration leaves",
+        "branch",
+        "kept",
+        "writes",
+        "bytes",
+        "reason",
+    ]);
+    for p in &r.threads {
+        add_row(
+            &mut t,
+            vec![
+                p.thread_id.clone(),
+                p.status.as_str().to_owned(),
+                if p.whole_thread {
+                    format!("{} (whole thread)", p.checkpoints)
+                } else {
+                    p.checkpoints.to_string()
+                },
+                p.duration_leaves.to_string(),
+                p.branch_checkpoints.to_string(),
+                p.kept.to_string(),
+                p.writes.to_string(),
+                human_bytes(p.bytes_freed),
+                p.reason.clone().unwrap_or_else(|| "-".into()),
+            ],
+        );
+    }
+    let _ = writeln!(out, "{t}");
+    finish(out)
+}

@@ -1,0 +1,163 @@
+//! Row deletions of `dfck prune`, run inside the write engine's per-thread transaction:
+//! checkpoints with the writes stored on them, a whole thread, and the thread's orphans
+//! (writes on no checkpoint; on PostgreSQL also blobs that no remaining checkpoint's
+//! `channel_versions` names — a blob is shared by every checkpoint at its version, so it
+//! is never deleted while one of them is kept). See `docs/prune.md`.
+
+use super::WriteStore;
+use super::sqlite::SqliteStore;
+use crate::error::StoreError;
+use rusqlite::params;
+
+/// Rows (and their logical bytes) deleted or counted.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RowCounts {
+    /// `checkpoints` rows.
+    pub checkpoints: u64,
+    /// `writes` / `checkpoint_writes` rows.
+    pub writes: u64,
+    /// `checkpoint_blobs` rows (PostgreSQL).
+    pub blobs: u64,
+    /// Bytes of the stored values (checkpoint bodies and metadata, write and blob values).
+    pub bytes: u64,
+}
+
+impl RowCounts {
+    /// Every row counted.
+    pub fn rows(&self) -> u64 {
+        self.checkpoints + self.writes + self.blobs
+    }
+
+    /// Adds `o` to `self`.
+    pub fn add(&mut self, o: RowCounts) {
+        self.checkpoints += o.checkpoints;
+        self.writes += o.writes;
+        self.blobs += o.blobs;
+        self.bytes += o.bytes;
+    }
+}
+
+/// The deletions a prune makes, per backend.
+pub trait DeleteRows: WriteStore {
+    /// Deletes checkpoints of one namespace and the writes stored on them.
+    fn delete_checkpoints(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        ids: &[String],
+    ) -> Result<RowCounts, StoreError>;
+    /// Deletes every row of a thread, in every namespace.
+    fn delete_thread(&self, thread_id: &str) -> Result<RowCounts, StoreError>;
+    /// Deletes the thread's orphans.
+    fn delete_orphans(&self, thread_id: &str) -> Result<RowCounts, StoreError>;
+    /// Counts the thread's orphans.
+    fn count_orphans(&self, thread_id: &str) -> Result<RowCounts, StoreError>;
+}
+
+fn q(what: &'static str) -> impl Fn(rusqlite::Error) -> StoreError {
+    move |e| StoreError::Query {
+        what: what.to_owned(),
+        reason: e.to_string(),
+    }
+}
+
+const SQLITE_ORPHAN_WRITES: &str = "FROM writes w WHERE w.thread_id = ?1 AND NOT EXISTS \
+    (SELECT 1 FROM checkpoints c WHERE c.thread_id = w.thread_id \
+     AND c.checkpoint_ns = w.checkpoint_ns AND c.checkpoint_id = w.checkpoint_id)";
+
+impl SqliteStore {
+    fn sum_rows(&self, sql: &str, args: &[&dyn rusqlite::ToSql]) -> Result<(u64, u64), StoreError> {
+        let what = "deleting rows";
+        let mut st = self.conn.prepare_cached(sql).map_err(q(what))?;
+        let mut rows = st.query(args).map_err(q(what))?;
+        let (mut n, mut bytes) = (0u64, 0u64);
+        while let Some(r) = rows.next().map_err(q(what))? {
+            n += 1;
+            bytes += r
+                .get::<_, Option<i64>>(0)
+                .map_err(q(what))?
+                .unwrap_or(0)
+                .max(0) as u64;
+        }
+        Ok((n, bytes))
+    }
+}
+
+impl DeleteRows for SqliteStore {
+    fn delete_checkpoints(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        ids: &[String],
+    ) -> Result<RowCounts, StoreError> {
+        let mut out = RowCounts::default();
+        for id in ids {
+            let (n, b) = self.sum_rows(
+                "DELETE FROM writes WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3 \
+                 RETURNING length(value)",
+                &[&thread_id, &ns, id],
+            )?;
+            out.writes += n;
+            out.bytes += b;
+            let (n, b) = self.sum_rows(
+                "DELETE FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3 \
+                 RETURNING length(checkpoint) + length(metadata)",
+                &[&thread_id, &ns, id],
+            )?;
+            out.checkpoints += n;
+            out.bytes += b;
+        }
+        Ok(out)
+    }
+
+    fn delete_thread(&self, thread_id: &str) -> Result<RowCounts, StoreError> {
+        let (writes, wb) = self.sum_rows(
+            "DELETE FROM writes WHERE thread_id = ?1 RETURNING length(value)",
+            &[&thread_id],
+        )?;
+        let (checkpoints, cb) = self.sum_rows(
+            "DELETE FROM checkpoints WHERE thread_id = ?1 \
+             RETURNING length(checkpoint) + length(metadata)",
+            &[&thread_id],
+        )?;
+        Ok(RowCounts {
+            checkpoints,
+            writes,
+            blobs: 0,
+            bytes: wb + cb,
+        })
+    }
+
+    fn delete_orphans(&self, thread_id: &str) -> Result<RowCounts, StoreError> {
+        let (writes, bytes) = self.sum_rows(
+            &format!(
+                "DELETE FROM writes WHERE rowid IN (SELECT w.rowid {SQLITE_ORPHAN_WRITES}) \
+                 RETURNING length(value)"
+            ),
+            &[&thread_id],
+        )?;
+        Ok(RowCounts {
+            writes,
+            bytes,
+            ..RowCounts::default()
+        })
+    }
+
+    fn count_orphans(&self, thread_id: &str) -> Result<RowCounts, StoreError> {
+        let (writes, bytes): (i64, i64) = self
+            .conn
+            .query_row(
+                &format!(
+                    "SELECT count(*), coalesce(sum(length(w.value)), 0) {SQLITE_ORPHAN_WRITES}"
+                ),
+                params![thread_id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .map_err(q("counting orphan writes"))?;
+        Ok(RowCounts {
+            writes: writes.max(0) as u64,
+            bytes: bytes.max(0) as u64,
+            ..RowCounts::default()
+        })
+    }
+}

@@ -1,0 +1,153 @@
+//! The PostgreSQL half of [`DeleteRows`]: deletions inside the thread's write transaction.
+//! A `checkpoint_blobs` row is an orphan when no checkpoint of its (thread, namespace)
+//! names its version for its channel: blobs are shared by version (a duration-only clone
+//! has its parent's versions), so they are never deleted by the deleted checkpoint's
+//! versions, only by reference count (`docs/prune.md`).
+
+use super::PostgresStore;
+use crate::error::StoreError;
+use crate::store::delete::{DeleteRows, RowCounts};
+use tokio_postgres::types::{ToSql, Type};
+
+const ORPHAN_WRITES: &str = "FROM checkpoint_writes w WHERE w.thread_id = $1 AND NOT EXISTS \
+    (SELECT 1 FROM checkpoints c WHERE c.thread_id = w.thread_id \
+     AND c.checkpoint_ns = w.checkpoint_ns AND c.checkpoint_id = w.checkpoint_id)";
+
+const ORPHAN_BLOBS: &str = "FROM checkpoint_blobs b WHERE b.thread_id = $1 AND NOT EXISTS \
+    (SELECT 1 FROM checkpoints c WHERE c.thread_id = b.thread_id \
+     AND c.checkpoint_ns = b.checkpoint_ns \
+     AND c.checkpoint -> 'channel_versions' ->> b.channel = b.version)";
+
+impl PostgresStore {
+    /// Runs a `DELETE … RETURNING <bytes>` (or a `SELECT` of one bytes column) and sums it.
+    fn sum_rows(
+        &self,
+        what: &str,
+        sql: &str,
+        args: &[(&(dyn ToSql + Sync), Type)],
+    ) -> Result<(u64, u64), StoreError> {
+        let rows = self
+            .rt
+            .block_on(self.client.query_typed(sql, args))
+            .map_err(|e| self.err(what, e))?;
+        let bytes = rows
+            .iter()
+            .map(|r| {
+                r.try_get::<_, Option<i64>>(0)
+                    .ok()
+                    .flatten()
+                    .unwrap_or(0)
+                    .max(0) as u64
+            })
+            .sum();
+        Ok((rows.len() as u64, bytes))
+    }
+}
+
+impl DeleteRows for PostgresStore {
+    fn delete_checkpoints(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        ids: &[String],
+    ) -> Result<RowCounts, StoreError> {
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let args: [(&(dyn ToSql + Sync), Type); 3] = [
+            (&thread_id, Type::TEXT),
+            (&ns, Type::TEXT),
+            (&ids, Type::TEXT_ARRAY),
+        ];
+        let (writes, wb) = self.sum_rows(
+            "deleting writes",
+            "DELETE FROM checkpoint_writes WHERE thread_id = $1 AND checkpoint_ns = $2 \
+             AND checkpoint_id = ANY($3) RETURNING length(blob)::int8",
+            &args,
+        )?;
+        let (checkpoints, cb) = self.sum_rows(
+            "deleting checkpoints",
+            "DELETE FROM checkpoints WHERE thread_id = $1 AND checkpoint_ns = $2 \
+             AND checkpoint_id = ANY($3) \
+             RETURNING (octet_length(checkpoint::text) + octet_length(metadata::text))::int8",
+            &args,
+        )?;
+        Ok(RowCounts {
+            checkpoints,
+            writes,
+            blobs: 0,
+            bytes: wb + cb,
+        })
+    }
+
+    fn delete_thread(&self, thread_id: &str) -> Result<RowCounts, StoreError> {
+        let args: [(&(dyn ToSql + Sync), Type); 1] = [(&thread_id, Type::TEXT)];
+        let (writes, wb) = self.sum_rows(
+            "deleting writes",
+            "DELETE FROM checkpoint_writes WHERE thread_id = $1 RETURNING length(blob)::int8",
+            &args,
+        )?;
+        let (blobs, bb) = self.sum_rows(
+            "deleting blobs",
+            "DELETE FROM checkpoint_blobs WHERE thread_id = $1 \
+             RETURNING coalesce(length(blob), 0)::int8",
+            &args,
+        )?;
+        let (checkpoints, cb) = self.sum_rows(
+            "deleting checkpoints",
+            "DELETE FROM checkpoints WHERE thread_id = $1 \
+             RETURNING (octet_length(checkpoint::text) + octet_length(metadata::text))::int8",
+            &args,
+        )?;
+        Ok(RowCounts {
+            checkpoints,
+            writes,
+            blobs,
+            bytes: wb + bb + cb,
+        })
+    }
+
+    fn delete_orphans(&self, thread_id: &str) -> Result<RowCounts, StoreError> {
+        let args: [(&(dyn ToSql + Sync), Type); 1] = [(&thread_id, Type::TEXT)];
+        let (writes, wb) = self.sum_rows(
+            "deleting orphan writes",
+            &format!(
+                "DELETE FROM checkpoint_writes WHERE ctid IN (SELECT w.ctid {ORPHAN_WRITES}) \
+                 RETURNING length(blob)::int8"
+            ),
+            &args,
+        )?;
+        let (blobs, bb) = self.sum_rows(
+            "deleting orphan blobs",
+            &format!(
+                "DELETE FROM checkpoint_blobs WHERE ctid IN (SELECT b.ctid {ORPHAN_BLOBS}) \
+                 RETURNING coalesce(length(blob), 0)::int8"
+            ),
+            &args,
+        )?;
+        Ok(RowCounts {
+            checkpoints: 0,
+            writes,
+            blobs,
+            bytes: wb + bb,
+        })
+    }
+
+    fn count_orphans(&self, thread_id: &str) -> Result<RowCounts, StoreError> {
+        let args: [(&(dyn ToSql + Sync), Type); 1] = [(&thread_id, Type::TEXT)];
+        let (writes, wb) = self.sum_rows(
+            "counting orphan writes",
+            &format!("SELECT length(w.blob)::int8 {ORPHAN_WRITES}"),
+            &args,
+        )?;
+        let (blobs, bb) = self.sum_rows(
+            "counting orphan blobs",
+            &format!("SELECT coalesce(length(b.blob), 0)::int8 {ORPHAN_BLOBS}"),
+            &args,
+        )?;
+        Ok(RowCounts {
+            checkpoints: 0,
+            writes,
+            blobs,
+            bytes: wb + bb,
+        })
+    }
+}
