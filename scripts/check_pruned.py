@@ -49,10 +49,8 @@ from graphs import build_conv_graph, messages_annotation  # noqa: E402
 
 RUNS = [
     ["prune", "--all", "--branches", "--apply"],
-]
-RUNS_LATER = [
-    ["prune", "--all", "--branches", "--apply"],
     ["prune", "--all", "--keep-last-turns", "2", "--apply"],
+    ["prune", "r-cut-full", "r-cut-delta", "r-linear-delta", "--keep-last-turns", "1", "--apply"],
 ]
 
 

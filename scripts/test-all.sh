@@ -43,6 +43,10 @@ cargo test --release -- --show-output
 # the pinned Python LangGraph show exactly the delta view (SQLite and Postgres copies).
 "$VENV/bin/python" scripts/check_migrated.py --dfck target/release/dfck
 
+# The real library reads pruned stores: latest, every kept checkpoint, a branch from an older
+# turn, one more turn and an interrupted branch's resume equal an untouched copy's.
+"$VENV/bin/python" scripts/check_pruned.py --dfck target/release/dfck
+
 # The fuzz targets (run under nightly with cargo-fuzz, see fuzz/) still compile against the
 # library as it is now.
 cargo check --quiet --manifest-path fuzz/Cargo.toml --bins

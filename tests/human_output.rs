@@ -162,3 +162,16 @@ fn bench_summary_production() {
     assert!(text.starts_with("exit: 0\n"), "{text}");
     insta::assert_snapshot!("bench_summary_production", text);
 }
+
+#[test]
+fn prune_plan_dry_run() {
+    let text = run(&[
+        "--db",
+        "fixtures/sqlite/retention.db",
+        "prune",
+        "--all",
+        "--branches",
+    ]);
+    assert!(text.starts_with("exit: 0\n"), "{text}");
+    insta::assert_snapshot!("prune_plan_dry_run", text);
+}

@@ -216,6 +216,19 @@ fn bad_durations_are_usage_errors() {
     assert_clean_failure(&out, "--all");
 }
 
+/// A private copy of the retention database.
+fn fresh_pg(server: &str, name: &str) -> String {
+    let rt = runtime();
+    let admin = connect(&rt, server);
+    for sql in [
+        format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"),
+        format!("CREATE DATABASE \"{name}\" TEMPLATE \"dfck_retention\""),
+    ] {
+        rt.block_on(admin.batch_execute(&sql)).unwrap();
+    }
+    with_db(server, name)
+}
+
 fn pg_count(uri: &str, sql: &str) -> i64 {
     let rt = runtime();
     let client = connect(&rt, uri);
@@ -227,18 +240,7 @@ fn postgres_shapes_keep_shared_blobs_and_leave_no_orphans() {
     let Some(server) = require_postgres("postgres prune") else {
         return;
     };
-    let name = "dfck_prune_shapes";
-    {
-        let rt = runtime();
-        let admin = connect(&rt, &server);
-        for sql in [
-            format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"),
-            format!("CREATE DATABASE \"{name}\" TEMPLATE \"dfck_retention\""),
-        ] {
-            rt.block_on(admin.batch_execute(&sql)).unwrap();
-        }
-    }
-    let uri = with_db(&server, name);
+    let uri = fresh_pg(&server, "dfck_prune_shapes");
     let blobs_before = pg_count(&uri, "SELECT count(*) FROM checkpoint_blobs");
     let done = shapes(&uri);
     // A duration-only checkpoint shares its parent's blobs (same channel versions):
@@ -274,4 +276,62 @@ fn postgres_shapes_keep_shared_blobs_and_leave_no_orphans() {
          AND c.checkpoint -> 'channel_versions' ->> b.channel = b.version)",
     );
     assert_eq!(orphans, 0);
+}
+
+/// `--keep-last-turns` on one store: refusals where the cut would take a branch's or a
+/// pending write's ancestors, and a trimmed delta thread whose new root stores a snapshot.
+fn keep_last_turns(target: &str) {
+    let (r, code) = prune(target, &["--all", "--keep-last-turns", "1"]);
+    assert_eq!(code, 1, "{r}");
+    for mode in ["full", "delta"] {
+        let p = thread(&r, &format!("r-branch-{mode}"));
+        assert_eq!(p["status"], "refused", "{p}");
+        assert!(p["reason"].as_str().unwrap().contains("--branches"), "{p}");
+        let p = thread(&r, &format!("r-interrupt-{mode}"));
+        assert_eq!(p["status"], "refused", "{p}");
+        assert!(
+            p["reason"]
+                .as_str()
+                .unwrap()
+                .contains("owns pending writes"),
+            "{p}"
+        );
+    }
+    let before = all_states(target);
+    let (r, code) = prune(
+        target,
+        &["r-cut-delta", "--keep-last-turns", "2", "--apply"],
+    );
+    assert_eq!(code, 0, "{r}");
+    let p = thread(&r, "r-cut-delta");
+    assert_eq!(p["turns_cut"], 3, "{p}");
+    let root = p["oldest_kept"].as_str().unwrap().to_owned();
+    let listing = dfck_json(target, &["inspect", "r-cut-delta", "--format", "json"]);
+    let cks = listing["checkpoints"].as_array().unwrap();
+    assert_eq!(cks.len() as u64, p["kept"].as_u64().unwrap());
+    let r0 = cks
+        .iter()
+        .find(|c| c["checkpoint_id"] == root.as_str())
+        .unwrap();
+    assert!(r0["parent_checkpoint_id"].is_null(), "{r0}");
+    assert_eq!(r0["messages_encoding"], "snapshot", "{r0}");
+    let after = all_states(target);
+    for (k, v) in &after {
+        assert_eq!(Some(v), before.get(k), "state of {k:?} changed");
+    }
+    assert_eq!(dfck(target, &["verify"]).status.code(), Some(0));
+}
+
+#[test]
+fn sqlite_keep_last_turns() {
+    let (_dir, db) = temp_copy(&sqlite_fixture("retention"));
+    keep_last_turns(&db.to_string_lossy());
+}
+
+#[test]
+fn postgres_keep_last_turns() {
+    let Some(server) = require_postgres("postgres prune --keep-last-turns") else {
+        return;
+    };
+    keep_last_turns(&fresh_pg(&server, "dfck_prune_turns"));
 }

@@ -17,7 +17,8 @@ use clap::Args;
   dfck prune --all                       # what would go: trailing duration-only checkpoints
   dfck prune --all --branches --apply    # also delete leaf branches off each thread's lineage
   dfck prune --all --idle 90d --apply    # delete threads untouched for 90 days
-  dfck prune t-1 --branches --protect 1f0a3c --apply")]
+  dfck prune t-1 --branches --protect 1f0a3c --apply
+  dfck prune --all --keep-last-turns 20  # trim history to the last 20 turns (plan only)")]
 pub struct PruneArgs {
     /// Threads to prune.
     pub threads: Vec<String>,
@@ -34,6 +35,11 @@ pub struct PruneArgs {
     /// Delete whole threads whose last checkpoint is older than this (e.g. 90d, 36h).
     #[arg(long, value_name = "DURATION")]
     pub idle: Option<String>,
+    /// Keep only the last N turns of each thread's resume lineage: the checkpoint that
+    /// starts the oldest kept turn becomes the root (storing its whole state), everything
+    /// before it goes. Older turns can no longer be branched from or regenerated.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub keep_last_turns: Option<u32>,
     /// Never delete this checkpoint (nor its ancestors); repeatable.
     #[arg(long, value_name = "ID", num_args = 1..)]
     pub protect: Vec<String>,
@@ -62,6 +68,7 @@ fn options(args: &PruneArgs) -> Result<PruneOptions, Error> {
         older_than: dur("--older-than", &args.older_than)?,
         idle: dur("--idle", &args.idle)?,
         protect: args.protect.iter().cloned().collect(),
+        keep_turns: args.keep_last_turns.map(|n| n as usize),
         now,
     })
 }

@@ -3,22 +3,31 @@
 //! checkpoint shows exactly the state it showed (every channel, `messages` through its
 //! delta history), that none lost its parent, and that no orphan is left.
 
-use super::select::{Shape, select};
+use super::select::{Shape, cut, select};
 use super::{PruneOptions, PruneStatus, ThreadPrune};
+use crate::codec::Value;
 use crate::error::{Error, StoreError};
 use crate::materialize::Reducer;
+use crate::materialize::for_each_stored_messages;
 use crate::migrate::{MigrateOptions, StateFingerprints, compare_states, fingerprints};
+use crate::model::MessagesEncoding;
 use crate::model::thread::LoadedThread;
 use crate::store::Store;
 use crate::store::delete::{DeleteRows, RowCounts};
 use crate::write::{ApplyContext, Planned, Refusal, ThreadJob};
+use std::collections::BTreeMap;
 
 /// What one namespace loses: the checkpoints to delete and the state of those kept.
 pub struct NsWork {
     ns: String,
+    /// `--keep-last-turns`: the new root, and the `messages` list it must store as a
+    /// snapshot when it stores none.
+    root: Option<(String, Option<Vec<Value>>)>,
     delete: Vec<String>,
     reducer: Reducer,
     kept: StateFingerprints,
+    /// Checkpoints `verify` already calls contaminated: pruning must add none.
+    contaminated: Vec<String>,
 }
 
 /// What the plan hands to apply.
@@ -88,40 +97,11 @@ pub fn plan_thread(
     }
     let mut work = Vec::new();
     for t in &loaded {
-        let sel = match select(t, &opts.protect, opts.branches) {
-            Ok(s) => s,
+        match plan_namespace(t, opts, &mut report) {
+            Ok(Some(w)) => work.push(w),
+            Ok(None) => {}
             Err(reason) => return Ok((report.refused(reason), None)),
-        };
-        report.kept += sel.kept.len() as u64;
-        if sel.delete.is_empty() {
-            continue;
         }
-        for &(i, shape) in &sel.delete {
-            report.checkpoints += 1;
-            report.writes += t.nodes[i].writes.len() as u64;
-            report.bytes_freed += t.nodes[i].bytes + write_bytes(t, i);
-            match shape {
-                Shape::DurationLeaf => report.duration_leaves += 1,
-                Shape::Branch => report.branch_checkpoints += 1,
-            }
-        }
-        let reducer = MigrateOptions::default().reducer_for(t);
-        let mut kept = match fingerprints(t, reducer) {
-            Ok(fp) => fp,
-            Err(reason) => return Ok((report.refused(reason.0), None)),
-        };
-        let delete: Vec<String> = sel
-            .delete
-            .iter()
-            .map(|&(i, _)| t.nodes[i].id.clone())
-            .collect();
-        kept.retain(|id, _| !delete.contains(id));
-        work.push(NsWork {
-            ns: t.checkpoint_ns.clone(),
-            delete,
-            reducer,
-            kept,
-        });
     }
     if work.is_empty() {
         report.status = PruneStatus::Skipped;
@@ -132,6 +112,90 @@ pub fn plan_thread(
         return Ok((report.refused(ACTIVE_RUN), None));
     }
     Ok((report, Some(Work::Checkpoints(work))))
+}
+
+/// What one namespace loses (`Ok(None)`: nothing), counted into `report`.
+fn plan_namespace(
+    t: &LoadedThread,
+    opts: &PruneOptions,
+    report: &mut ThreadPrune,
+) -> Result<Option<NsWork>, String> {
+    let sel = select(t, &opts.protect, opts.branches)?;
+    // History trimming applies to the root graph's lineage, where turns are.
+    let trim = match opts.keep_turns {
+        Some(k) if t.checkpoint_ns.is_empty() => cut(t, k, &opts.protect, opts.branches)?,
+        _ => None,
+    };
+    let mut delete: BTreeMap<usize, Shape> = sel.delete.iter().copied().collect();
+    if let Some(c) = &trim {
+        for &i in &c.delete {
+            delete.insert(i, Shape::Cut);
+        }
+        report.turns_cut += c.turns.len() as u64;
+        report.oldest_kept = Some(t.nodes[c.root].id.clone());
+    }
+    report.kept += (t.nodes.len() - delete.len()) as u64;
+    if delete.is_empty() {
+        return Ok(None);
+    }
+    for (&i, &shape) in &delete {
+        report.checkpoints += 1;
+        report.writes += t.nodes[i].writes.len() as u64;
+        report.bytes_freed += t.nodes[i].bytes
+            + t.nodes[i]
+                .writes
+                .iter()
+                .map(|w| w.value.len() as u64)
+                .sum::<u64>();
+        match shape {
+            Shape::DurationLeaf => report.duration_leaves += 1,
+            Shape::Branch => report.branch_checkpoints += 1,
+            Shape::Cut => report.cut_checkpoints += 1,
+        }
+    }
+    let reducer = MigrateOptions::default().reducer_for(t);
+    let mut kept = fingerprints(t, reducer).map_err(|r| r.0)?;
+    let delete: Vec<String> = delete.keys().map(|&i| t.nodes[i].id.clone()).collect();
+    kept.retain(|id, _| !delete.contains(id));
+    let root = match &trim {
+        None => None,
+        Some(c) => {
+            let n = &t.nodes[c.root];
+            // A delta checkpoint that stores no list gets its materialized one.
+            let list = if n.messages_encoding == Some(MessagesEncoding::Absent) {
+                let mut found = None;
+                for_each_stored_messages(t, reducer, &mut |i, stored| {
+                    if i == c.root {
+                        found = Some(stored.to_vec());
+                    }
+                    Ok(())
+                })
+                .map_err(|e| format!("materialization fails: {e}"))?;
+                Some(found.ok_or("the new root cannot be materialized")?)
+            } else {
+                None
+            };
+            Some((n.id.clone(), list))
+        }
+    };
+    Ok(Some(NsWork {
+        ns: t.checkpoint_ns.clone(),
+        root,
+        delete,
+        reducer,
+        kept,
+        contaminated: contaminated(t),
+    }))
+}
+
+/// The checkpoints whose delta replay picks up another branch's writes, by the fork
+/// analysis `verify` runs.
+fn contaminated(t: &LoadedThread) -> Vec<String> {
+    crate::lineage::fork_analysis(t)
+        .contaminated
+        .iter()
+        .map(|&(k, _)| t.nodes[k].id.clone())
+        .collect()
 }
 
 const ACTIVE_RUN: &str = "DeerFlow's runs table has a pending or running run for this thread: stop DeerFlow (or let the run finish) first";
@@ -221,6 +285,12 @@ impl<C: DeleteRows + ?Sized> ThreadJob<C> for Prune<'_> {
             }
             Work::Checkpoints(namespaces) => {
                 for ns in namespaces {
+                    // The new root first: no kept checkpoint ever points at a deleted one.
+                    if let Some((id, list)) = &ns.root {
+                        conn.make_root(thread_id, &ns.ns, id, list.as_deref())
+                            .map_err(store_refusal)?;
+                        cx.row_written();
+                    }
                     for id in &ns.delete {
                         let one = std::slice::from_ref(id);
                         deleted.add(
@@ -267,6 +337,16 @@ impl<C: DeleteRows + ?Sized> ThreadJob<C> for Prune<'_> {
                         return fail(format!("kept checkpoint {} lost its parent", n.id));
                     }
                     compare_states(&ns.kept, &fingerprints(&after, ns.reducer)?)?;
+                    // The fork analysis judges a replay by its siblings: deleting one must
+                    // not leave a kept checkpoint looking contaminated.
+                    if let Some(id) = contaminated(&after)
+                        .into_iter()
+                        .find(|id| !ns.contaminated.contains(id))
+                    {
+                        return fail(format!(
+                            "the deletion would leave {id} replaying writes no kept sibling owns"
+                        ));
+                    }
                 }
             }
         }

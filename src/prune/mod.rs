@@ -32,6 +32,8 @@ pub struct PruneOptions {
     pub idle: Option<u64>,
     /// Checkpoint ids that are never deleted (nor their ancestors).
     pub protect: HashSet<String>,
+    /// Keep only the last N turns of each thread's resume lineage (history trimming).
+    pub keep_turns: Option<usize>,
     /// "Now", in Unix seconds.
     pub now: i64,
 }
@@ -91,6 +93,13 @@ pub struct ThreadPrune {
     pub duration_leaves: u64,
     /// Of the deleted checkpoints: leaf-branch checkpoints (`--branches`).
     pub branch_checkpoints: u64,
+    /// Of the deleted checkpoints: before the oldest kept turn (`--keep-last-turns`).
+    pub cut_checkpoints: u64,
+    /// Turns cut (`--keep-last-turns`): nobody can branch from or regenerate them any more.
+    pub turns_cut: u64,
+    /// The checkpoint that starts the oldest kept turn, which becomes the root.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oldest_kept: Option<String>,
     /// Checkpoints kept.
     pub kept: u64,
     /// Orphan rows (writes on no checkpoint, unreferenced blobs) before the prune; applied
@@ -115,6 +124,9 @@ impl ThreadPrune {
             bytes_freed: 0,
             duration_leaves: 0,
             branch_checkpoints: 0,
+            cut_checkpoints: 0,
+            turns_cut: 0,
+            oldest_kept: None,
             kept: 0,
             orphans_before: None,
             orphans_after: None,

@@ -13,6 +13,7 @@
 
 use crate::finding::FindingCode;
 use crate::lineage::{integrity, is_duration_only, pending_tasks};
+use crate::model::MESSAGES;
 use crate::model::thread::LoadedThread;
 use serde::Serialize;
 use std::collections::HashSet;
@@ -25,6 +26,8 @@ pub enum Shape {
     DurationLeaf,
     /// Part of a leaf branch off the kept lineage (`--branches`).
     Branch,
+    /// Before the oldest kept turn (`--keep-last-turns`).
+    Cut,
 }
 
 /// What one namespace loses and keeps.
@@ -34,6 +37,121 @@ pub struct Selection {
     pub delete: Vec<(usize, Shape)>,
     /// Node indexes kept.
     pub kept: Vec<usize>,
+}
+
+/// Why a checkpoint is protected beside the resume head.
+fn protected_seeds(
+    t: &LoadedThread,
+    protect: &HashSet<String>,
+    duration: &[bool],
+) -> Vec<(usize, &'static str)> {
+    let mut out = Vec::new();
+    for (i, node) in t.nodes.iter().enumerate() {
+        let leaf = node.children.is_empty();
+        if protect.contains(&node.id) {
+            out.push((i, "is protected (--protect)"));
+        } else if leaf && !node.writes.is_empty() {
+            out.push((i, "owns pending writes"));
+        } else if leaf
+            && !duration[i]
+            && t.checkpoint(i)
+                .is_some_and(|c| !pending_tasks(c).is_empty())
+        {
+            out.push((i, "is a branch head with pending tasks"));
+        }
+    }
+    out
+}
+
+/// The resume head: the newest checkpoint, by id, that is not duration-only.
+fn resume_head(t: &LoadedThread, duration: &[bool]) -> Option<usize> {
+    (0..t.nodes.len())
+        .filter(|&i| !duration[i])
+        .max_by(|&a, &b| t.nodes[a].id.cmp(&t.nodes[b].id))
+}
+
+/// History trimming (`--keep-last-turns N`): the new oldest checkpoint and what goes
+/// before it.
+#[derive(Debug)]
+pub struct Cut {
+    /// The input checkpoint that starts the oldest kept turn: it becomes a root and stores
+    /// its materialized value of every delta channel.
+    pub root: usize,
+    /// Its ancestors, and every branch off them.
+    pub delete: Vec<usize>,
+    /// The input checkpoints of the turns cut (oldest first): turns nobody can branch from
+    /// or regenerate any more.
+    pub turns: Vec<usize>,
+}
+
+/// Plans `--keep-last-turns keep`: `Ok(None)` when the resume lineage has no more turns.
+/// A protected checkpoint, a leaf owning pending writes or a branch off the cut turns
+/// (without `--branches`) before the cut refuses the thread.
+pub fn cut(
+    t: &LoadedThread,
+    keep: usize,
+    protect: &HashSet<String>,
+    branches: bool,
+) -> Result<Option<Cut>, String> {
+    let n = t.nodes.len();
+    let duration: Vec<bool> = (0..n).map(|i| is_duration_only(t, i)).collect();
+    let Some(head) = resume_head(t, &duration) else {
+        return Ok(None);
+    };
+    let mut chain = Vec::new();
+    let mut on_chain = vec![false; n];
+    let mut cur = Some(head);
+    while let Some(i) = cur {
+        if on_chain[i] {
+            return Err("its lineage has a cycle".into());
+        }
+        on_chain[i] = true;
+        chain.push(i);
+        cur = t.nodes[i].parent_index;
+    }
+    chain.reverse();
+    let inputs: Vec<usize> = chain
+        .iter()
+        .copied()
+        .filter(|&i| t.nodes[i].source() == Some("input"))
+        .collect();
+    if keep == 0 || inputs.len() <= keep {
+        return Ok(None);
+    }
+    let root = inputs[inputs.len() - keep];
+    // The subtree of the new root stays; everything else goes.
+    let mut inside = vec![false; n];
+    let mut stack = vec![root];
+    while let Some(i) = stack.pop() {
+        if !inside[i] {
+            inside[i] = true;
+            stack.extend(t.nodes[i].children.iter().copied());
+        }
+    }
+    let ancestors: HashSet<usize> = chain.iter().copied().take_while(|&i| i != root).collect();
+    let delete: Vec<usize> = (0..n).filter(|&i| !inside[i]).collect();
+    for (i, why) in protected_seeds(t, protect, &duration) {
+        if !inside[i] {
+            return Err(format!(
+                "checkpoint {} {why} and lies before the oldest kept turn; keep more turns",
+                t.nodes[i].id
+            ));
+        }
+    }
+    if !branches {
+        if let Some(&b) = delete.iter().find(|i| !ancestors.contains(i)) {
+            return Err(format!(
+                "the cut would delete the ancestors of a branch (at {}); add --branches to delete such branches too",
+                t.nodes[b].id
+            ));
+        }
+    }
+    let turns = inputs[..inputs.len() - keep].to_vec();
+    Ok(Some(Cut {
+        root,
+        delete,
+        turns,
+    }))
 }
 
 /// Decides what may go from `t`. `Err` names why nothing may: a broken lineage makes the
@@ -61,10 +179,7 @@ pub fn select(
     }
     let n = t.nodes.len();
     let duration: Vec<bool> = (0..n).map(|i| is_duration_only(t, i)).collect();
-    let head = (0..n)
-        .filter(|&i| !duration[i])
-        .max_by(|&a, &b| t.nodes[a].id.cmp(&t.nodes[b].id));
-    let Some(head) = head else {
+    let Some(head) = resume_head(t, &duration) else {
         // Only duration-only checkpoints: no resume head to measure against.
         return Ok(Selection {
             delete: Vec::new(),
@@ -72,17 +187,11 @@ pub fn select(
         });
     };
     let mut seeds = vec![head];
-    for (i, node) in t.nodes.iter().enumerate() {
-        let leaf = node.children.is_empty();
-        let owns_writes = leaf && !node.writes.is_empty();
-        let resumable = leaf
-            && !duration[i]
-            && t.checkpoint(i)
-                .is_some_and(|c| !pending_tasks(c).is_empty());
-        if protect.contains(&node.id) || owns_writes || resumable {
-            seeds.push(i);
-        }
-    }
+    seeds.extend(
+        protected_seeds(t, protect, &duration)
+            .into_iter()
+            .map(|(i, _)| i),
+    );
     let mut kept = vec![false; n];
     for s in seeds {
         // The lineage is acyclic here, so each walk ends at a root or a kept checkpoint.
@@ -93,6 +202,26 @@ pub fn select(
             }
             kept[i] = true;
             cur = t.nodes[i].parent_index;
+        }
+    }
+    // A kept `__copy__` fork replays its parent's writes on the strength of its original (a
+    // sibling at the same `messages` version that consumed them): the original stays too,
+    // or the fork's replay would have no owner left to share.
+    for k in 0..n {
+        if !kept[k] || t.nodes[k].source() != Some("fork") {
+            continue;
+        }
+        let Some(p) = t.nodes[k].parent_index else {
+            continue;
+        };
+        let version = t.checkpoint(k).and_then(|c| c.version(MESSAGES));
+        for &o in &t.nodes[p].children {
+            if o != k
+                && version.is_some()
+                && t.checkpoint(o).and_then(|c| c.version(MESSAGES)) == version
+            {
+                kept[o] = true;
+            }
         }
     }
     // A duration-only checkpoint is a trailing leaf when its whole subtree is duration-only.

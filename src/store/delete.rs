@@ -6,6 +6,8 @@
 
 use super::WriteStore;
 use super::sqlite::SqliteStore;
+use super::{CheckpointBody, Store};
+use crate::codec::{self, EXT_DELTA_SNAPSHOT, Value};
 use crate::error::StoreError;
 use rusqlite::params;
 
@@ -52,6 +54,21 @@ pub trait DeleteRows: WriteStore {
     fn delete_orphans(&self, thread_id: &str) -> Result<RowCounts, StoreError>;
     /// Counts the thread's orphans.
     fn count_orphans(&self, thread_id: &str) -> Result<RowCounts, StoreError>;
+    /// Makes a checkpoint a root (no parent). With `messages`, it also stores that list
+    /// as a `_DeltaSnapshot` of the `messages` channel at the checkpoint's version, so
+    /// delta replay starts there.
+    fn make_root(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        id: &str,
+        messages: Option<&[Value]>,
+    ) -> Result<(), StoreError>;
+}
+
+/// `list` as LangGraph's `_DeltaSnapshot` (ext 7 around the list).
+pub fn snapshot_of(list: &[Value]) -> Value {
+    Value::new_ext(EXT_DELTA_SNAPSHOT, Value::Array(list.to_vec()))
 }
 
 fn q(what: &'static str) -> impl Fn(rusqlite::Error) -> StoreError {
@@ -160,4 +177,80 @@ impl DeleteRows for SqliteStore {
             ..RowCounts::default()
         })
     }
+
+    fn make_root(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        id: &str,
+        messages: Option<&[Value]>,
+    ) -> Result<(), StoreError> {
+        let body = match messages {
+            None => None,
+            Some(list) => {
+                let row = self.checkpoint(thread_id, ns, id)?.ok_or_else(|| {
+                    StoreError::CheckpointNotFound {
+                        thread_id: thread_id.to_owned(),
+                        checkpoint_ns: ns.to_owned(),
+                        checkpoint_id: id.to_owned(),
+                    }
+                })?;
+                let CheckpointBody::Serialized { bytes, .. } = row.body else {
+                    return Err(StoreError::Query {
+                        what: "rewriting a checkpoint".into(),
+                        reason: "not a SQLite checkpoint".into(),
+                    });
+                };
+                let body = codec::decode(&bytes).map_err(|e| StoreError::Query {
+                    what: format!("decoding checkpoint {id}"),
+                    reason: e.to_string(),
+                })?;
+                Some(codec::encode(&with_messages(body, snapshot_of(list))))
+            }
+        };
+        let n = match body {
+            Some(b) => self.conn.execute(
+                "UPDATE checkpoints SET parent_checkpoint_id = NULL, checkpoint = ?1 \
+                 WHERE thread_id = ?2 AND checkpoint_ns = ?3 AND checkpoint_id = ?4",
+                params![b, thread_id, ns, id],
+            ),
+            None => self.conn.execute(
+                "UPDATE checkpoints SET parent_checkpoint_id = NULL \
+                 WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3",
+                params![thread_id, ns, id],
+            ),
+        }
+        .map_err(q("making a checkpoint a root"))?;
+        if n != 1 {
+            return Err(StoreError::CheckpointNotFound {
+                thread_id: thread_id.to_owned(),
+                checkpoint_ns: ns.to_owned(),
+                checkpoint_id: id.to_owned(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// A decoded checkpoint body with `channel_values.messages` set to `v`.
+fn with_messages(body: Value, v: Value) -> Value {
+    let Value::Map(mut entries) = body else {
+        return body;
+    };
+    for (k, cv) in entries.iter_mut() {
+        if k.as_str() != Some("channel_values") {
+            continue;
+        }
+        if let Value::Map(values) = cv {
+            match values
+                .iter()
+                .position(|(c, _)| c.as_str() == Some("messages"))
+            {
+                Some(i) => values[i].1 = v,
+                None => values.push((Value::Str("messages".into()), v)),
+            }
+        }
+        break;
+    }
+    Value::Map(entries)
 }

@@ -5,8 +5,9 @@
 //! versions, only by reference count (`docs/prune.md`).
 
 use super::PostgresStore;
+use crate::codec::{self, Value};
 use crate::error::StoreError;
-use crate::store::delete::{DeleteRows, RowCounts};
+use crate::store::delete::{DeleteRows, RowCounts, snapshot_of};
 use tokio_postgres::types::{ToSql, Type};
 
 const ORPHAN_WRITES: &str = "FROM checkpoint_writes w WHERE w.thread_id = $1 AND NOT EXISTS \
@@ -149,5 +150,54 @@ impl DeleteRows for PostgresStore {
             blobs,
             bytes: wb + bb,
         })
+    }
+
+    fn make_root(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        id: &str,
+        messages: Option<&[Value]>,
+    ) -> Result<(), StoreError> {
+        let snapshot = messages.is_some();
+        let n = self
+            .rt
+            .block_on(self.client.execute_typed(
+                "UPDATE checkpoints SET parent_checkpoint_id = NULL, checkpoint = CASE WHEN $4 \
+                 THEN jsonb_set(checkpoint, '{channel_values,messages}', 'true'::jsonb, true) \
+                 ELSE checkpoint END \
+                 WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3",
+                &[
+                    (&thread_id, Type::TEXT),
+                    (&ns, Type::TEXT),
+                    (&id, Type::TEXT),
+                    (&snapshot, Type::BOOL),
+                ],
+            ))
+            .map_err(|e| self.err("making a checkpoint a root", e))?;
+        if n != 1 {
+            return Err(StoreError::CheckpointNotFound {
+                thread_id: thread_id.to_owned(),
+                checkpoint_ns: ns.to_owned(),
+                checkpoint_id: id.to_owned(),
+            });
+        }
+        let Some(list) = messages else {
+            return Ok(());
+        };
+        let version: Option<String> = self
+            .rt
+            .block_on(self.client.query_opt(
+                "SELECT checkpoint -> 'channel_versions' ->> 'messages' FROM checkpoints \
+                 WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3",
+                &[&thread_id, &ns, &id],
+            ))
+            .map_err(|e| self.err("reading a checkpoint's versions", e))?
+            .and_then(|r| r.get(0));
+        let Some(version) = version else {
+            return Ok(());
+        };
+        let blob = codec::encode(&snapshot_of(list));
+        self.upsert_messages_blob(thread_id, ns, &version, &blob)
     }
 }
