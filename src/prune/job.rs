@@ -59,35 +59,31 @@ pub fn plan_thread(
     if namespaces.is_empty() {
         return Ok((thread_gone(thread_id), None));
     }
-    let mut loaded = Vec::with_capacity(namespaces.len());
-    for ns in &namespaces {
-        match LoadedThread::load_full(store, thread_id, ns) {
-            Ok(t) => loaded.push(t),
-            Err(StoreError::ThreadNotFound { .. }) => return Ok((thread_gone(thread_id), None)),
-            Err(e) => return Err(e.into()),
-        }
-    }
-    let mut report = ThreadPrune::new(thread_id, PruneStatus::Would);
-    let write_bytes = |t: &LoadedThread, i: usize| -> u64 {
-        t.nodes[i].writes.iter().map(|w| w.value.len() as u64).sum()
+    // Whole-thread deletion needs only ids, timestamps and sizes: values are read (for
+    // the state fingerprints) only when checkpoints are to be chosen.
+    let full = opts.older_than.is_none() && opts.idle.is_none();
+    let Some(loaded) = load(store, thread_id, &namespaces, full)? else {
+        return Ok((thread_gone(thread_id), None));
     };
-    let protected: Vec<&str> = loaded
-        .iter()
-        .flat_map(|t| t.nodes.iter())
-        .filter(|n| opts.protect.contains(&n.id))
-        .map(|n| n.id.as_str())
-        .collect();
+    let mut report = ThreadPrune::new(thread_id, PruneStatus::Would);
     if whole_thread_due(&loaded, opts) {
         report.whole_thread = true;
         for t in &loaded {
-            for i in 0..t.nodes.len() {
+            for n in &t.nodes {
                 report.checkpoints += 1;
-                report.writes += t.nodes[i].writes.len() as u64;
-                report.bytes_freed += t.nodes[i].bytes + write_bytes(t, i);
+                report.writes += n.writes.len() as u64;
+                report.bytes_freed += n.bytes;
             }
         }
-        if let Some(id) = protected.first() {
-            let reason = format!("it holds protected checkpoint {id}; not deleting the thread");
+        let protected = loaded
+            .iter()
+            .flat_map(|t| t.nodes.iter())
+            .find(|n| opts.protect.contains(&n.id));
+        if let Some(n) = protected {
+            let reason = format!(
+                "it holds protected checkpoint {}; not deleting the thread",
+                n.id
+            );
             return Ok((report.refused(reason), None));
         }
         if store.active_run(thread_id)? {
@@ -95,6 +91,14 @@ pub fn plan_thread(
         }
         return Ok((report, Some(Work::Whole)));
     }
+    let loaded = if full {
+        loaded
+    } else {
+        match load(store, thread_id, &namespaces, true)? {
+            Some(l) => l,
+            None => return Ok((thread_gone(thread_id), None)),
+        }
+    };
     let mut work = Vec::new();
     for t in &loaded {
         match plan_namespace(t, opts, &mut report) {
@@ -112,6 +116,30 @@ pub fn plan_thread(
         return Ok((report.refused(ACTIVE_RUN), None));
     }
     Ok((report, Some(Work::Checkpoints(work))))
+}
+
+/// Every namespace of a thread, with values (`full`) or without; `None` when the thread is
+/// gone.
+fn load(
+    store: &dyn Store,
+    thread_id: &str,
+    namespaces: &[String],
+    full: bool,
+) -> Result<Option<Vec<LoadedThread>>, Error> {
+    let mut loaded = Vec::with_capacity(namespaces.len());
+    for ns in namespaces {
+        let t = if full {
+            LoadedThread::load_full(store, thread_id, ns)
+        } else {
+            LoadedThread::load(store, thread_id, ns)
+        };
+        match t {
+            Ok(t) => loaded.push(t),
+            Err(StoreError::ThreadNotFound { .. }) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(Some(loaded))
 }
 
 /// What one namespace loses (`Ok(None)`: nothing), counted into `report`.
