@@ -9,6 +9,8 @@ use crate::model::{
     metadata_is_delta, parse_metadata, thread_mode,
 };
 use crate::progress::Progress;
+use crate::space::{SortKey, ThreadRef};
+use crate::store::space::StoreSpace;
 use crate::store::{CheckpointBody, CheckpointMetaRow, CheckpointRow, Store};
 use serde::Serialize;
 use serde_json::{Map, Value as Json};
@@ -56,6 +58,13 @@ pub struct ThreadSummary {
     pub mode: ThreadMode,
     /// The head (greatest id in the root namespace, else in any namespace).
     pub head: HeadInfo,
+    /// The `ts` of the thread's oldest checkpoint (least id, any namespace).
+    pub first_activity: Option<String>,
+    /// The `ts` of the thread's newest checkpoint (greatest id, any namespace).
+    pub last_activity: Option<String>,
+    /// Bytes per channel, largest first (`--channels`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub channels: Option<Vec<crate::space::ChannelBytes>>,
 }
 
 /// Row counts of the store.
@@ -98,8 +107,40 @@ pub struct StoreSummary {
     /// The DeerFlow config's mode, shown next to what the data holds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub config: Option<ConfiguredMode>,
-    /// Threads, by thread id.
+    /// Where the store's bytes sit on disk: file, free pages and WAL (SQLite); tables with
+    /// TOAST, indexes and dead rows (PostgreSQL).
+    pub space: Option<StoreSpace>,
+    /// The order of `threads`.
+    pub sort: SortKey,
+    /// `--top N`: only the first N threads (in `sort` order) are listed; counts and bytes
+    /// stay the whole store's.
+    pub top: Option<u64>,
+    /// Bytes per channel over the threads listed (`--channels`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub channel_totals: Option<Vec<crate::space::ChannelBytes>>,
+    /// Threads, in `sort` order (by thread id unless asked otherwise).
     pub threads: Vec<ThreadSummary>,
+}
+
+/// How `dfck inspect` lists the threads of the summary.
+#[derive(Debug, Clone, Copy)]
+pub struct SummaryOptions {
+    /// Order.
+    pub sort: SortKey,
+    /// Keep the first N.
+    pub top: Option<u64>,
+    /// Add per-channel bytes (reads every checkpoint of the listed threads on SQLite).
+    pub channels: bool,
+}
+
+impl Default for SummaryOptions {
+    fn default() -> Self {
+        SummaryOptions {
+            sort: SortKey::Name,
+            top: None,
+            channels: false,
+        }
+    }
 }
 
 type HeadEntry = (String, String, Option<i64>, Option<String>);
@@ -116,6 +157,9 @@ struct ThreadAcc {
     root_head: Option<HeadEntry>,
     /// The same over the other namespaces.
     any_head: Option<HeadEntry>,
+    /// (ns, id) of the least and the greatest id over every namespace.
+    first: Option<(String, String)>,
+    last: Option<(String, String)>,
 }
 
 impl ThreadAcc {
@@ -129,6 +173,8 @@ impl ThreadAcc {
             full_ids: Vec::new(),
             root_head: None,
             any_head: None,
+            first: None,
+            last: None,
         }
     }
 
@@ -148,6 +194,12 @@ impl ThreadAcc {
         } else {
             self.full_ids
                 .push((row.checkpoint_ns.clone(), row.checkpoint_id.clone()));
+        }
+        if self.first.as_ref().is_none_or(|f| row.checkpoint_id < f.1) {
+            self.first = Some((row.checkpoint_ns.clone(), row.checkpoint_id.clone()));
+        }
+        if self.last.as_ref().is_none_or(|l| row.checkpoint_id > l.1) {
+            self.last = Some((row.checkpoint_ns.clone(), row.checkpoint_id.clone()));
         }
         // The head is the greatest id (byte order) of the root namespace, else of any.
         let entry = (
@@ -211,6 +263,17 @@ fn finish_thread(
     let ts = store
         .checkpoint(&acc.thread_id, &hns, &hid)?
         .and_then(|row| checkpoint_ts(&row));
+    let ts_of = |at: &Option<(String, String)>| -> Result<Option<String>, Error> {
+        match at {
+            Some((ns, id)) if *ns == hns && *id == hid => Ok(ts.clone()),
+            Some((ns, id)) => Ok(store
+                .checkpoint(&acc.thread_id, ns, id)?
+                .and_then(|row| checkpoint_ts(&row))),
+            None => Ok(None),
+        }
+    };
+    let first_activity = ts_of(&acc.first)?;
+    let last_activity = ts_of(&acc.last)?;
     let (wn, wb) = writes.get(&acc.thread_id).copied().unwrap_or((0, 0));
     let (_, bb) = blobs.get(&acc.thread_id).copied().unwrap_or((0, 0));
     let mut namespaces = acc.namespaces;
@@ -229,11 +292,43 @@ fn finish_thread(
             source,
             ts,
         },
+        first_activity,
+        last_activity,
+        channels: None,
     })
 }
 
-/// Summarizes the whole store, streaming thread by thread.
+/// Orders the threads by `key` (ties by thread id).
+fn sort_threads(threads: &mut [ThreadSummary], key: SortKey) {
+    threads.sort_by(|a, b| {
+        let name = a.thread_id.cmp(&b.thread_id);
+        match key {
+            SortKey::Name => name,
+            SortKey::Bytes => b.bytes.cmp(&a.bytes).then(name),
+            SortKey::Checkpoints => b.checkpoints.cmp(&a.checkpoints).then(name),
+            // Threads without a readable ts go last.
+            SortKey::Age => match (&a.last_activity, &b.last_activity) {
+                (Some(x), Some(y)) => x.cmp(y).then(name),
+                (Some(_), None) => std::cmp::Ordering::Less,
+                (None, Some(_)) => std::cmp::Ordering::Greater,
+                (None, None) => name,
+            },
+        }
+    });
+}
+
+/// Summarizes the whole store, streaming thread by thread; threads by thread id.
 pub fn summarize(store: &dyn Store, progress: &dyn Progress) -> Result<StoreSummary, Error> {
+    summarize_with(store, &SummaryOptions::default(), progress)
+}
+
+/// Summarizes the whole store: threads in `opts.sort` order, cut to `opts.top`, with
+/// per-channel bytes when `opts.channels`.
+pub fn summarize_with(
+    store: &dyn Store,
+    opts: &SummaryOptions,
+    progress: &dyn Progress,
+) -> Result<StoreSummary, Error> {
     let mut writes: Totals = HashMap::new();
     let mut total_writes = 0;
     store.scan_write_totals(&mut |t| {
@@ -277,8 +372,8 @@ pub fn summarize(store: &dyn Store, progress: &dyn Progress) -> Result<StoreSumm
         threads.push(finish_thread(store, done, &writes, &blobs)?);
     }
     progress.finish();
-    let info = store.info();
     threads.sort_by(|a, b| a.thread_id.cmp(&b.thread_id));
+    let thread_count = threads.len() as u64;
     let checkpoints = threads.iter().map(|t| t.checkpoints).sum();
     // Writes and blobs of threads without checkpoints still occupy the store.
     let known: HashSet<&str> = threads.iter().map(|t| t.thread_id.as_str()).collect();
@@ -289,18 +384,45 @@ pub fn summarize(store: &dyn Store, progress: &dyn Progress) -> Result<StoreSumm
             .filter(|(t, _)| !known.contains(t.as_str()))
             .map(|(_, (_, b))| b)
             .sum::<u64>();
+    let space = Some(store.space()?);
+    sort_threads(&mut threads, opts.sort);
+    if let Some(n) = opts.top {
+        threads.truncate(usize::try_from(n).unwrap_or(usize::MAX));
+    }
+    let channel_totals = if opts.channels {
+        let refs: Vec<ThreadRef<'_>> = threads
+            .iter()
+            .map(|t| ThreadRef {
+                thread_id: &t.thread_id,
+                namespaces: &t.namespaces,
+                checkpoints: t.checkpoints,
+            })
+            .collect();
+        let (mut per, totals) = crate::space::channel_bytes(store, &refs, progress)?;
+        for t in &mut threads {
+            t.channels = Some(per.remove(&t.thread_id).unwrap_or_default());
+        }
+        Some(totals)
+    } else {
+        None
+    };
+    let info = store.info();
     Ok(StoreSummary {
         backend: info.backend,
         location: info.location.clone(),
         schema: info.schema.clone(),
         counts: Counts {
-            threads: threads.len() as u64,
+            threads: thread_count,
             checkpoints,
             writes: total_writes,
             blobs: (info.backend == crate::store::Backend::Postgres).then_some(total_blobs),
         },
         bytes,
         config: None,
+        space,
+        sort: opts.sort,
+        top: opts.top,
+        channel_totals,
         threads,
     })
 }

@@ -5,6 +5,7 @@ pub mod bench;
 mod inspect;
 mod lineage;
 mod migrate;
+mod reclaim;
 mod verify;
 
 use crate::error::Error;
@@ -96,6 +97,9 @@ pub enum Command {
     Lineage(lineage::LineageArgs),
     /// Plan the conversion of delta threads to full mode (dry run).
     Migrate(migrate::MigrateArgs),
+    /// Give the space of deleted rows back: VACUUM a SQLite store (or copy it compacted with
+    /// --into), VACUUM (ANALYZE) a PostgreSQL one (dry run without --apply).
+    Reclaim(reclaim::ReclaimArgs),
     /// Benchmarks: paired full/delta channel and production cases, and their summaries.
     Bench(bench::BenchArgs),
 }
@@ -168,6 +172,7 @@ pub fn run(cli: Cli) -> Result<Outcome, Error> {
         Command::Verify(args) => verify::run(&cli.global, args),
         Command::Lineage(args) => lineage::run(&cli.global, args),
         Command::Migrate(args) => migrate::run(&cli.global, args),
+        Command::Reclaim(args) => reclaim::run(&cli.global, args),
         Command::Bench(args) => bench::run(&cli.global, args),
     }
 }

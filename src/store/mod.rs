@@ -4,8 +4,10 @@
 
 pub mod native;
 pub mod postgres;
+pub mod space;
 pub mod sqlite;
 mod sqlite_open;
+pub mod sqlite_space;
 mod sqlite_write;
 pub(crate) mod tls;
 
@@ -241,6 +243,25 @@ pub trait Store {
         _f: &mut dyn FnMut(WriteTotals) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
         Ok(())
+    }
+
+    /// Where the store's bytes sit on disk (file, free pages and WAL; or tables).
+    fn space(&self) -> Result<space::StoreSpace, StoreError>;
+
+    /// Streams pending-write bytes per (thread, channel), ordered by thread id.
+    fn scan_write_channels(
+        &self,
+        f: &mut dyn FnMut(space::ChannelTotals) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError>;
+
+    /// Streams stored-value bytes per (thread, channel) when SQL can sum them (Postgres:
+    /// blobs and inline values) and returns `true`; `false` when values live inside the
+    /// checkpoint documents and must be decoded (SQLite).
+    fn scan_value_channels(
+        &self,
+        _f: &mut dyn FnMut(space::ChannelTotals) -> Result<(), StoreError>,
+    ) -> Result<bool, StoreError> {
+        Ok(false)
     }
 
     /// Streams the distinct thread ids that have checkpoints.

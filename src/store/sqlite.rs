@@ -419,6 +419,17 @@ impl Store for SqliteStore {
         Ok(())
     }
 
+    fn space(&self) -> Result<super::space::StoreSpace, StoreError> {
+        self.space_facts().map(super::space::StoreSpace::Sqlite)
+    }
+
+    fn scan_write_channels(
+        &self,
+        f: &mut dyn FnMut(super::space::ChannelTotals) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        SqliteStore::scan_write_channels(self, f)
+    }
+
     fn active_run(&self, thread_id: &str) -> Result<bool, StoreError> {
         let what = "checking DeerFlow's runs table";
         let has: bool = self

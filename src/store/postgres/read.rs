@@ -148,6 +148,25 @@ impl Store for PostgresStore {
         &self.info
     }
 
+    fn space(&self) -> Result<crate::store::space::StoreSpace, StoreError> {
+        self.pg_space()
+            .map(crate::store::space::StoreSpace::Postgres)
+    }
+
+    fn scan_write_channels(
+        &self,
+        f: &mut dyn FnMut(crate::store::space::ChannelTotals) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        self.scan_write_channels_pg(f)
+    }
+
+    fn scan_value_channels(
+        &self,
+        f: &mut dyn FnMut(crate::store::space::ChannelTotals) -> Result<(), StoreError>,
+    ) -> Result<bool, StoreError> {
+        self.scan_value_channels_pg(f).map(|()| true)
+    }
+
     fn scan_checkpoint_meta(
         &self,
         f: &mut dyn FnMut(CheckpointMetaRow) -> Result<(), StoreError>,

@@ -1,0 +1,159 @@
+//! Where the bytes go: the order and cut of `dfck inspect`'s thread table (`--sort`,
+//! `--top`), and the per-channel bytes of `--channels` (stored values and pending writes).
+//! SQLite keeps each checkpoint's values inside it, so `--channels` reads every checkpoint
+//! of the threads shown (without decoding the values); PostgreSQL sums them in SQL.
+//! See docs/space.md.
+
+use crate::codec;
+use crate::error::Error;
+use crate::progress::Progress;
+use crate::store::{CheckpointBody, Store};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+
+/// How the thread table is ordered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum SortKey {
+    /// By thread id.
+    Name,
+    /// Largest first.
+    Bytes,
+    /// Most checkpoints first.
+    Checkpoints,
+    /// Least recently active first (by the newest checkpoint's `ts`).
+    Age,
+}
+
+impl SortKey {
+    /// The key's name, as `--sort` takes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SortKey::Name => "name",
+            SortKey::Bytes => "bytes",
+            SortKey::Checkpoints => "checkpoints",
+            SortKey::Age => "age",
+        }
+    }
+}
+
+/// The bytes of one channel.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ChannelBytes {
+    /// Channel name (`(undecoded)`: checkpoints whose values could not be read).
+    pub channel: String,
+    /// Bytes of stored values: every checkpoint's copy on SQLite; every blob version and
+    /// inline value on PostgreSQL.
+    pub values_bytes: u64,
+    /// Bytes of pending-write values.
+    pub writes_bytes: u64,
+    /// Both.
+    pub bytes: u64,
+}
+
+/// The pseudo-channel of checkpoints whose channel values could not be read.
+pub const UNDECODED: &str = "(undecoded)";
+
+type Acc = BTreeMap<String, (u64, u64)>;
+
+fn sorted(acc: Acc) -> Vec<ChannelBytes> {
+    let mut v: Vec<ChannelBytes> = acc
+        .into_iter()
+        .map(|(channel, (values_bytes, writes_bytes))| ChannelBytes {
+            channel,
+            values_bytes,
+            writes_bytes,
+            bytes: values_bytes + writes_bytes,
+        })
+        .collect();
+    v.sort_by(|a, b| {
+        b.bytes
+            .cmp(&a.bytes)
+            .then_with(|| a.channel.cmp(&b.channel))
+    });
+    v
+}
+
+/// A thread whose channels are summed.
+#[derive(Debug, Clone, Copy)]
+pub struct ThreadRef<'a> {
+    /// Thread id.
+    pub thread_id: &'a str,
+    /// Its namespaces.
+    pub namespaces: &'a [String],
+    /// Its checkpoints (for progress).
+    pub checkpoints: u64,
+}
+
+/// Per-channel bytes of each thread given (largest first), and the totals over them.
+pub fn channel_bytes(
+    store: &dyn Store,
+    threads: &[ThreadRef<'_>],
+    progress: &dyn Progress,
+) -> Result<(HashMap<String, Vec<ChannelBytes>>, Vec<ChannelBytes>), Error> {
+    let mut per: HashMap<String, Acc> = threads
+        .iter()
+        .map(|t| (t.thread_id.to_owned(), Acc::new()))
+        .collect();
+    store.scan_write_channels(&mut |t| {
+        if let Some(acc) = per.get_mut(&t.thread_id) {
+            acc.entry(t.channel).or_default().1 += t.writes_bytes;
+        }
+        Ok(())
+    })?;
+    let summed = store.scan_value_channels(&mut |t| {
+        if let Some(acc) = per.get_mut(&t.thread_id) {
+            acc.entry(t.channel).or_default().0 += t.values_bytes;
+        }
+        Ok(())
+    })?;
+    if !summed {
+        progress.start(
+            "reading checkpoints for channel bytes",
+            Some(threads.iter().map(|t| t.checkpoints).sum()),
+        );
+        for t in threads {
+            let Some(acc) = per.get_mut(t.thread_id) else {
+                continue;
+            };
+            for ns in t.namespaces {
+                store.scan_thread(t.thread_id, ns, &mut |row| {
+                    progress.inc(1);
+                    add_checkpoint(acc, &row.body);
+                    Ok(())
+                })?;
+            }
+        }
+        progress.finish();
+    }
+    let mut total = Acc::new();
+    let mut out = HashMap::new();
+    for (thread, acc) in per {
+        for (k, (v, w)) in &acc {
+            let e = total.entry(k.clone()).or_default();
+            e.0 += v;
+            e.1 += w;
+        }
+        out.insert(thread, sorted(acc));
+    }
+    Ok((out, sorted(total)))
+}
+
+/// Adds one stored checkpoint's values, channel by channel.
+fn add_checkpoint(acc: &mut Acc, body: &CheckpointBody) {
+    let CheckpointBody::Serialized { type_tag, bytes } = body else {
+        return;
+    };
+    let sizes = match type_tag.as_deref() {
+        Some("msgpack") => codec::checkpoint_channel_sizes(bytes).ok(),
+        _ => None,
+    };
+    match sizes {
+        Some(sizes) => {
+            for (channel, n) in sizes {
+                acc.entry(channel).or_default().0 += n;
+            }
+        }
+        None => acc.entry(UNDECODED.to_owned()).or_default().0 += bytes.len() as u64,
+    }
+}
