@@ -305,6 +305,10 @@ fn reclaim_into(path: &Path, into: &Path, apply: bool) -> Result<ReclaimReport, 
         .tempfile_in(&dir)
         .map_err(|e| io("creating a temporary file for", e))?;
     store.vacuum_into(tmp.path())?;
+    // The copy gets the store's permissions (the temporary file is private).
+    if let Ok(m) = std::fs::metadata(path) {
+        let _ = std::fs::set_permissions(tmp.path(), m.permissions());
+    }
     std::fs::File::open(tmp.path())
         .and_then(|f| f.sync_all())
         .map_err(|e| io("making durable", e))?;
