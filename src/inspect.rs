@@ -62,6 +62,9 @@ pub struct ThreadSummary {
     pub first_activity: Option<String>,
     /// The `ts` of the thread's newest checkpoint (greatest id, any namespace).
     pub last_activity: Option<String>,
+    /// Bytes no head's state needs (`bytes` minus what rebuilding the head of every
+    /// namespace reads): what pruning history could free at most.
+    pub history_bytes: u64,
     /// Bytes per channel, largest first (`--channels`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub channels: Option<Vec<crate::space::ChannelBytes>>,
@@ -160,6 +163,8 @@ struct ThreadAcc {
     /// (ns, id) of the least and the greatest id over every namespace.
     first: Option<(String, String)>,
     last: Option<(String, String)>,
+    /// (ns, greatest id) of every namespace, in scan order.
+    heads: Vec<(String, String)>,
 }
 
 impl ThreadAcc {
@@ -175,6 +180,7 @@ impl ThreadAcc {
             any_head: None,
             first: None,
             last: None,
+            heads: Vec::new(),
         }
     }
 
@@ -194,6 +200,16 @@ impl ThreadAcc {
         } else {
             self.full_ids
                 .push((row.checkpoint_ns.clone(), row.checkpoint_id.clone()));
+        }
+        match self.heads.last_mut() {
+            Some((ns, id)) if *ns == row.checkpoint_ns => {
+                if row.checkpoint_id > *id {
+                    *id = row.checkpoint_id.clone();
+                }
+            }
+            _ => self
+                .heads
+                .push((row.checkpoint_ns.clone(), row.checkpoint_id.clone())),
         }
         if self.first.as_ref().is_none_or(|f| row.checkpoint_id < f.1) {
             self.first = Some((row.checkpoint_ns.clone(), row.checkpoint_id.clone()));
@@ -272,18 +288,24 @@ fn finish_thread(
             None => Ok(None),
         }
     };
+    let mut needed = 0;
+    for (ns, id) in &acc.heads {
+        needed += crate::space::head_needs(store, &acc.thread_id, ns, id, acc.any_delta)?;
+    }
     let first_activity = ts_of(&acc.first)?;
     let last_activity = ts_of(&acc.last)?;
     let (wn, wb) = writes.get(&acc.thread_id).copied().unwrap_or((0, 0));
     let (_, bb) = blobs.get(&acc.thread_id).copied().unwrap_or((0, 0));
     let mut namespaces = acc.namespaces;
     namespaces.sort();
+    let bytes = acc.bytes + wb + bb;
     Ok(ThreadSummary {
         thread_id: acc.thread_id,
         namespaces,
         checkpoints: acc.checkpoints,
         writes: wn,
-        bytes: acc.bytes + wb + bb,
+        bytes,
+        history_bytes: bytes.saturating_sub(needed),
         mode: thread_mode(acc.any_delta, any_full_plain),
         head: HeadInfo {
             checkpoint_id: hid,

@@ -157,3 +157,61 @@ fn add_checkpoint(acc: &mut Acc, body: &CheckpointBody) {
         None => acc.entry(UNDECODED.to_owned()).or_default().0 += bytes.len() as u64,
     }
 }
+
+/// Bytes the state at the head of (thread, ns) needs: the head's row (on PostgreSQL with
+/// every blob at its channel versions) and its pending writes; for a delta thread also each
+/// ancestor the `messages` replay reads, back to the nearest one that stores `messages`
+/// (its row, its stored `messages`, its writes). The rest of the thread is history: no
+/// head's state reads it. `delta`: the thread holds delta checkpoints (else the head alone
+/// is read, without decoding it).
+pub fn head_needs(
+    store: &dyn Store,
+    thread_id: &str,
+    ns: &str,
+    head: &str,
+    delta: bool,
+) -> Result<u64, Error> {
+    let writes: HashMap<String, u64> = store
+        .write_totals_by_checkpoint(thread_id, ns)?
+        .into_iter()
+        .map(|t| (t.checkpoint_id, t.bytes))
+        .collect();
+    let mut needed = 0;
+    let mut seen = std::collections::HashSet::new();
+    let mut next = Some(head.to_owned());
+    while let Some(id) = next.take() {
+        if !seen.insert(id.clone()) {
+            break;
+        }
+        let Some(row) = store.checkpoint(thread_id, ns, &id)? else {
+            break;
+        };
+        let is_head = id == head;
+        needed += writes.get(&id).copied().unwrap_or(0) + row.bytes;
+        if let CheckpointBody::Postgres { blobs, .. } = &row.body {
+            needed += blobs
+                .iter()
+                .filter(|b| is_head || b.channel == "messages")
+                .map(|b| b.blob.as_ref().map_or(0, |v| v.len() as u64))
+                .sum::<u64>();
+        }
+        if !delta {
+            break;
+        }
+        let parent = row.parent_checkpoint_id.clone();
+        let absent = match &row.body {
+            CheckpointBody::Serialized {
+                type_tag: Some(t),
+                bytes,
+            } if t == "msgpack" => {
+                matches!(codec::checkpoint_messages_slice(bytes), Ok((None, true)))
+            }
+            _ => crate::model::Checkpoint::from_row(row)
+                .is_ok_and(|c| c.messages_encoding() == crate::model::MessagesEncoding::Absent),
+        };
+        if absent {
+            next = parent;
+        }
+    }
+    Ok(needed)
+}

@@ -38,7 +38,9 @@ fn sqlite_channels(db: &Path) -> Channels {
         .prepare("SELECT thread_id, checkpoint FROM checkpoints")
         .unwrap();
     let rows = st
-        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, Vec<u8>>(1)?)))
+        .query_map([], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, Vec<u8>>(1)?))
+        })
         .unwrap();
     for row in rows {
         let (thread, body) = row.unwrap();
@@ -53,7 +55,11 @@ fn sqlite_channels(db: &Path) -> Channels {
         .unwrap();
     let rows = st
         .query_map([], |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?))
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, i64>(2)?,
+            ))
         })
         .unwrap();
     for row in rows {
@@ -181,7 +187,10 @@ fn sqlite_activity_and_disk() {
         assert_eq!(t["first_activity"], sqlite_ts(&c, id, false), "{id}");
         assert_eq!(t["last_activity"], sqlite_ts(&c, id, true), "{id}");
         assert!(t["first_activity"].as_str() <= t["last_activity"].as_str());
-        assert!(t.get("channels").is_none(), "no channels without --channels");
+        assert!(
+            t.get("channels").is_none(),
+            "no channels without --channels"
+        );
     }
     drop(c);
     assert!(s.get("channel_totals").is_none());
@@ -202,7 +211,9 @@ fn sqlite_activity_and_disk() {
     .unwrap();
     let s = dfck_json(d, &["inspect", "--format", "json"]);
     let disk = &s["space"];
-    let free: i64 = w.query_row("PRAGMA freelist_count", [], |r| r.get(0)).unwrap();
+    let free: i64 = w
+        .query_row("PRAGMA freelist_count", [], |r| r.get(0))
+        .unwrap();
     let pages: i64 = w.query_row("PRAGMA page_count", [], |r| r.get(0)).unwrap();
     assert!(free > 0);
     assert_eq!(disk["freelist_pages"], free);
@@ -244,7 +255,16 @@ fn sqlite_channel_bytes() {
     // --top: channels of the listed threads only.
     let s = dfck_json(
         sqlite_fixture("full").to_str().unwrap(),
-        &["inspect", "--channels", "--sort", "bytes", "--top", "1", "--format", "json"],
+        &[
+            "inspect",
+            "--channels",
+            "--sort",
+            "bytes",
+            "--top",
+            "1",
+            "--format",
+            "json",
+        ],
     );
     let all = sqlite_channels(&sqlite_fixture("full"));
     let first = s["threads"][0]["thread_id"].as_str().unwrap().to_owned();
@@ -252,7 +272,70 @@ fn sqlite_channel_bytes() {
     assert_eq!(reported_channels(&s), want);
 }
 
-fn pg_one(rt: &tokio::runtime::Runtime, c: &tokio_postgres::Client, sql: &str) -> Vec<tokio_postgres::Row> {
+/// What the heads need, from each namespace's `inspect THREAD` listing (row and write bytes
+/// per checkpoint): the head, and for a delta thread every ancestor back to the nearest one
+/// storing `messages`.
+fn needed_from_listings(target: &str, t: &Json) -> u64 {
+    let id = t["thread_id"].as_str().unwrap();
+    let mut needed = 0;
+    for ns in t["namespaces"].as_array().unwrap() {
+        let ns = ns.as_str().unwrap();
+        let l = dfck_json(target, &["inspect", id, "--ns", ns, "--format", "json"]);
+        let cks = l["checkpoints"].as_array().unwrap();
+        let by_id: BTreeMap<&str, &Json> = cks
+            .iter()
+            .map(|c| (c["checkpoint_id"].as_str().unwrap(), c))
+            .collect();
+        let mut cur = Some(&cks[0]);
+        while let Some(c) = cur.take() {
+            needed += c["bytes"].as_u64().unwrap();
+            if t["mode"] != "full" && c["messages_encoding"] == "absent" {
+                cur = c["parent_checkpoint_id"]
+                    .as_str()
+                    .and_then(|p| by_id.get(p).copied());
+            }
+        }
+    }
+    needed
+}
+
+#[test]
+fn sqlite_history_share() {
+    let mut seen_delta_chain = false;
+    for stem in ["deerflow", "subgraph", "delta_k3", "full"] {
+        let db = sqlite_fixture(stem);
+        let d = db.to_str().unwrap();
+        let s = dfck_json(d, &["inspect", "--format", "json"]);
+        for t in s["threads"].as_array().unwrap() {
+            let needed = needed_from_listings(d, t);
+            let bytes = t["bytes"].as_u64().unwrap();
+            assert_eq!(
+                t["history_bytes"].as_u64().unwrap(),
+                bytes - needed,
+                "{stem} {}",
+                t["thread_id"]
+            );
+            assert!(needed > 0);
+            let head = dfck_json(
+                d,
+                &[
+                    "inspect",
+                    t["thread_id"].as_str().unwrap(),
+                    "--format",
+                    "json",
+                ],
+            );
+            seen_delta_chain |= head["checkpoints"][0]["messages_encoding"] == "absent";
+        }
+    }
+    assert!(seen_delta_chain, "some delta head replays from an ancestor");
+}
+
+fn pg_one(
+    rt: &tokio::runtime::Runtime,
+    c: &tokio_postgres::Client,
+    sql: &str,
+) -> Vec<tokio_postgres::Row> {
     rt.block_on(c.query(sql, &[])).unwrap()
 }
 
@@ -328,5 +411,31 @@ fn postgres_space_and_channels() {
             assert_eq!(t[field], r.get::<_, String>(0), "{id} {field}");
         }
     }
+    // History of a full-mode thread: everything but the head (its row, every blob at its
+    // versions, its writes).
+    let t = s["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["thread_id"] == "t-deerflow-full")
+        .unwrap();
+    assert_eq!(t["mode"], "full");
+    let r = &pg_one(
+        &rt,
+        &c,
+        "WITH h AS (SELECT * FROM checkpoints WHERE thread_id = 't-deerflow-full' \
+            AND checkpoint_ns = '' ORDER BY checkpoint_id DESC LIMIT 1) \
+         SELECT ((SELECT pg_column_size(checkpoint) + pg_column_size(metadata) FROM h) \
+          + (SELECT coalesce(sum(octet_length(b.blob)), 0) FROM h CROSS JOIN LATERAL jsonb_each_text(h.checkpoint -> 'channel_versions') v \
+             JOIN checkpoint_blobs b ON b.thread_id = h.thread_id AND b.checkpoint_ns = h.checkpoint_ns \
+             AND b.channel = v.key AND b.version = v.value) \
+          + (SELECT coalesce(sum(octet_length(w.blob)), 0) FROM h JOIN checkpoint_writes w \
+             ON w.thread_id = h.thread_id AND w.checkpoint_ns = h.checkpoint_ns AND w.checkpoint_id = h.checkpoint_id))::int8",
+    )[0];
+    let needed = r.get::<_, i64>(0) as u64;
+    assert_eq!(
+        t["history_bytes"].as_u64().unwrap(),
+        t["bytes"].as_u64().unwrap() - needed
+    );
     check_sorting(&with_db(&uri, "dfck_delta_k3"));
 }

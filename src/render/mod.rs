@@ -72,6 +72,15 @@ fn opt<T: ToString>(v: &Option<T>) -> String {
     v.as_ref().map(T::to_string).unwrap_or_else(|| "-".into())
 }
 
+/// `part` as a percentage of `whole` (`-` for nothing).
+pub(crate) fn share(part: u64, whole: u64) -> String {
+    if whole == 0 {
+        "-".to_owned()
+    } else {
+        format!("{:.0}%", part as f64 * 100.0 / whole as f64)
+    }
+}
+
 /// A checkpoint `ts` to the second (`2026-12-02 10:24:32`), or `-`.
 fn short_ts(ts: &Option<String>) -> String {
     match ts {
@@ -141,6 +150,7 @@ pub fn summary_table(s: &StoreSummary) -> String {
         "checkpoints",
         "writes",
         "bytes",
+        "history",
         "mode",
         "head",
         "step",
@@ -157,6 +167,7 @@ pub fn summary_table(s: &StoreSummary) -> String {
                 th.checkpoints.to_string(),
                 th.writes.to_string(),
                 human_bytes(th.bytes),
+                share(th.history_bytes, th.bytes),
                 th.mode.as_str().to_owned(),
                 th.head.checkpoint_id.clone(),
                 opt(&th.head.step),
