@@ -171,11 +171,6 @@ pub fn head_needs(
     head: &str,
     delta: bool,
 ) -> Result<u64, Error> {
-    let writes: HashMap<String, u64> = store
-        .write_totals_by_checkpoint(thread_id, ns)?
-        .into_iter()
-        .map(|t| (t.checkpoint_id, t.bytes))
-        .collect();
     let mut needed = 0;
     let mut seen = std::collections::HashSet::new();
     let mut next = Some(head.to_owned());
@@ -187,7 +182,12 @@ pub fn head_needs(
             break;
         };
         let is_head = id == head;
-        needed += writes.get(&id).copied().unwrap_or(0) + row.bytes;
+        let writes: u64 = store
+            .writes(thread_id, ns, &id, None)?
+            .iter()
+            .map(|w| w.value.len() as u64)
+            .sum();
+        needed += writes + row.bytes;
         if let CheckpointBody::Postgres { blobs, .. } = &row.body {
             needed += blobs
                 .iter()
