@@ -85,12 +85,15 @@ pub struct ThreadRef<'a> {
     pub checkpoints: u64,
 }
 
+/// Each thread's channels, by thread id.
+pub type PerThread = HashMap<String, Vec<ChannelBytes>>;
+
 /// Per-channel bytes of each thread given (largest first), and the totals over them.
 pub fn channel_bytes(
     store: &dyn Store,
     threads: &[ThreadRef<'_>],
     progress: &dyn Progress,
-) -> Result<(HashMap<String, Vec<ChannelBytes>>, Vec<ChannelBytes>), Error> {
+) -> Result<(PerThread, Vec<ChannelBytes>), Error> {
     let mut per: HashMap<String, Acc> = threads
         .iter()
         .map(|t| (t.thread_id.to_owned(), Acc::new()))
