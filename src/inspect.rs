@@ -148,6 +148,9 @@ impl Default for SummaryOptions {
 
 type HeadEntry = (String, String, Option<i64>, Option<String>);
 
+/// (ns, id, `ts` when the scan read it) of a checkpoint.
+type Activity = (String, String, Option<String>);
+
 struct ThreadAcc {
     thread_id: String,
     namespaces: Vec<String>,
@@ -161,8 +164,8 @@ struct ThreadAcc {
     /// The same over the other namespaces.
     any_head: Option<HeadEntry>,
     /// (ns, id) of the least and the greatest id over every namespace.
-    first: Option<(String, String)>,
-    last: Option<(String, String)>,
+    first: Option<Activity>,
+    last: Option<Activity>,
     /// (ns, greatest id) of every namespace, in scan order.
     heads: Vec<(String, String)>,
 }
@@ -211,11 +214,18 @@ impl ThreadAcc {
                 .heads
                 .push((row.checkpoint_ns.clone(), row.checkpoint_id.clone())),
         }
+        let at = || {
+            (
+                row.checkpoint_ns.clone(),
+                row.checkpoint_id.clone(),
+                row.ts.clone(),
+            )
+        };
         if self.first.as_ref().is_none_or(|f| row.checkpoint_id < f.1) {
-            self.first = Some((row.checkpoint_ns.clone(), row.checkpoint_id.clone()));
+            self.first = Some(at());
         }
         if self.last.as_ref().is_none_or(|l| row.checkpoint_id > l.1) {
-            self.last = Some((row.checkpoint_ns.clone(), row.checkpoint_id.clone()));
+            self.last = Some(at());
         }
         // The head is the greatest id (byte order) of the root namespace, else of any.
         let entry = (
@@ -276,13 +286,13 @@ fn finish_thread(
         }
     }
     let (hns, hid, step, source) = acc.root_head.or(acc.any_head).unwrap_or_default();
-    let ts = store
-        .checkpoint(&acc.thread_id, &hns, &hid)?
-        .and_then(|row| checkpoint_ts(&row));
-    let ts_of = |at: &Option<(String, String)>| -> Result<Option<String>, Error> {
+    let mut head_row = store.checkpoint(&acc.thread_id, &hns, &hid)?;
+    let ts = head_row.as_ref().and_then(checkpoint_ts);
+    let ts_of = |at: &Option<Activity>| -> Result<Option<String>, Error> {
         match at {
-            Some((ns, id)) if *ns == hns && *id == hid => Ok(ts.clone()),
-            Some((ns, id)) => Ok(store
+            Some((_, _, Some(ts))) => Ok(Some(ts.clone())),
+            Some((ns, id, None)) if *ns == hns && *id == hid => Ok(ts.clone()),
+            Some((ns, id, None)) => Ok(store
                 .checkpoint(&acc.thread_id, ns, id)?
                 .and_then(|row| checkpoint_ts(&row))),
             None => Ok(None),
@@ -290,7 +300,14 @@ fn finish_thread(
     };
     let mut needed = 0;
     for (ns, id) in &acc.heads {
-        needed += crate::space::head_needs(store, &acc.thread_id, ns, id, acc.any_delta)?;
+        // The summary's head row is read once.
+        let preloaded = if *ns == hns && *id == hid {
+            head_row.take()
+        } else {
+            None
+        };
+        needed +=
+            crate::space::head_needs(store, &acc.thread_id, ns, id, acc.any_delta, preloaded)?;
     }
     let first_activity = ts_of(&acc.first)?;
     let last_activity = ts_of(&acc.last)?;

@@ -248,11 +248,16 @@ pub fn reclaim_sqlite(path: &Path, opts: &ReclaimOptions<'_>) -> Result<ReclaimR
             )));
         }
     }
+    // Test builds: `reclaim-abort-after:1` aborts here (the WAL folded in, no VACUUM yet),
+    // `:2` after the VACUUM committed, before its pages left the WAL.
+    let fp = Failpoints::from_env("reclaim");
+    fp.after_row(1);
     if let VacuumEnd::Busy(why) = store.vacuum(VACUUM_WAIT)? {
         return Ok(r.refuse(format!(
             "another process took a lock on the store while VACUUM ran ({why}); nothing changed"
         )));
     }
+    fp.after_row(2);
     if !store.truncate_wal(VACUUM_WAIT)? {
         r.warnings.push(
             "a reader kept the WAL from being checkpointed after VACUUM: the compacted pages wait in the WAL, and the file shrinks at the next checkpoint once that reader is gone (re-run reclaim then)"

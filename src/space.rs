@@ -166,13 +166,14 @@ fn add_checkpoint(acc: &mut Acc, body: &CheckpointBody) {
 /// ancestor the `messages` replay reads, back to the nearest one that stores `messages`
 /// (its row, its stored `messages`, its writes). The rest of the thread is history: no
 /// head's state reads it. `delta`: the thread holds delta checkpoints (else the head alone
-/// is read, without decoding it).
+/// is read, without decoding it). `preloaded`: the head's row when the caller has read it.
 pub fn head_needs(
     store: &dyn Store,
     thread_id: &str,
     ns: &str,
     head: &str,
     delta: bool,
+    mut preloaded: Option<crate::store::CheckpointRow>,
 ) -> Result<u64, Error> {
     let mut needed = 0;
     let mut seen = std::collections::HashSet::new();
@@ -181,8 +182,12 @@ pub fn head_needs(
         if !seen.insert(id.clone()) {
             break;
         }
-        let Some(row) = store.checkpoint(thread_id, ns, &id)? else {
-            break;
+        let row = match preloaded.take() {
+            Some(r) if r.checkpoint_id == id => r,
+            _ => match store.checkpoint(thread_id, ns, &id)? {
+                Some(r) => r,
+                None => break,
+            },
         };
         let is_head = id == head;
         let writes: u64 = store

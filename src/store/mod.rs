@@ -138,6 +138,9 @@ pub struct CheckpointMetaRow {
     pub bytes: u64,
     /// Metadata JSON bytes.
     pub metadata: Vec<u8>,
+    /// The checkpoint's `ts` when the scan reads it for free (PostgreSQL: inline JSONB);
+    /// `None` on SQLite, where it sits inside the serialized checkpoint.
+    pub ts: Option<String>,
 }
 
 /// Per-thread write totals.

@@ -390,6 +390,7 @@ impl Store for SqliteStore {
                 checkpoint_id: text_col(r, 2).map_err(q(what))?,
                 bytes: len_col(r, 3).map_err(q(what))?,
                 metadata: bytes_col(r, 4, Blob::Json).map_err(q(what))?,
+                ts: None,
             };
             f(row)?;
         }

@@ -175,7 +175,8 @@ impl Store for PostgresStore {
         self.cursor(
             what,
             "SELECT thread_id, checkpoint_ns, checkpoint_id, \
-             (pg_column_size(checkpoint) + pg_column_size(metadata))::int8, metadata::text \
+             (pg_column_size(checkpoint) + pg_column_size(metadata))::int8, metadata::text, \
+             CASE WHEN jsonb_typeof(checkpoint -> 'ts') = 'string' THEN checkpoint ->> 'ts' END \
              FROM checkpoints ORDER BY thread_id, checkpoint_ns, checkpoint_id",
             &[],
             2000,
@@ -187,6 +188,7 @@ impl Store for PostgresStore {
                     checkpoint_id: get(r, 2, what)?,
                     bytes: nonneg(get(r, 3, what)?),
                     metadata: metadata.unwrap_or_default().into_bytes(),
+                    ts: get(r, 5, what)?,
                 })
             },
         )
