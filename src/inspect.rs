@@ -9,6 +9,7 @@ use crate::model::{
     metadata_is_delta, parse_metadata, thread_mode,
 };
 use crate::progress::Progress;
+pub use crate::space::SummaryOptions;
 use crate::space::{SortKey, ThreadRef};
 use crate::store::space::StoreSpace;
 use crate::store::{CheckpointBody, CheckpointMetaRow, CheckpointRow, Store};
@@ -125,27 +126,6 @@ pub struct StoreSummary {
     pub threads: Vec<ThreadSummary>,
 }
 
-/// How `dfck inspect` lists the threads of the summary.
-#[derive(Debug, Clone, Copy)]
-pub struct SummaryOptions {
-    /// Order.
-    pub sort: SortKey,
-    /// Keep the first N.
-    pub top: Option<u64>,
-    /// Add per-channel bytes (reads every checkpoint of the listed threads on SQLite).
-    pub channels: bool,
-}
-
-impl Default for SummaryOptions {
-    fn default() -> Self {
-        SummaryOptions {
-            sort: SortKey::Name,
-            top: None,
-            channels: false,
-        }
-    }
-}
-
 type HeadEntry = (String, String, Option<i64>, Option<String>);
 
 /// (ns, id, `ts` when the scan read it) of a checkpoint.
@@ -207,25 +187,34 @@ impl ThreadAcc {
         match self.heads.last_mut() {
             Some((ns, id)) if *ns == row.checkpoint_ns => {
                 if row.checkpoint_id > *id {
-                    *id = row.checkpoint_id.clone();
+                    id.clone_from(&row.checkpoint_id);
                 }
             }
             _ => self
                 .heads
                 .push((row.checkpoint_ns.clone(), row.checkpoint_id.clone())),
         }
-        let at = || {
-            (
-                row.checkpoint_ns.clone(),
-                row.checkpoint_id.clone(),
-                row.ts.clone(),
-            )
+        // Updated in place (`clone_from` reuses the buffers): rows come in id order, so the
+        // latest changes on almost every row.
+        let set = |slot: &mut Option<Activity>| match slot {
+            Some((ns, id, ts)) => {
+                ns.clone_from(&row.checkpoint_ns);
+                id.clone_from(&row.checkpoint_id);
+                ts.clone_from(&row.ts);
+            }
+            None => {
+                *slot = Some((
+                    row.checkpoint_ns.clone(),
+                    row.checkpoint_id.clone(),
+                    row.ts.clone(),
+                ))
+            }
         };
         if self.first.as_ref().is_none_or(|f| row.checkpoint_id < f.1) {
-            self.first = Some(at());
+            set(&mut self.first);
         }
         if self.last.as_ref().is_none_or(|l| row.checkpoint_id > l.1) {
-            self.last = Some(at());
+            set(&mut self.last);
         }
         // The head is the greatest id (byte order) of the root namespace, else of any.
         let entry = (
@@ -339,20 +328,11 @@ fn finish_thread(
 
 /// Orders the threads by `key` (ties by thread id).
 fn sort_threads(threads: &mut [ThreadSummary], key: SortKey) {
-    threads.sort_by(|a, b| {
-        let name = a.thread_id.cmp(&b.thread_id);
-        match key {
-            SortKey::Name => name,
-            SortKey::Bytes => b.bytes.cmp(&a.bytes).then(name),
-            SortKey::Checkpoints => b.checkpoints.cmp(&a.checkpoints).then(name),
-            // Threads without a readable ts go last.
-            SortKey::Age => match (&a.last_activity, &b.last_activity) {
-                (Some(x), Some(y)) => x.cmp(y).then(name),
-                (Some(_), None) => std::cmp::Ordering::Less,
-                (None, Some(_)) => std::cmp::Ordering::Greater,
-                (None, None) => name,
-            },
-        }
+    crate::space::sort_by(threads, key, |t| crate::space::SortFields {
+        name: &t.thread_id,
+        bytes: t.bytes,
+        checkpoints: t.checkpoints,
+        last_activity: t.last_activity.as_deref(),
     });
 }
 

@@ -37,6 +37,60 @@ impl SortKey {
     }
 }
 
+/// How `dfck inspect` lists the threads of the summary.
+#[derive(Debug, Clone, Copy)]
+pub struct SummaryOptions {
+    /// Order.
+    pub sort: SortKey,
+    /// Keep the first N.
+    pub top: Option<u64>,
+    /// Add per-channel bytes (reads every checkpoint of the listed threads on SQLite).
+    pub channels: bool,
+}
+
+impl Default for SummaryOptions {
+    fn default() -> Self {
+        SummaryOptions {
+            sort: SortKey::Name,
+            top: None,
+            channels: false,
+        }
+    }
+}
+
+/// What a thread is ordered by.
+#[derive(Debug, Clone, Copy)]
+pub struct SortFields<'a> {
+    /// Thread id (ties).
+    pub name: &'a str,
+    /// Bytes.
+    pub bytes: u64,
+    /// Checkpoints.
+    pub checkpoints: u64,
+    /// The newest checkpoint's `ts`.
+    pub last_activity: Option<&'a str>,
+}
+
+/// Orders `items` by `key` (ties by name): bytes and checkpoints largest first, age least
+/// recently active first (items without a readable `ts` last).
+pub fn sort_by<T>(items: &mut [T], key: SortKey, fields: impl Fn(&T) -> SortFields<'_>) {
+    items.sort_by(|a, b| {
+        let (a, b) = (fields(a), fields(b));
+        let name = a.name.cmp(b.name);
+        match key {
+            SortKey::Name => name,
+            SortKey::Bytes => b.bytes.cmp(&a.bytes).then(name),
+            SortKey::Checkpoints => b.checkpoints.cmp(&a.checkpoints).then(name),
+            SortKey::Age => match (a.last_activity, b.last_activity) {
+                (Some(x), Some(y)) => x.cmp(y).then(name),
+                (Some(_), None) => std::cmp::Ordering::Less,
+                (None, Some(_)) => std::cmp::Ordering::Greater,
+                (None, None) => name,
+            },
+        }
+    });
+}
+
 /// The bytes of one channel.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct ChannelBytes {
