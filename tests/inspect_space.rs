@@ -439,3 +439,29 @@ fn postgres_space_and_channels() {
     );
     check_sorting(&with_db(&uri, "dfck_delta_k3"));
 }
+
+/// The human summary with `--channels`, largest thread only.
+#[test]
+fn channels_human_output() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_dfck"))
+        .args([
+            "--db",
+            "fixtures/sqlite/deerflow.db",
+            "inspect",
+            "--channels",
+            "--sort",
+            "bytes",
+            "--top",
+            "1",
+        ])
+        .current_dir(root())
+        .env("COLUMNS", "200")
+        .env_remove("DFCK_DB")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    insta::assert_snapshot!(
+        "inspect_channels_top1",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
