@@ -73,7 +73,7 @@ fn opt<T: ToString>(v: &Option<T>) -> String {
 }
 
 /// `part` as a percentage of `whole` (`-` for nothing).
-pub(crate) fn share(part: u64, whole: u64) -> String {
+fn share(part: u64, whole: u64) -> String {
     if whole == 0 {
         "-".to_owned()
     } else {

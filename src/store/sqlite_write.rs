@@ -43,7 +43,7 @@ fn q(what: &'static str) -> impl Fn(rusqlite::Error) -> StoreError {
 }
 
 impl SqliteStore {
-    pub(super) fn wal_path(&self) -> PathBuf {
+    fn wal_path(&self) -> PathBuf {
         PathBuf::from(format!("{}-wal", self.info().location))
     }
 
