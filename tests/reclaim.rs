@@ -456,6 +456,33 @@ fn postgres_reclaim_reports_sizes() {
         tables,
         ["checkpoints", "checkpoint_blobs", "checkpoint_writes"]
     );
+    // Another session holding a lock VACUUM needs (as another VACUUM would): refused after
+    // the lock timeout (VACUUM changes no row either way).
+    let holder = common::pg::connect(&rt, &url);
+    rt.block_on(
+        holder.batch_execute("BEGIN; LOCK TABLE checkpoint_blobs IN SHARE UPDATE EXCLUSIVE MODE"),
+    )
+    .unwrap();
+    let out = run(
+        None,
+        &[],
+        &["--db", &url, "reclaim", "--apply", "--format", "json"],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = json(&out);
+    assert_eq!(r["status"], "refused");
+    assert!(
+        r["reason"].as_str().unwrap().contains("table lock"),
+        "{}",
+        r["reason"]
+    );
+    rt.block_on(holder.batch_execute("ROLLBACK")).unwrap();
+    drop(holder);
     let out = run(
         None,
         &[],
