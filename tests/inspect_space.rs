@@ -252,6 +252,32 @@ fn sqlite_channel_bytes() {
     for ch in ["artifacts", "todos", "title", "thread_data", "sandbox"] {
         assert!(totals.contains(&ch), "{ch} in {totals:?}");
     }
+    // Checkpoints dfck cannot read (a pickle serializer) count whole under `(undecoded)`.
+    let db = sqlite_fixture("pickle");
+    let s = dfck_json(
+        db.to_str().unwrap(),
+        &["inspect", "--channels", "--format", "json"],
+    );
+    let c = Connection::open_with_flags(
+        format!("file:{}?immutable=1", db.display()),
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI,
+    )
+    .unwrap();
+    let pickled: i64 = c
+        .query_row(
+            "SELECT sum(length(checkpoint)) FROM checkpoints WHERE type <> 'msgpack'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(pickled > 0);
+    let undecoded = s["channel_totals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["channel"] == "(undecoded)")
+        .expect("an (undecoded) entry");
+    assert_eq!(undecoded["values_bytes"], pickled);
     // --top: channels of the listed threads only.
     let s = dfck_json(
         sqlite_fixture("full").to_str().unwrap(),
