@@ -9,6 +9,9 @@ use crate::model::{
     metadata_is_delta, parse_metadata, thread_mode,
 };
 use crate::progress::Progress;
+pub use crate::space::SummaryOptions;
+use crate::space::{SortKey, ThreadRef};
+use crate::store::space::StoreSpace;
 use crate::store::{CheckpointBody, CheckpointMetaRow, CheckpointRow, Store};
 use serde::Serialize;
 use serde_json::{Map, Value as Json};
@@ -56,6 +59,16 @@ pub struct ThreadSummary {
     pub mode: ThreadMode,
     /// The head (greatest id in the root namespace, else in any namespace).
     pub head: HeadInfo,
+    /// The `ts` of the thread's oldest checkpoint (least id, any namespace).
+    pub first_activity: Option<String>,
+    /// The `ts` of the thread's newest checkpoint (greatest id, any namespace).
+    pub last_activity: Option<String>,
+    /// Bytes no head's state needs (`bytes` minus what rebuilding the head of every
+    /// namespace reads): what pruning history could free at most.
+    pub history_bytes: u64,
+    /// Bytes per channel, largest first (`--channels`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub channels: Option<Vec<crate::space::ChannelBytes>>,
 }
 
 /// Row counts of the store.
@@ -98,11 +111,25 @@ pub struct StoreSummary {
     /// The DeerFlow config's mode, shown next to what the data holds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub config: Option<ConfiguredMode>,
-    /// Threads, by thread id.
+    /// Where the store's bytes sit on disk: file, free pages and WAL (SQLite); tables with
+    /// TOAST, indexes and dead rows (PostgreSQL).
+    pub space: Option<StoreSpace>,
+    /// The order of `threads`.
+    pub sort: SortKey,
+    /// `--top N`: only the first N threads (in `sort` order) are listed; counts and bytes
+    /// stay the whole store's.
+    pub top: Option<u64>,
+    /// Bytes per channel over the threads listed (`--channels`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub channel_totals: Option<Vec<crate::space::ChannelBytes>>,
+    /// Threads, in `sort` order (by thread id unless asked otherwise).
     pub threads: Vec<ThreadSummary>,
 }
 
 type HeadEntry = (String, String, Option<i64>, Option<String>);
+
+/// (ns, id, `ts` when the scan read it) of a checkpoint.
+type Activity = (String, String, Option<String>);
 
 struct ThreadAcc {
     thread_id: String,
@@ -116,6 +143,11 @@ struct ThreadAcc {
     root_head: Option<HeadEntry>,
     /// The same over the other namespaces.
     any_head: Option<HeadEntry>,
+    /// (ns, id) of the least and the greatest id over every namespace.
+    first: Option<Activity>,
+    last: Option<Activity>,
+    /// (ns, greatest id) of every namespace, in scan order.
+    heads: Vec<(String, String)>,
 }
 
 impl ThreadAcc {
@@ -129,6 +161,9 @@ impl ThreadAcc {
             full_ids: Vec::new(),
             root_head: None,
             any_head: None,
+            first: None,
+            last: None,
+            heads: Vec::new(),
         }
     }
 
@@ -148,6 +183,38 @@ impl ThreadAcc {
         } else {
             self.full_ids
                 .push((row.checkpoint_ns.clone(), row.checkpoint_id.clone()));
+        }
+        match self.heads.last_mut() {
+            Some((ns, id)) if *ns == row.checkpoint_ns => {
+                if row.checkpoint_id > *id {
+                    id.clone_from(&row.checkpoint_id);
+                }
+            }
+            _ => self
+                .heads
+                .push((row.checkpoint_ns.clone(), row.checkpoint_id.clone())),
+        }
+        // Updated in place (`clone_from` reuses the buffers): rows come in id order, so the
+        // latest changes on almost every row.
+        let set = |slot: &mut Option<Activity>| match slot {
+            Some((ns, id, ts)) => {
+                ns.clone_from(&row.checkpoint_ns);
+                id.clone_from(&row.checkpoint_id);
+                ts.clone_from(&row.ts);
+            }
+            None => {
+                *slot = Some((
+                    row.checkpoint_ns.clone(),
+                    row.checkpoint_id.clone(),
+                    row.ts.clone(),
+                ))
+            }
+        };
+        if self.first.as_ref().is_none_or(|f| row.checkpoint_id < f.1) {
+            set(&mut self.first);
+        }
+        if self.last.as_ref().is_none_or(|l| row.checkpoint_id > l.1) {
+            set(&mut self.last);
         }
         // The head is the greatest id (byte order) of the root namespace, else of any.
         let entry = (
@@ -208,19 +275,43 @@ fn finish_thread(
         }
     }
     let (hns, hid, step, source) = acc.root_head.or(acc.any_head).unwrap_or_default();
-    let ts = store
-        .checkpoint(&acc.thread_id, &hns, &hid)?
-        .and_then(|row| checkpoint_ts(&row));
+    let mut head_row = store.checkpoint(&acc.thread_id, &hns, &hid)?;
+    let ts = head_row.as_ref().and_then(checkpoint_ts);
+    let ts_of = |at: &Option<Activity>| -> Result<Option<String>, Error> {
+        match at {
+            Some((_, _, Some(ts))) => Ok(Some(ts.clone())),
+            Some((ns, id, None)) if *ns == hns && *id == hid => Ok(ts.clone()),
+            Some((ns, id, None)) => Ok(store
+                .checkpoint(&acc.thread_id, ns, id)?
+                .and_then(|row| checkpoint_ts(&row))),
+            None => Ok(None),
+        }
+    };
+    let mut needed = 0;
+    for (ns, id) in &acc.heads {
+        // The summary's head row is read once.
+        let preloaded = if *ns == hns && *id == hid {
+            head_row.take()
+        } else {
+            None
+        };
+        needed +=
+            crate::space::head_needs(store, &acc.thread_id, ns, id, acc.any_delta, preloaded)?;
+    }
+    let first_activity = ts_of(&acc.first)?;
+    let last_activity = ts_of(&acc.last)?;
     let (wn, wb) = writes.get(&acc.thread_id).copied().unwrap_or((0, 0));
     let (_, bb) = blobs.get(&acc.thread_id).copied().unwrap_or((0, 0));
     let mut namespaces = acc.namespaces;
     namespaces.sort();
+    let bytes = acc.bytes + wb + bb;
     Ok(ThreadSummary {
         thread_id: acc.thread_id,
         namespaces,
         checkpoints: acc.checkpoints,
         writes: wn,
-        bytes: acc.bytes + wb + bb,
+        bytes,
+        history_bytes: bytes.saturating_sub(needed),
         mode: thread_mode(acc.any_delta, any_full_plain),
         head: HeadInfo {
             checkpoint_id: hid,
@@ -229,11 +320,34 @@ fn finish_thread(
             source,
             ts,
         },
+        first_activity,
+        last_activity,
+        channels: None,
     })
 }
 
-/// Summarizes the whole store, streaming thread by thread.
+/// Orders the threads by `key` (ties by thread id).
+fn sort_threads(threads: &mut [ThreadSummary], key: SortKey) {
+    crate::space::sort_by(threads, key, |t| crate::space::SortFields {
+        name: &t.thread_id,
+        bytes: t.bytes,
+        checkpoints: t.checkpoints,
+        last_activity: t.last_activity.as_deref(),
+    });
+}
+
+/// Summarizes the whole store, streaming thread by thread; threads by thread id.
 pub fn summarize(store: &dyn Store, progress: &dyn Progress) -> Result<StoreSummary, Error> {
+    summarize_with(store, &SummaryOptions::default(), progress)
+}
+
+/// Summarizes the whole store: threads in `opts.sort` order, cut to `opts.top`, with
+/// per-channel bytes when `opts.channels`.
+pub fn summarize_with(
+    store: &dyn Store,
+    opts: &SummaryOptions,
+    progress: &dyn Progress,
+) -> Result<StoreSummary, Error> {
     let mut writes: Totals = HashMap::new();
     let mut total_writes = 0;
     store.scan_write_totals(&mut |t| {
@@ -277,8 +391,8 @@ pub fn summarize(store: &dyn Store, progress: &dyn Progress) -> Result<StoreSumm
         threads.push(finish_thread(store, done, &writes, &blobs)?);
     }
     progress.finish();
-    let info = store.info();
     threads.sort_by(|a, b| a.thread_id.cmp(&b.thread_id));
+    let thread_count = threads.len() as u64;
     let checkpoints = threads.iter().map(|t| t.checkpoints).sum();
     // Writes and blobs of threads without checkpoints still occupy the store.
     let known: HashSet<&str> = threads.iter().map(|t| t.thread_id.as_str()).collect();
@@ -289,18 +403,45 @@ pub fn summarize(store: &dyn Store, progress: &dyn Progress) -> Result<StoreSumm
             .filter(|(t, _)| !known.contains(t.as_str()))
             .map(|(_, (_, b))| b)
             .sum::<u64>();
+    let space = Some(store.space()?);
+    sort_threads(&mut threads, opts.sort);
+    if let Some(n) = opts.top {
+        threads.truncate(usize::try_from(n).unwrap_or(usize::MAX));
+    }
+    let channel_totals = if opts.channels {
+        let refs: Vec<ThreadRef<'_>> = threads
+            .iter()
+            .map(|t| ThreadRef {
+                thread_id: &t.thread_id,
+                namespaces: &t.namespaces,
+                checkpoints: t.checkpoints,
+            })
+            .collect();
+        let (mut per, totals) = crate::space::channel_bytes(store, &refs, progress)?;
+        for t in &mut threads {
+            t.channels = Some(per.remove(&t.thread_id).unwrap_or_default());
+        }
+        Some(totals)
+    } else {
+        None
+    };
+    let info = store.info();
     Ok(StoreSummary {
         backend: info.backend,
         location: info.location.clone(),
         schema: info.schema.clone(),
         counts: Counts {
-            threads: threads.len() as u64,
+            threads: thread_count,
             checkpoints,
             writes: total_writes,
             blobs: (info.backend == crate::store::Backend::Postgres).then_some(total_blobs),
         },
         bytes,
         config: None,
+        space,
+        sort: opts.sort,
+        top: opts.top,
+        channel_totals,
         threads,
     })
 }

@@ -2,10 +2,13 @@
 
 use super::{GlobalArgs, ReducerArg, output};
 use crate::error::Error;
-use crate::inspect::{ConfiguredMode, ReducerChoice, state_report, summarize, thread_report};
+use crate::inspect::{
+    ConfiguredMode, ReducerChoice, SummaryOptions, state_report, summarize_with, thread_report,
+};
 use crate::materialize::{Reducer, View};
 use crate::outcome::Outcome;
 use crate::render::{self, TerminalProgress};
+use crate::space::SortKey;
 use clap::Args;
 
 /// Arguments of `dfck inspect`.
@@ -28,6 +31,18 @@ pub struct InspectArgs {
     /// Show the channel values exactly as stored (no delta replay; snapshots as `$delta_snapshot`).
     #[arg(long, requires = "state", conflicts_with = "stored")]
     pub raw: bool,
+    /// Order of the summary's threads: by name, largest first, most checkpoints first, or
+    /// least recently active first.
+    #[arg(long, value_enum, default_value_t = SortKey::Name, conflicts_with = "thread")]
+    pub sort: SortKey,
+    /// List only the first N threads of the summary (in --sort order); counts and bytes stay
+    /// the whole store's.
+    #[arg(long, value_name = "N", conflicts_with = "thread")]
+    pub top: Option<u64>,
+    /// Add bytes per channel (stored values and pending writes) for each listed thread; on
+    /// SQLite this reads every checkpoint of those threads.
+    #[arg(long, conflicts_with = "thread")]
+    pub channels: bool,
     /// Messages reducer for delta replay.
     #[arg(long, value_enum, default_value_t = ReducerArg::Auto)]
     pub reducer: ReducerArg,
@@ -41,7 +56,12 @@ pub fn run(global: &GlobalArgs, args: &InspectArgs) -> Result<Outcome, Error> {
     let format = global.format();
     match (&args.thread, args.state) {
         (None, _) => {
-            let mut s = summarize(store.as_ref(), &progress)?;
+            let opts = SummaryOptions {
+                sort: args.sort,
+                top: args.top,
+                channels: args.channels,
+            };
+            let mut s = summarize_with(store.as_ref(), &opts, &progress)?;
             s.config = discovered.map(|d| ConfiguredMode {
                 path: d.config_path.display().to_string(),
                 checkpoint_channel_mode: d.checkpoint_channel_mode,

@@ -6,6 +6,7 @@ mod inspect;
 mod lineage;
 mod migrate;
 mod prune;
+mod reclaim;
 mod verify;
 
 use crate::error::Error;
@@ -99,6 +100,9 @@ pub enum Command {
     Migrate(migrate::MigrateArgs),
     /// Delete what no resume, regenerate or branch needs (dry run unless --apply).
     Prune(prune::PruneArgs),
+    /// Give the space of deleted rows back: VACUUM a SQLite store (or copy it compacted with
+    /// --into), VACUUM (ANALYZE) a PostgreSQL one (dry run without --apply).
+    Reclaim(reclaim::ReclaimArgs),
     /// Benchmarks: paired full/delta channel and production cases, and their summaries.
     Bench(bench::BenchArgs),
 }
@@ -172,6 +176,7 @@ pub fn run(cli: Cli) -> Result<Outcome, Error> {
         Command::Lineage(args) => lineage::run(&cli.global, args),
         Command::Migrate(args) => migrate::run(&cli.global, args),
         Command::Prune(args) => prune::run(&cli.global, args),
+        Command::Reclaim(args) => reclaim::run(&cli.global, args),
         Command::Bench(args) => bench::run(&cli.global, args),
     }
 }

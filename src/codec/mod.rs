@@ -13,7 +13,7 @@ pub use decode::{MAX_DEPTH, decode, decode_shared};
 pub use encode::{encode, write_array_header, write_ext_header, write_value};
 pub use error::CodecError;
 pub use json::{Rendered, RenderedMap, from_json, to_json};
-pub use scan::{checkpoint_messages_slice, ext_code};
+pub use scan::{checkpoint_channel_sizes, checkpoint_messages_slice, ext_code};
 pub use value::*;
 
 use bytes::Bytes;

@@ -367,6 +367,41 @@ pub fn checkpoint_messages_slice(body: &[u8]) -> Result<(Option<&[u8]>, bool), C
     Ok((slice, versioned))
 }
 
+/// The encoded size of every value in a checkpoint dict's `channel_values`, in stored
+/// order, found without decoding them. The whole document is validated first, so any
+/// stored bytes may be passed.
+pub fn checkpoint_channel_sizes(body: &[u8]) -> Result<Vec<(String, u64)>, CodecError> {
+    validate_document(body, 0)?;
+    let mut cur = Cur::new(body);
+    let Token::Map(n) = cur.token()? else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let key = cur.value_slice()?;
+        let is_values = matches!(Cur::new(key).token(), Ok(Token::Str("channel_values")));
+        if !is_values {
+            cur.value_slice()?;
+            continue;
+        }
+        let at = cur.pos;
+        let Token::Map(m) = cur.token()? else {
+            cur.pos = at;
+            cur.value_slice()?;
+            continue;
+        };
+        for _ in 0..m {
+            let key = cur.value_slice()?;
+            let name = match Cur::new(key).token()? {
+                Token::Str(s) => s.to_owned(),
+                _ => String::from_utf8_lossy(key).into_owned(),
+            };
+            out.push((name, cur.value_slice()?.len() as u64));
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

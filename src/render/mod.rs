@@ -5,6 +5,7 @@
 pub mod escape;
 mod output;
 mod progress;
+pub mod space;
 
 pub use output::{emit, note, output};
 pub use progress::TerminalProgress;
@@ -71,6 +72,24 @@ fn opt<T: ToString>(v: &Option<T>) -> String {
     v.as_ref().map(T::to_string).unwrap_or_else(|| "-".into())
 }
 
+/// `part` as a percentage of `whole` (`-` for nothing).
+fn share(part: u64, whole: u64) -> String {
+    if whole == 0 {
+        "-".to_owned()
+    } else {
+        format!("{:.0}%", part as f64 * 100.0 / whole as f64)
+    }
+}
+
+/// A checkpoint `ts` to the second (`2026-12-02 10:24:32`), or `-`.
+fn short_ts(ts: &Option<String>) -> String {
+    match ts {
+        Some(t) if t.len() >= 19 && t.is_char_boundary(19) => t[..19].replacen('T', " ", 1),
+        Some(t) => t.clone(),
+        None => "-".into(),
+    }
+}
+
 fn ns_label(ns: &str) -> String {
     if ns.is_empty() {
         "(root)".into()
@@ -112,9 +131,18 @@ pub fn summary_table(s: &StoreSummary) -> String {
             );
         }
     }
+    space::summary_space(&mut out, s);
     if s.threads.is_empty() {
         let _ = writeln!(out, "(no threads)");
         return finish(out);
+    }
+    if let Some(n) = s.top.filter(|n| *n < s.counts.threads) {
+        let _ = writeln!(
+            out,
+            "showing: the first {n} of {} threads by {}",
+            s.counts.threads,
+            s.sort.as_str()
+        );
     }
     let mut t = table(&[
         "thread",
@@ -122,10 +150,13 @@ pub fn summary_table(s: &StoreSummary) -> String {
         "checkpoints",
         "writes",
         "bytes",
+        "history",
         "mode",
         "head",
         "step",
         "ts",
+        "first activity",
+        "last activity",
     ]);
     for th in &s.threads {
         add_row(
@@ -136,14 +167,18 @@ pub fn summary_table(s: &StoreSummary) -> String {
                 th.checkpoints.to_string(),
                 th.writes.to_string(),
                 human_bytes(th.bytes),
+                share(th.history_bytes, th.bytes),
                 th.mode.as_str().to_owned(),
                 th.head.checkpoint_id.clone(),
                 opt(&th.head.step),
                 opt(&th.head.ts),
+                short_ts(&th.first_activity),
+                short_ts(&th.last_activity),
             ],
         );
     }
     let _ = writeln!(out, "{t}");
+    space::summary_channels(&mut out, s);
     finish(out)
 }
 

@@ -5,8 +5,10 @@
 pub mod delete;
 pub mod native;
 pub mod postgres;
+pub mod space;
 pub mod sqlite;
 mod sqlite_open;
+pub mod sqlite_space;
 mod sqlite_write;
 pub(crate) mod tls;
 
@@ -137,6 +139,9 @@ pub struct CheckpointMetaRow {
     pub bytes: u64,
     /// Metadata JSON bytes.
     pub metadata: Vec<u8>,
+    /// The checkpoint's `ts` when the scan reads it for free (PostgreSQL: inline JSONB);
+    /// `None` on SQLite, where it sits inside the serialized checkpoint.
+    pub ts: Option<String>,
 }
 
 /// Per-thread write totals.
@@ -242,6 +247,25 @@ pub trait Store {
         _f: &mut dyn FnMut(WriteTotals) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
         Ok(())
+    }
+
+    /// Where the store's bytes sit on disk (file, free pages and WAL; or tables).
+    fn space(&self) -> Result<space::StoreSpace, StoreError>;
+
+    /// Streams pending-write bytes per (thread, channel), ordered by thread id.
+    fn scan_write_channels(
+        &self,
+        f: &mut dyn FnMut(space::ChannelTotals) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError>;
+
+    /// Streams stored-value bytes per (thread, channel) when SQL can sum them (Postgres:
+    /// blobs and inline values) and returns `true`; `false` when values live inside the
+    /// checkpoint documents and must be decoded (SQLite).
+    fn scan_value_channels(
+        &self,
+        _f: &mut dyn FnMut(space::ChannelTotals) -> Result<(), StoreError>,
+    ) -> Result<bool, StoreError> {
+        Ok(false)
     }
 
     /// Streams the distinct thread ids that have checkpoints.

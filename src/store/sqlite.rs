@@ -390,6 +390,7 @@ impl Store for SqliteStore {
                 checkpoint_id: text_col(r, 2).map_err(q(what))?,
                 bytes: len_col(r, 3).map_err(q(what))?,
                 metadata: bytes_col(r, 4, Blob::Json).map_err(q(what))?,
+                ts: None,
             };
             f(row)?;
         }
@@ -417,6 +418,17 @@ impl Store for SqliteStore {
             })?;
         }
         Ok(())
+    }
+
+    fn space(&self) -> Result<super::space::StoreSpace, StoreError> {
+        self.space_facts().map(super::space::StoreSpace::Sqlite)
+    }
+
+    fn scan_write_channels(
+        &self,
+        f: &mut dyn FnMut(super::space::ChannelTotals) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        SqliteStore::scan_write_channels(self, f)
     }
 
     fn active_run(&self, thread_id: &str) -> Result<bool, StoreError> {

@@ -28,7 +28,7 @@ const WAL_BOUND: u64 = 16 << 20;
 /// How long the end of a batch retries the final checkpoint while a reader blocks it.
 const FINAL_CHECKPOINT_WAIT: Duration = Duration::from_secs(5);
 
-fn busy(e: &rusqlite::Error) -> bool {
+pub(super) fn busy(e: &rusqlite::Error) -> bool {
     matches!(
         e.sqlite_error_code(),
         Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
@@ -55,7 +55,7 @@ impl SqliteStore {
     /// `wal_checkpoint(TRUNCATE)`, retried with backoff for up to `wait` while another
     /// connection (a reader, or a concurrent checkpoint) blocks it. `Ok(true)`: the WAL is
     /// copied into the file and emptied.
-    fn checkpoint_truncate(&self, wait: Duration) -> Result<bool, StoreError> {
+    pub(super) fn checkpoint_truncate(&self, wait: Duration) -> Result<bool, StoreError> {
         let deadline = Instant::now() + wait;
         let mut pause = Duration::from_millis(10);
         let _ = self.conn.busy_timeout(LOCK_STEP);

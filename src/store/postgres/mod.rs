@@ -8,7 +8,9 @@ mod connect;
 pub use connect::{ConnectError, PgClient, connect_client, describe_error};
 mod delete;
 mod read;
+mod space;
 mod write;
+pub use space::PgVacuumEnd;
 
 use super::StoreInfo;
 use crate::error::StoreError;

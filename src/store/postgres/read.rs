@@ -148,6 +148,25 @@ impl Store for PostgresStore {
         &self.info
     }
 
+    fn space(&self) -> Result<crate::store::space::StoreSpace, StoreError> {
+        self.pg_space()
+            .map(crate::store::space::StoreSpace::Postgres)
+    }
+
+    fn scan_write_channels(
+        &self,
+        f: &mut dyn FnMut(crate::store::space::ChannelTotals) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        self.scan_write_channels_pg(f)
+    }
+
+    fn scan_value_channels(
+        &self,
+        f: &mut dyn FnMut(crate::store::space::ChannelTotals) -> Result<(), StoreError>,
+    ) -> Result<bool, StoreError> {
+        self.scan_value_channels_pg(f).map(|()| true)
+    }
+
     fn scan_checkpoint_meta(
         &self,
         f: &mut dyn FnMut(CheckpointMetaRow) -> Result<(), StoreError>,
@@ -156,7 +175,8 @@ impl Store for PostgresStore {
         self.cursor(
             what,
             "SELECT thread_id, checkpoint_ns, checkpoint_id, \
-             (pg_column_size(checkpoint) + pg_column_size(metadata))::int8, metadata::text \
+             (pg_column_size(checkpoint) + pg_column_size(metadata))::int8, metadata::text, \
+             CASE WHEN jsonb_typeof(checkpoint -> 'ts') = 'string' THEN checkpoint ->> 'ts' END \
              FROM checkpoints ORDER BY thread_id, checkpoint_ns, checkpoint_id",
             &[],
             2000,
@@ -168,6 +188,7 @@ impl Store for PostgresStore {
                     checkpoint_id: get(r, 2, what)?,
                     bytes: nonneg(get(r, 3, what)?),
                     metadata: metadata.unwrap_or_default().into_bytes(),
+                    ts: get(r, 5, what)?,
                 })
             },
         )
