@@ -2,6 +2,7 @@
 //! per command; `main.rs` only parses, calls [`run`] and maps errors to exit codes.
 
 pub mod bench;
+mod copy;
 mod inspect;
 mod lineage;
 mod migrate;
@@ -96,6 +97,8 @@ pub enum Command {
     Lineage(lineage::LineageArgs),
     /// Plan the conversion of delta threads to full mode (dry run).
     Migrate(migrate::MigrateArgs),
+    /// Copy threads into another store (SQLite or PostgreSQL), verified; a dry run unless --apply.
+    Copy(copy::CopyArgs),
     /// Benchmarks: paired full/delta channel and production cases, and their summaries.
     Bench(bench::BenchArgs),
 }
@@ -168,6 +171,7 @@ pub fn run(cli: Cli) -> Result<Outcome, Error> {
         Command::Verify(args) => verify::run(&cli.global, args),
         Command::Lineage(args) => lineage::run(&cli.global, args),
         Command::Migrate(args) => migrate::run(&cli.global, args),
+        Command::Copy(args) => copy::run(&cli.global, args),
         Command::Bench(args) => bench::run(&cli.global, args),
     }
 }

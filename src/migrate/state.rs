@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 /// Checkpoint id → fingerprint of every channel it shows.
-pub(super) type StateFingerprints = HashMap<String, u128>;
+pub(crate) type StateFingerprints = HashMap<String, u128>;
 
 fn is_snapshot(v: &Value) -> bool {
     matches!(v, Value::Ext(e) if e.code == EXT_DELTA_SNAPSHOT)
@@ -46,7 +46,7 @@ fn seed(v: Value) -> Vec<Value> {
 }
 
 /// Fingerprints every checkpoint of one namespace (see the module header).
-pub(super) fn fingerprints(
+pub(crate) fn fingerprints(
     t: &LoadedThread,
     reducer: Reducer,
 ) -> Result<StateFingerprints, Refusal> {

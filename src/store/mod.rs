@@ -5,6 +5,7 @@
 pub mod native;
 pub mod postgres;
 pub mod sqlite;
+mod sqlite_copy;
 mod sqlite_open;
 mod sqlite_write;
 pub(crate) mod tls;

@@ -6,6 +6,8 @@
 
 mod connect;
 pub use connect::{ConnectError, PgClient, connect_client, describe_error};
+mod copy;
+pub use copy::TargetState;
 mod read;
 mod write;
 

@@ -1,0 +1,101 @@
+//! `dfck copy` killed at a failpoint (`copy-abort-after:N`: the process aborts after the N-th
+//! row it inserted, as a SIGKILL would) leaves every target thread absent or complete, on
+//! both target backends: a dry run then finds no thread that differs from the source, a
+//! rerun completes the copy and a third run copies nothing. (The crash matrix in
+//! `tests/write_crash.rs` rewrites its `--db` store; a copy writes another store, so its
+//! crash test lives here.)
+
+mod common;
+
+use common::*;
+use serde_json::Value as Json;
+use std::path::Path;
+use std::process::{Command, Output};
+
+const THREADS: &[&str] = &["t-error", "t-exit", "t-linear"];
+
+fn copy(source: &Path, to: &str, apply: bool, failpoint: Option<usize>) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_dfck"));
+    c.arg("--db")
+        .arg(source)
+        .args(["copy", "--format", "json", "--to", to])
+        .args(THREADS)
+        .env_remove("DFCK_DB")
+        .env_remove("DFCK_FAILPOINT");
+    if apply {
+        c.arg("--apply");
+    }
+    if let Some(n) = failpoint {
+        c.env("DFCK_FAILPOINT", format!("copy-abort-after:{n}"));
+    }
+    c.output().expect("run dfck")
+}
+
+fn report(out: &Output) -> Json {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)))
+}
+
+/// Kills a copy after `n` rows, then checks the target and finishes the job.
+fn crash_and_resume(source: &Path, to: &str, n: usize) -> bool {
+    let out = copy(source, to, true, Some(n));
+    let killed = out.status.code().is_none();
+    if !killed {
+        assert_eq!(out.status.code(), Some(0), "after {n}: {:?}", out);
+    }
+    let plan = copy(source, to, false, None);
+    assert_eq!(
+        plan.status.code(),
+        Some(0),
+        "after {n}: {:?}",
+        report(&plan)
+    );
+    for t in report(&plan)["threads"].as_array().unwrap() {
+        assert!(
+            t["status"] == "would" || t["status"] == "skipped",
+            "after a crash at row {n} every thread is absent or complete: {t}"
+        );
+    }
+    let rerun = copy(source, to, true, None);
+    assert_eq!(rerun.status.code(), Some(0), "rerun after {n}");
+    let third = report(&copy(source, to, true, None));
+    assert_eq!(third["copied"], 0, "third run after {n}: {third}");
+    assert_eq!(third["skipped"], THREADS.len());
+    killed
+}
+
+#[test]
+fn a_killed_copy_leaves_threads_absent_or_complete_and_resumes() {
+    let (_d, source) = temp_copy(&sqlite_fixture("delta_k3"));
+    let dir = tempfile::tempdir().unwrap();
+    let points = [1, 9, 31, 58, 1000];
+    let mut kills = 0;
+    for n in points {
+        let to = dir.path().join(format!("crash-{n}.db"));
+        kills += usize::from(crash_and_resume(&source, to.to_str().unwrap(), n));
+    }
+    let uri = require_postgres("copy crash test (postgres target)");
+    if let Some(uri) = &uri {
+        let rt = common::pg::runtime();
+        let client = common::pg::connect(&rt, uri);
+        for n in points {
+            let db = format!("dfck_copy_crash_{n}");
+            rt.block_on(
+                client.batch_execute(&format!("DROP DATABASE IF EXISTS \"{db}\" WITH (FORCE)")),
+            )
+            .unwrap();
+            rt.block_on(client.batch_execute(&format!("CREATE DATABASE \"{db}\"")))
+                .unwrap();
+            kills += usize::from(crash_and_resume(&source, &with_db(uri, &db), n));
+        }
+    }
+    let runs = if uri.is_some() { 2 } else { 1 } * points.len();
+    println!(
+        "copy crash: {kills} aborted runs of {runs}, every thread absent or complete, resumed"
+    );
+    assert_eq!(
+        kills,
+        runs - runs / points.len(),
+        "every failpoint inside the run fired"
+    );
+}
