@@ -518,3 +518,65 @@ fn targets_that_are_not_langgraph_stores_are_refused_with_one_line() {
         }
     }
 }
+
+fn pg_rows(uri: &str, sql: &str) -> Vec<Vec<Option<String>>> {
+    let rt = common::pg::runtime();
+    let client = common::pg::connect(&rt, uri);
+    rt.block_on(client.query(sql, &[]))
+        .unwrap()
+        .iter()
+        .map(|r| (0..r.len()).map(|i| r.get::<_, Option<String>>(i)).collect())
+        .collect()
+}
+
+#[test]
+fn postgres_to_postgres_with_jobs_keeps_every_row() {
+    let Some(uri) = require_postgres("copy postgres → postgres --jobs") else {
+        return;
+    };
+    let source = with_db(&uri, "dfck_delta_k3");
+    let target = fresh_pg(&uri, "jobs");
+    let out = copy(&source, &["--to", &target, "--all", "--apply", "--jobs", "3"]);
+    assert_eq!(out.status.code(), Some(0), "{:?}", json(&out));
+    assert_eq!(json(&out)["copied"], 8);
+    for sql in [
+        "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint::text, \
+         metadata::text FROM checkpoints ORDER BY 1, 2, 3",
+        "SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, idx::text, task_path, channel, type, \
+         encode(blob, 'hex') FROM checkpoint_writes ORDER BY 1, 2, 3, 4, 5",
+    ] {
+        assert_eq!(pg_rows(&source, sql), pg_rows(&target, sql), "{sql}");
+    }
+    let blobs = "SELECT thread_id, checkpoint_ns, channel, version, type, encode(blob, 'hex') \
+                 FROM checkpoint_blobs ORDER BY 1, 2, 3, 4";
+    let (all, copied) = (pg_rows(&source, blobs), pg_rows(&target, blobs));
+    assert!(!copied.is_empty());
+    assert!(
+        copied.iter().all(|b| all.contains(b)),
+        "every copied blob is a source blob, byte for byte"
+    );
+    check_pg(vec![(
+        "delta_k3".into(),
+        target.clone(),
+        expected_in("expected-pg", "delta_k3"),
+    )]);
+}
+
+#[test]
+fn human_output() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(sqlite_fixture("exit"), dir.path().join("src.db")).unwrap();
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_dfck"))
+            .current_dir(dir.path())
+            .args(["--db", "src.db", "copy", "--to", "copy.db"])
+            .args(args)
+            .env_remove("DFCK_DB")
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    };
+    insta::assert_snapshot!("copy_dry_run", run(&["--all"]));
+    insta::assert_snapshot!("copy_apply", run(&["--all", "--apply"]));
+    insta::assert_snapshot!("copy_rerun", run(&["t-exit", "--apply"]));
+}

@@ -170,13 +170,32 @@ fn apply(
             }
         })
     };
+    // Every worker reads the first connection's snapshot: PostgreSQL exports it. (A SQLite
+    // read transaction cannot be shared; each worker holds its own.)
+    let (first_source, snapshot): (Box<dyn Store + Send>, Option<String>) = match source {
+        Target::Postgres { url, schema } if args.jobs > 1 => {
+            let s = PostgresStore::open_read_only(url, schema.as_deref())?;
+            let id = s.export_snapshot()?;
+            (Box::new(s), Some(id))
+        }
+        _ => (open_source(source)?, None),
+    };
+    let first = CopyConn {
+        source: first_source,
+        target: open_target()?,
+    };
     let open = || -> Result<CopyConn, StoreError> {
+        let source = match (source, &snapshot) {
+            (Target::Postgres { url, schema }, Some(id)) => Box::new(
+                PostgresStore::open_read_only_at(url, schema.as_deref(), id)?,
+            ) as Box<dyn Store + Send>,
+            _ => open_source(source)?,
+        };
         Ok(CopyConn {
-            source: open_source(source)?,
+            source,
             target: open_target()?,
         })
     };
-    let first = open()?;
     let events = |e: WriteEvent<'_>| {
         if let WriteEvent::WalLeft(left) = e {
             render::note(&format!(

@@ -106,6 +106,48 @@ impl PostgresStore {
         Ok(TargetState::Empty)
     }
 
+    /// The id of this read-only transaction's snapshot, for other connections to read the
+    /// very same data ([`PostgresStore::open_read_only_at`]); valid while it stays open.
+    pub fn export_snapshot(&self) -> Result<String, StoreError> {
+        let rows = self.query("exporting the snapshot", "SELECT pg_export_snapshot()", &[])?;
+        rows.first()
+            .and_then(|r| r.try_get::<_, String>(0).ok())
+            .ok_or_else(|| StoreError::Query {
+                what: "exporting the snapshot".into(),
+                reason: "no snapshot id returned".into(),
+            })
+    }
+
+    /// Like [`PostgresStore::open_read_only`], reading inside the snapshot another
+    /// connection exported ([`PostgresStore::export_snapshot`]).
+    pub fn open_read_only_at(
+        url: &str,
+        schema: Option<&str>,
+        snapshot: &str,
+    ) -> Result<Self, StoreError> {
+        // SET TRANSACTION SNAPSHOT takes no parameters: the id (hex digits and dashes, as
+        // pg_export_snapshot prints it) is checked before it is written into the statement.
+        if snapshot.is_empty() || !snapshot.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
+            return Err(StoreError::Target(format!("invalid snapshot id '{snapshot}'")));
+        }
+        let mut store = Self::connect(url, schema)?;
+        store.set_session_limits()?;
+        let mut sql = format!(
+            "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET TRANSACTION SNAPSHOT '{snapshot}';"
+        );
+        if let Some(s) = schema {
+            sql.push_str(&format!(" SET LOCAL search_path TO {};", quote_ident(s)));
+        }
+        store
+            .rt
+            .block_on(store.client.batch_execute(&sql))
+            .map_err(|e| store.err("starting a read-only transaction in the shared snapshot", e))?;
+        let (version, has_task_path) = store.detect_schema(schema)?;
+        store.info.schema = format!("postgres (checkpoint_migrations v{version})");
+        store.info.has_task_path = has_task_path;
+        Ok(store)
+    }
+
     /// Inserts one checkpoint row: the JSONB checkpoint and metadata as given, `type` NULL
     /// as `PostgresSaver` leaves it.
     pub fn insert_checkpoint_json(
