@@ -525,7 +525,11 @@ fn pg_rows(uri: &str, sql: &str) -> Vec<Vec<Option<String>>> {
     rt.block_on(client.query(sql, &[]))
         .unwrap()
         .iter()
-        .map(|r| (0..r.len()).map(|i| r.get::<_, Option<String>>(i)).collect())
+        .map(|r| {
+            (0..r.len())
+                .map(|i| r.get::<_, Option<String>>(i))
+                .collect()
+        })
         .collect()
 }
 
@@ -536,7 +540,10 @@ fn postgres_to_postgres_with_jobs_keeps_every_row() {
     };
     let source = with_db(&uri, "dfck_delta_k3");
     let target = fresh_pg(&uri, "jobs");
-    let out = copy(&source, &["--to", &target, "--all", "--apply", "--jobs", "3"]);
+    let out = copy(
+        &source,
+        &["--to", &target, "--all", "--apply", "--jobs", "3"],
+    );
     assert_eq!(out.status.code(), Some(0), "{:?}", json(&out));
     assert_eq!(json(&out)["copied"], 8);
     for sql in [

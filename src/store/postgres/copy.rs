@@ -128,7 +128,9 @@ impl PostgresStore {
         // SET TRANSACTION SNAPSHOT takes no parameters: the id (hex digits and dashes, as
         // pg_export_snapshot prints it) is checked before it is written into the statement.
         if snapshot.is_empty() || !snapshot.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
-            return Err(StoreError::Target(format!("invalid snapshot id '{snapshot}'")));
+            return Err(StoreError::Target(format!(
+                "invalid snapshot id '{snapshot}'"
+            )));
         }
         let mut store = Self::connect(url, schema)?;
         store.set_session_limits()?;
