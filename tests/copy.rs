@@ -487,6 +487,12 @@ fn targets_that_are_not_langgraph_stores_are_refused_with_one_line() {
         "source store itself",
     );
     assert_clean_failure(&dfck(s(&src), &["copy", "--to", s(&junk)]), "--all");
+    let fresh = dir.path().join("fresh.db");
+    assert_clean_failure(
+        &dfck(s(&src), &["copy", "--to", s(&fresh), "t-nope", "--apply"]),
+        "t-nope",
+    );
+    assert!(!fresh.exists(), "an unknown thread sets nothing up");
     if let Some(uri) = require_postgres("copy into non-LangGraph databases") {
         let rt = common::pg::runtime();
         for (name, sql, needle) in [

@@ -152,6 +152,20 @@ fn apply(
     opts: &CopyOptions,
     progress: &TerminalProgress,
 ) -> Result<(Vec<crate::copy::CopyThread>, bool), Error> {
+    // Every worker reads the first connection's snapshot: PostgreSQL exports it. (A SQLite
+    // read transaction cannot be shared; each worker holds its own.)
+    let (first_source, snapshot): (Box<dyn Store + Send>, Option<String>) = match source {
+        Target::Postgres { url, schema } if args.jobs > 1 => {
+            let s = PostgresStore::open_read_only(url, schema.as_deref())?;
+            let id = s.export_snapshot()?;
+            (Box::new(s), Some(id))
+        }
+        _ => (open_source(source)?, None),
+    };
+    // Named threads must exist in the source before the target is set up.
+    if !args.all {
+        crate::store::select_threads(first_source.as_ref(), &args.threads)?;
+    }
     let created = match target {
         Target::Sqlite(p) if !p.exists() => {
             SqliteStore::create_langgraph(p)?;
@@ -169,16 +183,6 @@ fn apply(
                 TargetConn::Postgres(PostgresStore::open_read_write(url, schema.as_deref())?)
             }
         })
-    };
-    // Every worker reads the first connection's snapshot: PostgreSQL exports it. (A SQLite
-    // read transaction cannot be shared; each worker holds its own.)
-    let (first_source, snapshot): (Box<dyn Store + Send>, Option<String>) = match source {
-        Target::Postgres { url, schema } if args.jobs > 1 => {
-            let s = PostgresStore::open_read_only(url, schema.as_deref())?;
-            let id = s.export_snapshot()?;
-            (Box::new(s), Some(id))
-        }
-        _ => (open_source(source)?, None),
     };
     let first = CopyConn {
         source: first_source,
