@@ -29,16 +29,11 @@ fn field(h: &mut Xxh3, bytes: &[u8]) {
     h.update(bytes);
 }
 
-fn canonical_meta(raw: &[u8]) -> Vec<u8> {
-    match serde_json::from_slice::<serde_json::Value>(raw) {
-        Ok(mut v) => {
-            if let Some(m) = v.as_object_mut() {
-                m.remove("writes");
-            }
-            serde_json::to_vec(&crate::codec::pyjson::sort_keys(&v)).unwrap_or_default()
-        }
-        Err(_) => raw.to_vec(),
-    }
+fn canonical_meta(meta: &serde_json::Map<String, serde_json::Value>) -> Vec<u8> {
+    let mut m = meta.clone();
+    m.remove("writes");
+    serde_json::to_vec(&crate::codec::pyjson::sort_keys(&serde_json::Value::Object(m)))
+        .unwrap_or_default()
 }
 
 /// Fingerprints a thread as `store` shows it now.
@@ -62,11 +57,7 @@ pub fn digest_thread(store: &dyn Store, thread_id: &str) -> Result<ThreadDigest,
                 &mut h,
                 n.parent.as_deref().unwrap_or("\u{0}none").as_bytes(),
             );
-            let meta = store
-                .metadata(thread_id, &ns, &n.id)
-                .map_err(e)?
-                .unwrap_or_default();
-            field(&mut h, &canonical_meta(&meta));
+            field(&mut h, &canonical_meta(&n.metadata));
             if let Ok(ck) = &n.checkpoint {
                 field(&mut h, format!("{:?}|{:?}", ck.v, ck.ts).as_bytes());
                 let mut versions = ck.channel_versions.clone();
