@@ -98,6 +98,9 @@ pub enum Command {
     /// Plan the conversion of delta threads to full mode (dry run).
     Migrate(migrate::MigrateArgs),
     /// Copy threads into another store (SQLite or PostgreSQL), verified; a dry run unless --apply.
+    #[command(
+        after_help = "Only LangGraph's checkpoints and writes are copied, in the target's own layout; DeerFlow's own tables (threads_meta, runs, users) are not: docs/copy.md says how to move them. Exit 1 when a thread is refused (the target keeps none of its rows)."
+    )]
     Copy(copy::CopyArgs),
     /// Benchmarks: paired full/delta channel and production cases, and their summaries.
     Bench(bench::BenchArgs),

@@ -32,8 +32,10 @@ fn field(h: &mut Xxh3, bytes: &[u8]) {
 fn canonical_meta(meta: &serde_json::Map<String, serde_json::Value>) -> Vec<u8> {
     let mut m = meta.clone();
     m.remove("writes");
-    serde_json::to_vec(&crate::codec::pyjson::sort_keys(&serde_json::Value::Object(m)))
-        .unwrap_or_default()
+    serde_json::to_vec(&crate::codec::pyjson::sort_keys(
+        &serde_json::Value::Object(m),
+    ))
+    .unwrap_or_default()
 }
 
 /// Fingerprints a thread as `store` shows it now.
