@@ -522,6 +522,26 @@ fn targets_that_are_not_langgraph_stores_are_refused_with_one_line() {
                 .get(0);
             assert_eq!(n, 1, "{name}: nothing set up");
         }
+        // A setup that stopped after v0 (killed) is finished as the saver's setup() would.
+        let pg = fresh_pg(&uri, "halfsetup");
+        let client = common::pg::connect(&rt, &pg);
+        rt.block_on(client.batch_execute(
+            "CREATE TABLE checkpoint_migrations (v INTEGER PRIMARY KEY); \
+             INSERT INTO checkpoint_migrations VALUES (0)",
+        ))
+        .unwrap();
+        let out = dfck(s(&src), &["copy", "--to", &pg, "t-linear", "--apply"]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: i64 = rt
+            .block_on(client.query_one("SELECT count(*) FROM checkpoint_migrations", &[]))
+            .unwrap()
+            .get(0);
+        assert_eq!(v, 10);
     }
 }
 

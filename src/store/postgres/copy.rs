@@ -69,6 +69,9 @@ impl PostgresStore {
             .and_then(|r| r.try_get::<_, bool>(0).ok())
             .unwrap_or(true);
         if present {
+            if setup {
+                store.finish_migrations()?;
+            }
             return Ok(TargetState::Present);
         }
         let tables: i64 = store
@@ -89,21 +92,58 @@ impl PostgresStore {
             });
         }
         if setup {
-            for (v, stmt) in MIGRATIONS.iter().enumerate() {
-                store
-                    .rt
-                    .block_on(store.client.batch_execute(stmt))
-                    .map_err(|e| store.err("setting up the target", e))?;
-                store
-                    .rt
-                    .block_on(store.client.execute(
-                        "INSERT INTO checkpoint_migrations (v) VALUES ($1) ON CONFLICT DO NOTHING",
-                        &[&(v as i32)],
-                    ))
-                    .map_err(|e| store.err("setting up the target", e))?;
-            }
+            store.run_migrations(0)?;
         }
         Ok(TargetState::Empty)
+    }
+
+    /// Runs the migrations from `first` on, in order, each recorded, as `setup()` does.
+    fn run_migrations(&self, first: usize) -> Result<(), StoreError> {
+        for (v, stmt) in MIGRATIONS.iter().enumerate().skip(first) {
+            self.rt
+                .block_on(self.client.batch_execute(stmt))
+                .map_err(|e| self.err("setting up the target", e))?;
+            self.rt
+                .block_on(self.client.execute(
+                    "INSERT INTO checkpoint_migrations (v) VALUES ($1) ON CONFLICT DO NOTHING",
+                    &[&(v as i32)],
+                ))
+                .map_err(|e| self.err("setting up the target", e))?;
+        }
+        Ok(())
+    }
+
+    /// A target whose `checkpoint_migrations` stops short of the last known version (a
+    /// setup that was interrupted, or an older saver) gets the missing migrations, as the
+    /// saver's own `setup()` would run them at its next start. A newer version or no
+    /// record at all is left to the schema check.
+    fn finish_migrations(&self) -> Result<(), StoreError> {
+        let exists = self
+            .query(
+                "reading the schema",
+                "SELECT to_regclass($1) IS NOT NULL",
+                &[&TABLES[0]],
+            )?
+            .first()
+            .and_then(|r| r.try_get::<_, bool>(0).ok())
+            .unwrap_or(false);
+        if !exists {
+            return Ok(());
+        }
+        let done: Option<i32> = self
+            .query(
+                "reading checkpoint_migrations",
+                "SELECT max(v) FROM checkpoint_migrations",
+                &[],
+            )?
+            .first()
+            .and_then(|r| r.try_get(0).ok().flatten());
+        match done {
+            Some(v) if (0..super::MAX_KNOWN_MIGRATION).contains(&v) => {
+                self.run_migrations(v as usize + 1)
+            }
+            _ => Ok(()),
+        }
     }
 
     /// The id of this read-only transaction's snapshot, for other connections to read the
