@@ -344,6 +344,18 @@ fn every_fixture_round_trips_sqlite_postgres_sqlite() {
         let out = copy(&pg, &["--to", s(&back), "--all", "--apply"]);
         assert_eq!(out.status.code(), Some(0), "{stem}: {:?}", json(&out));
         let (n, b, m) = compare_rows(&stem, &orig, &back);
+        let codes = |target: &str| -> Vec<Json> {
+            let out = dfck(target, &["verify", "--format", "json"]);
+            let mut v: Vec<Json> = json(&out)["findings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| serde_json::json!([f["code"], f["thread_id"], f["checkpoint_id"]]))
+                .collect();
+            v.sort_by_key(|f| f.to_string());
+            v
+        };
+        assert_eq!(codes(s(&src)), codes(s(&back)), "{stem}: verify findings");
         total += n;
         bodies += b;
         metas += m;
