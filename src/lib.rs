@@ -10,6 +10,7 @@ pub mod bench;
 pub mod cli;
 pub mod codec;
 pub mod config;
+pub mod copy;
 pub mod error;
 pub mod finding;
 pub mod inspect;

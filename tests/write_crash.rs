@@ -7,7 +7,9 @@
 //! error; a re-run finishes; a third run changes nothing. On SQLite, as root, a small tmpfs
 //! checks that a full disk refuses what does not fit and is not left full.
 //!
-//! A new write command adds one line to [`COMMANDS`]. `DFCK_CRASH_SEED` replays a run;
+//! A new write command adds one line to [`COMMANDS`]. The matrix rewrites the `--db` store;
+//! `copy`, which writes another store, has its own crash test (`tests/copy_crash.rs`).
+//! `DFCK_CRASH_SEED` replays a run;
 //! `DFCK_CRASH_KILLS` sets the random kills per fixture.
 
 mod common;

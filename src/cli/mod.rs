@@ -2,6 +2,7 @@
 //! per command; `main.rs` only parses, calls [`run`] and maps errors to exit codes.
 
 pub mod bench;
+mod copy;
 mod inspect;
 mod lineage;
 mod migrate;
@@ -103,6 +104,11 @@ pub enum Command {
     /// Give the space of deleted rows back: VACUUM a SQLite store (or copy it compacted with
     /// --into), VACUUM (ANALYZE) a PostgreSQL one (dry run without --apply).
     Reclaim(reclaim::ReclaimArgs),
+    /// Copy threads into another store (SQLite or PostgreSQL), verified; a dry run unless --apply.
+    #[command(
+        after_help = "Only LangGraph's checkpoints and writes are copied, in the target's own layout; DeerFlow's own tables (threads_meta, runs, users) are not: docs/copy.md says how to move them. Exit 1 when a thread is refused (the target keeps none of its rows)."
+    )]
+    Copy(copy::CopyArgs),
     /// Benchmarks: paired full/delta channel and production cases, and their summaries.
     Bench(bench::BenchArgs),
 }
@@ -177,6 +183,7 @@ pub fn run(cli: Cli) -> Result<Outcome, Error> {
         Command::Migrate(args) => migrate::run(&cli.global, args),
         Command::Prune(args) => prune::run(&cli.global, args),
         Command::Reclaim(args) => reclaim::run(&cli.global, args),
+        Command::Copy(args) => copy::run(&cli.global, args),
         Command::Bench(args) => bench::run(&cli.global, args),
     }
 }

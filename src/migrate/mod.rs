@@ -11,7 +11,7 @@
 mod apply;
 mod checks;
 mod plan;
-mod state;
+pub(crate) mod state;
 
 pub use apply::{ConvertStore, Converted, DeltaToFull, Work};
 pub use plan::plan_thread;

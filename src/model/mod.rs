@@ -399,7 +399,11 @@ impl Checkpoint {
 /// Rebuilds a Postgres checkpoint the way `PostgresSaver.get_tuple` does: the inline JSONB
 /// values, then every non-`empty` blob at the checkpoint's channel versions (a blob beats
 /// the inline `true` snapshot marker).
-fn postgres_body(checkpoint: &Json, blobs: Vec<BlobRow>, what: &str) -> Result<Value, ModelError> {
+pub(crate) fn postgres_body(
+    checkpoint: &Json,
+    blobs: Vec<BlobRow>,
+    what: &str,
+) -> Result<Value, ModelError> {
     let Value::Map(mut entries) = codec::from_json(checkpoint) else {
         return Err(ModelError::Malformed {
             what: what.to_owned(),

@@ -509,6 +509,67 @@ pub fn migrate_table(r: &MigrateReport) -> String {
     let _ = writeln!(out, "{t}");
     finish(out)
 }
+/// The `copy` report as a table, with what a copy leaves behind.
+pub fn copy_table(r: &crate::copy::CopyReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{}{} \u{2192} {}{}",
+        if r.dry_run {
+            "dry run, nothing written — "
+        } else {
+            "applied — "
+        },
+        esc(&r.source),
+        esc(&r.target),
+        match (r.target_created, r.dry_run) {
+            (true, true) => " (empty or missing: would be set up as a LangGraph store)",
+            (true, false) => " (set up as a LangGraph store)",
+            _ => "",
+        }
+    );
+    let _ = writeln!(
+        out,
+        "threads: {} {}, {} refused, {} skipped; {} checkpoints, {} writes, {}",
+        r.copied,
+        if r.dry_run { "to copy" } else { "copied" },
+        r.refused,
+        r.skipped,
+        r.checkpoints,
+        r.writes,
+        human_bytes(r.bytes)
+    );
+    let mut t = table(&[
+        "thread",
+        "status",
+        "namespaces",
+        "checkpoints",
+        "writes",
+        "bytes",
+        "reason",
+    ]);
+    for p in &r.threads {
+        add_row(
+            &mut t,
+            vec![
+                p.thread_id.clone(),
+                p.status.as_str().to_owned(),
+                p.namespaces.to_string(),
+                p.checkpoints.to_string(),
+                p.writes.to_string(),
+                human_bytes(p.bytes),
+                opt(&p.reason),
+            ],
+        );
+    }
+    let _ = writeln!(out, "{t}");
+    let _ = writeln!(
+        out,
+        "not copied: DeerFlow's own tables ({}) — only LangGraph's checkpoints and writes move; see docs/copy.md to move the rest",
+        r.not_copied.join(", ")
+    );
+    finish(out)
+}
 pub mod bench;
 pub mod bench_reporter;
 pub mod prune;

@@ -7,6 +7,7 @@ pub mod native;
 pub mod postgres;
 pub mod space;
 pub mod sqlite;
+mod sqlite_copy;
 mod sqlite_open;
 pub mod sqlite_space;
 mod sqlite_write;

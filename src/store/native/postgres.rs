@@ -16,7 +16,7 @@ use tokio_postgres::{Client, Statement};
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// `PostgresSaver`'s migrations, index = version (docs/storage-format.md).
-const MIGRATIONS: [&str; 10] = [
+pub(crate) const MIGRATIONS: [&str; 10] = [
     "CREATE TABLE IF NOT EXISTS checkpoint_migrations (v INTEGER PRIMARY KEY)",
     "CREATE TABLE IF NOT EXISTS checkpoints (thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL DEFAULT '', \
      checkpoint_id TEXT NOT NULL, parent_checkpoint_id TEXT, type TEXT, checkpoint JSONB NOT NULL, \

@@ -7,6 +7,8 @@
 mod connect;
 pub use connect::{ConnectError, PgClient, connect_client, describe_error};
 mod delete;
+mod copy;
+pub use copy::TargetState;
 mod read;
 mod space;
 mod write;
