@@ -8,6 +8,7 @@ pub mod sqlite;
 mod sqlite_open;
 mod sqlite_write;
 pub(crate) mod tls;
+mod x509;
 
 use crate::error::StoreError;
 
