@@ -2,8 +2,10 @@
 //! per command; `main.rs` only parses, calls [`run`] and maps errors to exit codes.
 
 pub mod bench;
+pub mod help;
 mod inspect;
 mod lineage;
+mod meta;
 mod migrate;
 mod verify;
 
@@ -52,6 +54,10 @@ pub struct GlobalArgs {
     /// PostgreSQL schema (search_path) of the store.
     #[arg(long, global = true, value_name = "NAME")]
     pub pg_schema: Option<String>,
+    /// Where `db` came from (`--db` or `DFCK_DB`), for error messages; set by
+    /// [`help::parse`].
+    #[arg(skip)]
+    pub db_origin: Option<&'static str>,
 }
 
 /// `--format`.
@@ -98,6 +104,12 @@ pub enum Command {
     Migrate(migrate::MigrateArgs),
     /// Benchmarks: paired full/delta channel and production cases, and their summaries.
     Bench(bench::BenchArgs),
+    /// Print a shell completion script (bash, zsh, fish, powershell, elvish).
+    Completions(meta::CompletionsArgs),
+    /// Print dfck's man page (roff), or write one page per command with --dir.
+    Manpage(meta::ManpageArgs),
+    /// Explain a finding code: what it means and what to do.
+    Explain(meta::ExplainArgs),
 }
 
 impl GlobalArgs {
@@ -119,7 +131,11 @@ impl GlobalArgs {
             (t, _) => t,
         };
         if let Some(db) = self.db.as_ref().filter(|d| !d.trim().is_empty()) {
-            return Ok((with_schema(Target::parse(db)?), None));
+            let target = Target::parse(db).map_err(|e| match self.db_origin {
+                Some(origin) => Error::Usage(format!("{origin}: {e}")),
+                None => e.into(),
+            })?;
+            return Ok((with_schema(target), None));
         }
         let cwd = std::env::current_dir()?;
         let env = |k: &str| std::env::var(k).ok();
@@ -161,13 +177,37 @@ impl GlobalArgs {
     }
 }
 
-/// Runs a parsed command line; returns how it ended.
+/// Runs a parsed command line; returns how it ended. An error about the store named by
+/// `--db`/`DFCK_DB` says which of the two named it.
 pub fn run(cli: Cli) -> Result<Outcome, Error> {
+    let shown = cli
+        .global
+        .db
+        .as_deref()
+        .and_then(|d| Target::parse(d).ok())
+        .map(|t| t.display());
+    run_command(&cli).map_err(|e| match (e, &shown, cli.global.db_origin) {
+        (
+            Error::Store(crate::error::StoreError::Open { path, reason }),
+            Some(shown),
+            Some(origin),
+        ) if path.starts_with(shown.as_str()) => Error::Store(crate::error::StoreError::Open {
+            path: format!("{path} (from {origin})"),
+            reason,
+        }),
+        (e, _, _) => e,
+    })
+}
+
+fn run_command(cli: &Cli) -> Result<Outcome, Error> {
     match &cli.command {
         Command::Inspect(args) => inspect::run(&cli.global, args),
         Command::Verify(args) => verify::run(&cli.global, args),
         Command::Lineage(args) => lineage::run(&cli.global, args),
         Command::Migrate(args) => migrate::run(&cli.global, args),
         Command::Bench(args) => bench::run(&cli.global, args),
+        Command::Completions(args) => meta::completions(args),
+        Command::Manpage(args) => meta::manpage(args),
+        Command::Explain(args) => meta::explain(&cli.global, args),
     }
 }

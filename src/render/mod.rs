@@ -3,6 +3,7 @@
 //! Nothing in the runtime library depends on this module.
 
 pub mod escape;
+pub mod meta;
 mod output;
 mod progress;
 
