@@ -39,10 +39,36 @@ pub fn run(global: &GlobalArgs, args: &InspectArgs) -> Result<Outcome, Error> {
     let store = target.open_read_only()?;
     let progress = TerminalProgress::stderr();
     let format = global.format();
+    let checkpoint = match (&args.thread, &args.checkpoint) {
+        (Some(thread), Some(c)) => Some(
+            crate::address::checkpoint_id(store.as_ref(), thread, &args.ns, c)
+                .map_err(|e| crate::address::with_thread_hint(store.as_ref(), e))?,
+        ),
+        _ => None,
+    };
+    let shown = show(
+        store.as_ref(),
+        &discovered,
+        args,
+        checkpoint.as_deref(),
+        format,
+        &progress,
+    );
+    shown.map_err(|e| crate::address::hint_error(store.as_ref(), e))
+}
+
+fn show(
+    store: &dyn crate::store::Store,
+    discovered: &Option<crate::config::Discovered>,
+    args: &InspectArgs,
+    checkpoint: Option<&str>,
+    format: crate::render::Format,
+    progress: &TerminalProgress,
+) -> Result<Outcome, Error> {
     match (&args.thread, args.state) {
         (None, _) => {
-            let mut s = summarize(store.as_ref(), &progress)?;
-            s.config = discovered.map(|d| ConfiguredMode {
+            let mut s = summarize(store, progress)?;
+            s.config = discovered.as_ref().map(|d| ConfiguredMode {
                 path: d.config_path.display().to_string(),
                 checkpoint_channel_mode: d.checkpoint_channel_mode,
                 snapshot_frequency: d.snapshot_frequency,
@@ -50,7 +76,7 @@ pub fn run(global: &GlobalArgs, args: &InspectArgs) -> Result<Outcome, Error> {
             output(format, &s, render::summary_table)?;
         }
         (Some(thread), false) => {
-            let r = thread_report(store.as_ref(), thread, &args.ns, &progress)?;
+            let r = thread_report(store, thread, &args.ns, progress)?;
             output(format, &r, render::thread_table)?;
         }
         (Some(thread), true) => {
@@ -66,14 +92,7 @@ pub fn run(global: &GlobalArgs, args: &InspectArgs) -> Result<Outcome, Error> {
             } else {
                 View::State
             };
-            let r = state_report(
-                store.as_ref(),
-                thread,
-                &args.ns,
-                args.checkpoint.as_deref(),
-                view,
-                reducer,
-            )?;
+            let r = state_report(store, thread, &args.ns, checkpoint, view, reducer)?;
             output(format, &r, render::state_table)?;
             // A large state is freed by the process exit, not value by value.
             std::mem::forget(r);
