@@ -11,6 +11,7 @@ pub mod bench;
 pub mod cli;
 pub mod codec;
 pub mod config;
+pub mod conversation;
 pub mod error;
 pub mod explain;
 pub mod finding;

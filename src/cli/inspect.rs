@@ -31,6 +31,16 @@ pub struct InspectArgs {
     /// Messages reducer for delta replay.
     #[arg(long, value_enum, default_value_t = ReducerArg::Auto)]
     pub reducer: ReducerArg,
+    /// Show only the last N messages (with --state).
+    #[arg(long, value_name = "N", requires = "state", conflicts_with = "message")]
+    pub last: Option<usize>,
+    /// Show only the message with this id (or a unique prefix of it) (with --state).
+    #[arg(long, value_name = "ID", requires = "state")]
+    pub message: Option<String>,
+    /// Show every value whole: message content untruncated, tool calls with their arguments
+    /// (with --state).
+    #[arg(long, requires = "state")]
+    pub full: bool,
 }
 
 /// Runs `dfck inspect`.
@@ -93,7 +103,21 @@ fn show(
                 View::State
             };
             let r = state_report(store, thread, &args.ns, checkpoint, view, reducer)?;
-            output(format, &r, render::state_table)?;
+            let mut r = r;
+            let selection = match (&args.last, &args.message) {
+                (Some(n), _) => Some(crate::conversation::MessageSelection::Last(*n)),
+                (None, Some(id)) => Some(crate::conversation::MessageSelection::Id(id.clone())),
+                (None, None) => None,
+            };
+            if let Some(sel) = &selection {
+                crate::conversation::select_messages(&mut r, sel)?;
+            }
+            let text = if args.full {
+                render::conversation::state_full_text
+            } else {
+                render::state_table
+            };
+            output(format, &r, text)?;
             // A large state is freed by the process exit, not value by value.
             std::mem::forget(r);
         }
