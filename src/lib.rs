@@ -12,6 +12,7 @@ pub mod cli;
 pub mod codec;
 pub mod config;
 pub mod conversation;
+pub mod diff;
 pub mod error;
 pub mod explain;
 pub mod finding;

@@ -2,6 +2,7 @@
 //! per command; `main.rs` only parses, calls [`run`] and maps errors to exit codes.
 
 pub mod bench;
+mod diff;
 pub mod help;
 mod inspect;
 mod lineage;
@@ -104,6 +105,8 @@ pub enum Command {
     Migrate(migrate::MigrateArgs),
     /// Benchmarks: paired full/delta channel and production cases, and their summaries.
     Bench(bench::BenchArgs),
+    /// Show what changed between two checkpoints' states (exit 1 when they differ).
+    Diff(diff::DiffArgs),
     /// Print a shell completion script (bash, zsh, fish, powershell, elvish).
     Completions(meta::CompletionsArgs),
     /// Print dfck's man page (roff), or write one page per command with --dir.
@@ -206,6 +209,7 @@ fn run_command(cli: &Cli) -> Result<Outcome, Error> {
         Command::Lineage(args) => lineage::run(&cli.global, args),
         Command::Migrate(args) => migrate::run(&cli.global, args),
         Command::Bench(args) => bench::run(&cli.global, args),
+        Command::Diff(args) => diff::run(&cli.global, args),
         Command::Completions(args) => meta::completions(args),
         Command::Manpage(args) => meta::manpage(args),
         Command::Explain(args) => meta::explain(&cli.global, args),
