@@ -137,6 +137,22 @@ fn pg_service_file() {
         threads(&dfck_env(home.path(), &[("PGSERVICE", "lg")], &args)),
         8
     );
+    // The service file's password never shows, not even when the connection fails.
+    std::fs::write(
+        &services,
+        format!(
+            "[bad]\nhost={host}\nport={port}\nuser=dfck\npassword={PASSWORD}\ndbname=dfck_ux_nope\n"
+        ),
+    )
+    .unwrap();
+    let out = dfck_env(
+        home.path(),
+        &[("PGSERVICEFILE", file)],
+        &["--db", "service=bad", "inspect"],
+    );
+    let line = assert_clean_failure(&out, "dfck_ux_nope");
+    assert!(line.contains("from service file"), "{line}");
+    assert!(!line.contains(PASSWORD), "{line}");
     // An unknown service is one line, exit 2.
     let out = dfck_env(
         home.path(),
