@@ -262,3 +262,30 @@ fn diff_across_stores_and_human_output() {
     assert_eq!(out.status.code(), Some(0));
     assert!(!j["b"]["store"].as_str().unwrap().contains("dfck-test-pw"));
 }
+
+#[test]
+fn diff_and_conversation_views_change_nothing() {
+    let (_dir, db) = common::temp_copy(&sqlite_fixture("deerflow"));
+    let before = std::fs::read(&db).unwrap();
+    let target = db.to_str().unwrap();
+    let listing = common::dfck_json(target, &["inspect", "t-deerflow", "--format", "json"]);
+    let ids: Vec<&str> = listing["checkpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["checkpoint_id"].as_str().unwrap())
+        .collect();
+    let out = dfck(target, &["diff", "t-deerflow", ids[0], ids[ids.len() / 2]]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = dfck(
+        target,
+        &["inspect", "t-deerflow", "--state", "--full", "--last", "2"],
+    );
+    assert!(out.status.success());
+    assert!(std::fs::read(&db).unwrap() == before, "the store changed");
+}
