@@ -103,6 +103,12 @@ fn errors_name_where_the_store_came_from() {
         .output()
         .unwrap();
     assert_clean_failure(&out, "ux-config.yaml (from --config)");
+    // A bad config value names the file and its line.
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("config.yaml");
+    std::fs::write(&cfg, "models: []\ndatabase:\n  backend: bogus\n").unwrap();
+    let out = dfck(&["--config", cfg.to_str().unwrap(), "inspect"]);
+    assert_clean_failure(&out, "config.yaml:3: database.backend");
 }
 
 #[test]

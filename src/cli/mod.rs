@@ -148,7 +148,8 @@ impl GlobalArgs {
             env_file: self.env_file.as_deref(),
             cwd: &cwd,
             env: &env,
-        })?;
+        })
+        .map_err(with_config_line)?;
         let Some(target) = found.target.clone().map(with_schema) else {
             return Err(Error::Usage(format!(
                 "config {} selects the in-memory checkpointer ({}): the store lives in DeerFlow's process memory and there is nothing on disk to inspect",
@@ -177,6 +178,48 @@ impl GlobalArgs {
             target.display(),
         ));
         Ok((target, Some(found)))
+    }
+}
+
+/// A config error about a key names the file's line holding it (`config.yaml:12`).
+fn with_config_line(e: crate::config::ConfigError) -> crate::config::ConfigError {
+    use crate::config::{ConfigError, line_of_key};
+    let at = |path: &str, key: &str| {
+        std::fs::read_to_string(path)
+            .ok()
+            .and_then(|text| line_of_key(&text, key))
+            .map(|n| format!("{path}:{n}"))
+            .unwrap_or_else(|| path.to_owned())
+    };
+    match e {
+        ConfigError::Invalid { path, key, reason } => ConfigError::Invalid {
+            path: at(&path, &key),
+            key,
+            reason,
+        },
+        ConfigError::MissingEnv {
+            path,
+            var,
+            key,
+            env_file,
+        } => ConfigError::MissingEnv {
+            path: at(&path, &key),
+            var,
+            key,
+            env_file,
+        },
+        ConfigError::StoreMissing {
+            path,
+            how,
+            config,
+            hint,
+        } => ConfigError::StoreMissing {
+            config: at(&config, how.split_whitespace().next().unwrap_or_default()),
+            path,
+            how,
+            hint,
+        },
+        other => other,
     }
 }
 
