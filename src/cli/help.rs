@@ -48,6 +48,28 @@ const EXAMPLES: &[(&str, &str)] = &[
   dfck migrate delta-to-full --all --apply --jobs 4 --db postgresql://app@db/deerflow",
     ),
     (
+        "migrate full-to-delta",
+        "dfck migrate full-to-delta --all --db deerflow.db            # the plan (dry run)
+  dfck migrate full-to-delta --all --snapshot-frequency 50 --apply --backup pre.db",
+    ),
+    (
+        "prune",
+        "dfck prune --all --branches --db deerflow.db                  # what would go (dry run)
+  dfck prune --all --older-than 30d --keep-last-turns 5 --apply
+  dfck prune t-1 --branches --protect 1f0a3 --apply",
+    ),
+    (
+        "reclaim",
+        "dfck reclaim --db deerflow.db                               # what would be freed
+  dfck reclaim --into compact.db --apply",
+    ),
+    (
+        "copy",
+        "dfck copy --to postgresql://app@db/deerflow --all --db deerflow.db   # the plan
+  dfck copy --to backup.db t-1 t-2 --apply
+  dfck copy --to postgresql:// --to-pg-schema archive --all --replace --apply --jobs 4",
+    ),
+    (
         "bench",
         "dfck bench channels --backends memory,sqlite --output rows.jsonl
   dfck bench summarize rows.jsonl",
