@@ -151,6 +151,28 @@ pub enum StoreError {
         /// Checkpoint id.
         checkpoint_id: String,
     },
+    /// A checkpoint id prefix matches more than one checkpoint.
+    #[error(
+        "checkpoint id prefix '{prefix}' is ambiguous in thread '{thread_id}' namespace '{checkpoint_ns}': {candidates}"
+    )]
+    AmbiguousCheckpoint {
+        /// Thread id.
+        thread_id: String,
+        /// Namespace.
+        checkpoint_ns: String,
+        /// The prefix given.
+        prefix: String,
+        /// The matching ids, comma-separated (the first few).
+        candidates: String,
+    },
+    /// An error with a "did you mean" hint.
+    #[error("{error}; did you mean {hint}?")]
+    Suggested {
+        /// The error.
+        error: Box<StoreError>,
+        /// The suggestions, comma-separated.
+        hint: String,
+    },
 }
 
 /// A checkpoint's data could not be interpreted.

@@ -566,6 +566,10 @@ pub struct StateReport {
     pub reducer: &'static str,
     /// Ancestors walked to rebuild `messages` (0 when stored).
     pub replay_depth: usize,
+    /// When only some messages are shown (`--last`, `--message`): the index of the first one
+    /// shown and how many the state holds (human output only).
+    #[serde(skip)]
+    pub messages_shown: Option<(usize, usize)>,
 }
 
 /// Materializes one checkpoint (default: the head of the namespace).
@@ -646,5 +650,6 @@ pub fn state_report(
             Reducer::Deerflow => "deerflow",
         },
         replay_depth,
+        messages_shown: None,
     })
 }

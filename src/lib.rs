@@ -6,12 +6,16 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod address;
 pub mod bench;
 pub mod cli;
 pub mod codec;
 pub mod config;
 pub mod copy;
+pub mod conversation;
+pub mod diff;
 pub mod error;
+pub mod explain;
 pub mod finding;
 pub mod inspect;
 pub mod lineage;
@@ -27,6 +31,7 @@ pub mod redact;
 pub mod render;
 pub mod space;
 pub mod store;
+pub mod suggest;
 pub mod target;
 pub mod verify;
 pub mod write;

@@ -1,13 +1,12 @@
 //! The `dfck` binary: parse, dispatch, and map outcomes and errors to exit codes in this one
 //! place. Nothing else.
 
-use clap::Parser;
 use clap::error::ErrorKind;
-use dfck::cli::{Cli, run};
+use dfck::cli::{help, run};
 use dfck::outcome::Outcome;
 
 fn main() {
-    let code = match Cli::try_parse() {
+    let code = match help::parse() {
         Ok(cli) => match run(cli) {
             Ok(Outcome::Clean) => 0,
             Ok(Outcome::Findings | Outcome::Refused | Outcome::Failed) => 1,

@@ -25,30 +25,10 @@ pub enum Target {
 
 /// Whether `s` is a libpq keyword/value connection string (`host=… dbname=…`), not a path.
 fn is_keyword_dsn(s: &str) -> bool {
-    const KEYS: &[&str] = &[
-        "host",
-        "hostaddr",
-        "port",
-        "dbname",
-        "user",
-        "password",
-        "passfile",
-        "service",
-        "sslmode",
-        "sslrootcert",
-        "sslcert",
-        "sslkey",
-        "connect_timeout",
-        "options",
-        "application_name",
-        "target_session_attrs",
-        "keepalives",
-        "channel_binding",
-    ];
     let Some((key, _)) = s.split_once('=') else {
         return false;
     };
-    KEYS.contains(&key.trim())
+    crate::store::postgres::conninfo::is_keyword(key.trim())
 }
 
 impl Target {

@@ -535,3 +535,32 @@ fn pg_url_reaches_children_only_through_the_environment() {
     assert!(!text.contains("hunter2") && text.contains("\"backend\":\"postgres\""));
     assert!(!stderr_of(&o).contains("hunter2"));
 }
+
+#[test]
+fn bench_takes_the_store_flag_like_every_command() {
+    // `--db` (and DFCK_DB) name the server as `--pg-url` does.
+    let fake = Fake::new();
+    let url = "postgresql://u:hunter2@127.0.0.1:1/db";
+    let o = fake
+        .cmd("ok")
+        .env_remove("DFCK_DB")
+        .args(["--backends", "postgres", "--updates", "2", "--db", url])
+        .output()
+        .expect("run");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr_of(&o));
+    assert!(fake.read("env").contains(url));
+    assert!(!stderr_of(&o).contains("hunter2"));
+    // A SQLite --db cannot serve the postgres backend: one usage line.
+    let o = fake
+        .cmd("ok")
+        .env("DFCK_DB", "store.db")
+        .args(["--backends", "postgres", "--updates", "2"])
+        .output()
+        .expect("run");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr_of(&o).contains("--db must name a PostgreSQL server"),
+        "{}",
+        stderr_of(&o)
+    );
+}

@@ -46,6 +46,16 @@ pub struct InspectArgs {
     /// Messages reducer for delta replay.
     #[arg(long, value_enum, default_value_t = ReducerArg::Auto)]
     pub reducer: ReducerArg,
+    /// Show only the last N messages (with --state).
+    #[arg(long, value_name = "N", requires = "state", conflicts_with = "message")]
+    pub last: Option<usize>,
+    /// Show only the message with this id (or a unique prefix of it) (with --state).
+    #[arg(long, value_name = "ID", requires = "state")]
+    pub message: Option<String>,
+    /// Show every value whole: message content untruncated, tool calls with their arguments
+    /// (with --state).
+    #[arg(long, requires = "state")]
+    pub full: bool,
 }
 
 /// Runs `dfck inspect`.
@@ -54,6 +64,32 @@ pub fn run(global: &GlobalArgs, args: &InspectArgs) -> Result<Outcome, Error> {
     let store = target.open_read_only()?;
     let progress = TerminalProgress::stderr();
     let format = global.format();
+    let checkpoint = match (&args.thread, &args.checkpoint) {
+        (Some(thread), Some(c)) => Some(
+            crate::address::checkpoint_id(store.as_ref(), thread, &args.ns, c)
+                .map_err(|e| crate::address::with_thread_hint(store.as_ref(), e))?,
+        ),
+        _ => None,
+    };
+    let shown = show(
+        store.as_ref(),
+        &discovered,
+        args,
+        checkpoint.as_deref(),
+        format,
+        &progress,
+    );
+    shown.map_err(|e| crate::address::hint_error(store.as_ref(), e))
+}
+
+fn show(
+    store: &dyn crate::store::Store,
+    discovered: &Option<crate::config::Discovered>,
+    args: &InspectArgs,
+    checkpoint: Option<&str>,
+    format: crate::render::Format,
+    progress: &TerminalProgress,
+) -> Result<Outcome, Error> {
     match (&args.thread, args.state) {
         (None, _) => {
             let opts = SummaryOptions {
@@ -61,8 +97,8 @@ pub fn run(global: &GlobalArgs, args: &InspectArgs) -> Result<Outcome, Error> {
                 top: args.top,
                 channels: args.channels,
             };
-            let mut s = summarize_with(store.as_ref(), &opts, &progress)?;
-            s.config = discovered.map(|d| ConfiguredMode {
+            let mut s = summarize_with(store, &opts, progress)?;
+            s.config = discovered.as_ref().map(|d| ConfiguredMode {
                 path: d.config_path.display().to_string(),
                 checkpoint_channel_mode: d.checkpoint_channel_mode,
                 snapshot_frequency: d.snapshot_frequency,
@@ -70,7 +106,7 @@ pub fn run(global: &GlobalArgs, args: &InspectArgs) -> Result<Outcome, Error> {
             output(format, &s, render::summary_table)?;
         }
         (Some(thread), false) => {
-            let r = thread_report(store.as_ref(), thread, &args.ns, &progress)?;
+            let r = thread_report(store, thread, &args.ns, progress)?;
             output(format, &r, render::thread_table)?;
         }
         (Some(thread), true) => {
@@ -86,15 +122,22 @@ pub fn run(global: &GlobalArgs, args: &InspectArgs) -> Result<Outcome, Error> {
             } else {
                 View::State
             };
-            let r = state_report(
-                store.as_ref(),
-                thread,
-                &args.ns,
-                args.checkpoint.as_deref(),
-                view,
-                reducer,
-            )?;
-            output(format, &r, render::state_table)?;
+            let r = state_report(store, thread, &args.ns, checkpoint, view, reducer)?;
+            let mut r = r;
+            let selection = match (&args.last, &args.message) {
+                (Some(n), _) => Some(crate::conversation::MessageSelection::Last(*n)),
+                (None, Some(id)) => Some(crate::conversation::MessageSelection::Id(id.clone())),
+                (None, None) => None,
+            };
+            if let Some(sel) = &selection {
+                crate::conversation::select_messages(&mut r, sel)?;
+            }
+            let text = if args.full {
+                render::conversation::state_full_text
+            } else {
+                render::state_table
+            };
+            output(format, &r, text)?;
             // A large state is freed by the process exit, not value by value.
             std::mem::forget(r);
         }

@@ -1,7 +1,7 @@
 //! `dfck lineage THREAD [--checkpoint ID] [--ns NS] [--tree]`.
 
 use super::{GlobalArgs, output};
-use crate::error::{Error, StoreError};
+use crate::error::Error;
 use crate::finding::Severity;
 use crate::model::thread::LoadedThread;
 use crate::outcome::Outcome;
@@ -35,15 +35,21 @@ pub fn run(global: &GlobalArgs, args: &LineageArgs) -> Result<Outcome, Error> {
     let mut inputs = crate::lineage::TurnInputs::default();
     let t = LoadedThread::load_with(store.as_ref(), &args.thread, &args.ns, &mut inputs)?;
     if t.nodes.is_empty() {
-        return Err(StoreError::ThreadNotFound {
-            thread_id: args.thread.clone(),
-            checkpoint_ns: args.ns.clone(),
-        }
-        .into());
+        return Err(crate::store::thread_not_found(store.as_ref(), &args.thread, &args.ns).into());
     }
+    // A unique prefix names a checkpoint.
+    let checkpoint = match &args.checkpoint {
+        Some(c) => Some(crate::address::checkpoint_id(
+            store.as_ref(),
+            &args.thread,
+            &args.ns,
+            c,
+        )?),
+        None => None,
+    };
     let report = crate::lineage::report(
         &t,
-        args.checkpoint.as_deref(),
+        checkpoint.as_deref(),
         args.tree,
         args.max_depth,
         Some(&inputs),

@@ -3,8 +3,11 @@
 
 pub mod bench;
 mod copy;
+mod diff;
+pub mod help;
 mod inspect;
 mod lineage;
+mod meta;
 mod migrate;
 mod prune;
 mod reclaim;
@@ -55,6 +58,10 @@ pub struct GlobalArgs {
     /// PostgreSQL schema (search_path) of the store.
     #[arg(long, global = true, value_name = "NAME")]
     pub pg_schema: Option<String>,
+    /// Where `db` came from (`--db` or `DFCK_DB`), for error messages; set by
+    /// [`help::parse`].
+    #[arg(skip)]
+    pub db_origin: Option<&'static str>,
 }
 
 /// `--format`.
@@ -111,6 +118,14 @@ pub enum Command {
     Copy(copy::CopyArgs),
     /// Benchmarks: paired full/delta channel and production cases, and their summaries.
     Bench(bench::BenchArgs),
+    /// Show what changed between two checkpoints' states (exit 1 when they differ).
+    Diff(diff::DiffArgs),
+    /// Print a shell completion script (bash, zsh, fish, powershell, elvish).
+    Completions(meta::CompletionsArgs),
+    /// Print dfck's man page (roff), or write one page per command with --dir.
+    Manpage(meta::ManpageArgs),
+    /// Explain a finding code: what it means and what to do.
+    Explain(meta::ExplainArgs),
 }
 
 impl GlobalArgs {
@@ -132,7 +147,11 @@ impl GlobalArgs {
             (t, _) => t,
         };
         if let Some(db) = self.db.as_ref().filter(|d| !d.trim().is_empty()) {
-            return Ok((with_schema(Target::parse(db)?), None));
+            let target = Target::parse(db).map_err(|e| match self.db_origin {
+                Some(origin) => Error::Usage(format!("{origin}: {e}")),
+                None => e.into(),
+            })?;
+            return Ok((with_schema(target), None));
         }
         let cwd = std::env::current_dir()?;
         let env = |k: &str| std::env::var(k).ok();
@@ -142,7 +161,8 @@ impl GlobalArgs {
             env_file: self.env_file.as_deref(),
             cwd: &cwd,
             env: &env,
-        })?;
+        })
+        .map_err(with_config_line)?;
         let Some(target) = found.target.clone().map(with_schema) else {
             return Err(Error::Usage(format!(
                 "config {} selects the in-memory checkpointer ({}): the store lives in DeerFlow's process memory and there is nothing on disk to inspect",
@@ -174,8 +194,71 @@ impl GlobalArgs {
     }
 }
 
-/// Runs a parsed command line; returns how it ended.
+/// A config error about a key names the file's line holding it (`config.yaml:12`).
+fn with_config_line(e: crate::config::ConfigError) -> crate::config::ConfigError {
+    use crate::config::{ConfigError, line_of_key};
+    let at = |path: &str, key: &str| {
+        std::fs::read_to_string(path)
+            .ok()
+            .and_then(|text| line_of_key(&text, key))
+            .map(|n| format!("{path}:{n}"))
+            .unwrap_or_else(|| path.to_owned())
+    };
+    match e {
+        ConfigError::Invalid { path, key, reason } => ConfigError::Invalid {
+            path: at(&path, &key),
+            key,
+            reason,
+        },
+        ConfigError::MissingEnv {
+            path,
+            var,
+            key,
+            env_file,
+        } => ConfigError::MissingEnv {
+            path: at(&path, &key),
+            var,
+            key,
+            env_file,
+        },
+        ConfigError::StoreMissing {
+            path,
+            how,
+            config,
+            hint,
+        } => ConfigError::StoreMissing {
+            config: at(&config, how.split_whitespace().next().unwrap_or_default()),
+            path,
+            how,
+            hint,
+        },
+        other => other,
+    }
+}
+
+/// Runs a parsed command line; returns how it ended. An error about the store named by
+/// `--db`/`DFCK_DB` says which of the two named it.
 pub fn run(cli: Cli) -> Result<Outcome, Error> {
+    let shown = cli
+        .global
+        .db
+        .as_deref()
+        .and_then(|d| Target::parse(d).ok())
+        .map(|t| t.display());
+    run_command(&cli).map_err(|e| match (e, &shown, cli.global.db_origin) {
+        (
+            Error::Store(crate::error::StoreError::Open { path, reason }),
+            Some(shown),
+            Some(origin),
+        ) if path.starts_with(shown.as_str()) => Error::Store(crate::error::StoreError::Open {
+            path: format!("{path} (from {origin})"),
+            reason,
+        }),
+        (e, _, _) => e,
+    })
+}
+
+fn run_command(cli: &Cli) -> Result<Outcome, Error> {
     match &cli.command {
         Command::Inspect(args) => inspect::run(&cli.global, args),
         Command::Verify(args) => verify::run(&cli.global, args),
@@ -185,5 +268,9 @@ pub fn run(cli: Cli) -> Result<Outcome, Error> {
         Command::Reclaim(args) => reclaim::run(&cli.global, args),
         Command::Copy(args) => copy::run(&cli.global, args),
         Command::Bench(args) => bench::run(&cli.global, args),
+        Command::Diff(args) => diff::run(&cli.global, args),
+        Command::Completions(args) => meta::completions(args),
+        Command::Manpage(args) => meta::manpage(args),
+        Command::Explain(args) => meta::explain(&cli.global, args),
     }
 }

@@ -20,6 +20,7 @@
 mod backend;
 mod discover;
 mod dotenv;
+mod lines;
 mod locate;
 mod paths;
 mod yaml;
@@ -31,6 +32,7 @@ pub use crate::error::ConfigError;
 pub use backend::valid_schema;
 pub use discover::discover;
 pub use dotenv::parse_dotenv;
+pub use lines::line_of_key;
 
 use crate::model::ChannelMode;
 use crate::store::Backend;

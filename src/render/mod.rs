@@ -2,7 +2,9 @@
 //! and notes for stderr, and the writing of them ([`emit`], [`output`], [`note`]).
 //! Nothing in the runtime library depends on this module.
 
+pub mod conversation;
 pub mod escape;
+pub mod meta;
 mod output;
 mod progress;
 pub mod space;
@@ -282,8 +284,10 @@ pub fn state_table(r: &StateReport) -> String {
     }
     let _ = writeln!(out, "{t}");
     if let Some(Json::Array(msgs)) = values.get("messages") {
+        let offset = shown_messages_note(&mut out, r);
         let mut t = table(&["#", "type", "id", "content"]);
         for (i, m) in msgs.iter().enumerate() {
+            let i = i + offset;
             let field = |k: &str| m.get(k).cloned().unwrap_or(Json::Null);
             let mut content = preview(&field("content"), 80);
             if let Some(Json::Array(calls)) = m.get("tool_calls") {
@@ -308,6 +312,33 @@ pub fn state_table(r: &StateReport) -> String {
         let _ = writeln!(out, "{t}");
     }
     finish(out)
+}
+
+/// Writes "messages N–M of T" when only part of the conversation is shown; returns the index
+/// of the first message shown.
+fn shown_messages_note(out: &mut String, r: &StateReport) -> usize {
+    match r.messages_shown {
+        Some((first, total)) => {
+            let n = r
+                .values
+                .0
+                .iter()
+                .find(|(k, _)| k == "messages")
+                .and_then(|(_, v)| match v {
+                    crate::codec::Value::Array(a) => Some(a.len()),
+                    _ => None,
+                })
+                .unwrap_or(0);
+            let _ = writeln!(
+                out,
+                "messages {}-{} of {total}",
+                first,
+                (first + n).saturating_sub(1)
+            );
+            first
+        }
+        None => 0,
+    }
 }
 
 fn findings_table(findings: &[Finding]) -> Table {

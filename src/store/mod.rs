@@ -12,6 +12,7 @@ mod sqlite_open;
 pub mod sqlite_space;
 mod sqlite_write;
 pub(crate) mod tls;
+mod x509;
 
 use crate::error::StoreError;
 
@@ -105,10 +106,7 @@ pub fn select_threads(store: &dyn Store, given: &[String]) -> Result<Vec<String>
         let mut out = Vec::new();
         for t in given.iter().filter(|t| seen.insert(t.as_str())) {
             if store.namespaces(t)?.is_empty() {
-                return Err(StoreError::ThreadNotFound {
-                    thread_id: t.clone(),
-                    checkpoint_ns: String::new(),
-                });
+                return Err(thread_not_found(store, t, ""));
             }
             out.push(t.clone());
         }
@@ -120,6 +118,32 @@ pub fn select_threads(store: &dyn Store, given: &[String]) -> Result<Vec<String>
         Ok(())
     })?;
     Ok(v)
+}
+
+/// [`StoreError::ThreadNotFound`] for `thread_id`, with the nearest existing thread ids as a
+/// "did you mean" ([`StoreError::Suggested`]) when some are close; the thread ids are
+/// streamed, never all held.
+pub fn thread_not_found(store: &dyn Store, thread_id: &str, ns: &str) -> StoreError {
+    let error = StoreError::ThreadNotFound {
+        thread_id: thread_id.to_owned(),
+        checkpoint_ns: ns.to_owned(),
+    };
+    let mut best: Vec<String> = Vec::new();
+    let scanned = store.scan_thread_ids(&mut |t| {
+        best.push(t);
+        best = crate::suggest::nearest(thread_id, best.iter().map(String::as_str))
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        Ok(())
+    });
+    if scanned.is_err() || best.is_empty() {
+        return error;
+    }
+    StoreError::Suggested {
+        error: Box::new(error),
+        hint: best.join(", "),
+    }
 }
 
 /// Sorts writes in LangGraph's canonical order.
@@ -280,6 +304,16 @@ pub trait Store {
 
     /// The namespaces of a thread, sorted.
     fn namespaces(&self, thread_id: &str) -> Result<Vec<String>, StoreError>;
+
+    /// Up to `limit` checkpoint ids of (thread, ns) that start with `prefix`, sorted (for
+    /// unique-prefix addressing, see [`crate::address`]).
+    fn checkpoint_ids_with_prefix(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError>;
 
     /// The greatest checkpoint id in (thread, ns): LangGraph's "latest".
     fn head_id(&self, thread_id: &str, ns: &str) -> Result<Option<String>, StoreError>;

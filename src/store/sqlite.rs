@@ -495,6 +495,32 @@ impl Store for SqliteStore {
             .map_err(q(what))
     }
 
+    fn checkpoint_ids_with_prefix(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        let what = "finding checkpoints by id prefix";
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2 \
+                 AND substr(checkpoint_id, 1, length(?3)) = ?3 ORDER BY checkpoint_id LIMIT ?4",
+            )
+            .map_err(q(what))?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let mut rows = st
+            .query(params![thread_id, ns, prefix, limit])
+            .map_err(q(what))?;
+        let mut out = Vec::new();
+        while let Some(r) = rows.next().map_err(q(what))? {
+            out.push(text_col(r, 0).map_err(q(what))?);
+        }
+        Ok(out)
+    }
+
     fn head_id(&self, thread_id: &str, ns: &str) -> Result<Option<String>, StoreError> {
         let what = "finding the head checkpoint";
         let mut st = self

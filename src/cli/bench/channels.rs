@@ -102,8 +102,9 @@ pub struct ChannelsArgs {
     /// repository; env DFCK_BENCH_LANGGRAPH_WORKER).
     #[arg(long, value_name = "PATH")]
     pub worker_script: Option<PathBuf>,
-    /// PostgreSQL server for --backends postgres (default: env TEST_POSTGRES_URI). Children get
-    /// it through the environment only; it never appears in rows.
+    /// Alias of --db here: the PostgreSQL server for --backends postgres (default: --db /
+    /// DFCK_DB, else TEST_POSTGRES_URI). Children get it through the environment only; it
+    /// never appears in rows.
     #[arg(long, value_name = "URL")]
     pub pg_url: Option<String>,
     /// Child mode: run one case (compact JSON) and print its row.
@@ -134,7 +135,7 @@ struct Plan {
     worker_script: Option<PathBuf>,
 }
 
-fn plan(args: &ChannelsArgs) -> Result<Plan, Error> {
+fn plan(global: &GlobalArgs, args: &ChannelsArgs) -> Result<Plan, Error> {
     let modes = warn(parse_choice_csv(
         "--modes",
         &args.matrix.modes,
@@ -166,27 +167,11 @@ fn plan(args: &ChannelsArgs) -> Result<Plan, Error> {
     if !args.allow_large_cases && args.max_estimated_full_bytes <= 0 {
         return Err(usage("--max-estimated-full-bytes must be positive"));
     }
-    let pg_url = args
-        .pg_url
-        .clone()
-        .or_else(|| std::env::var("TEST_POSTGRES_URI").ok())
-        .filter(|u| !u.trim().is_empty());
-    if backends.contains(&Backend::Postgres) {
-        match &pg_url {
-            None => {
-                return Err(usage(
-                    "--backends postgres needs a PostgreSQL server: pass --pg-url URL or set TEST_POSTGRES_URI",
-                ));
-            }
-            Some(u) if !(u.starts_with("postgresql://") || u.starts_with("postgres://")) => {
-                return Err(usage(format!(
-                    "--pg-url must be a postgresql:// or postgres:// URL, got {}",
-                    crate::target::redact_url(u)
-                )));
-            }
-            Some(_) => {}
-        }
-    }
+    let pg_url = super::pg_server(
+        global,
+        args.pg_url.as_deref(),
+        backends.contains(&Backend::Postgres),
+    )?;
     let engine = args.engine;
     let worker_script = match engine {
         Engine::Native => None,
@@ -216,11 +201,11 @@ fn plan(args: &ChannelsArgs) -> Result<Plan, Error> {
 }
 
 /// Runs `dfck bench channels`.
-pub fn run(_global: &GlobalArgs, args: &ChannelsArgs) -> Result<Outcome, Error> {
+pub fn run(global: &GlobalArgs, args: &ChannelsArgs) -> Result<Outcome, Error> {
     if let Some(case) = &args.worker_case {
         return super::print_worker_row(worker::run_worker_case(case));
     }
-    let plan = plan(args)?;
+    let plan = plan(global, args)?;
     let cases = expand_matrix(&plan.spec);
     let capped = apply_cap(cases, plan.cap);
     if !capped.skipped.is_empty() {

@@ -39,6 +39,61 @@ pub fn run(global: &GlobalArgs, args: &BenchArgs) -> Result<Outcome, Error> {
     }
 }
 
+/// The PostgreSQL server for `--backends postgres`, like every command's store: `--pg-url`
+/// (the bench commands' alias of `--db`), else `--db` / `DFCK_DB`, else the store of an
+/// explicit `--config`, else `TEST_POSTGRES_URI`. `None` when none is given; an error when the
+/// one given is not PostgreSQL and `needed`.
+fn pg_server(
+    global: &GlobalArgs,
+    pg_url: Option<&str>,
+    needed: bool,
+) -> Result<Option<String>, Error> {
+    use crate::target::Target;
+    let given = |v: Option<&str>| {
+        v.map(str::trim)
+            .filter(|v| !v.is_empty())
+            .map(str::to_owned)
+    };
+    let (text, origin) = if let Some(u) = given(pg_url) {
+        (Some(u), "--pg-url")
+    } else if let Some(u) = given(global.db.as_deref()) {
+        (Some(u), "--db")
+    } else if global.config.is_some() {
+        let (target, _) = global.resolve()?;
+        match target {
+            Target::Postgres { url, .. } => (Some(url), "--config"),
+            other if needed => {
+                return Err(Error::Usage(format!(
+                    "--backends postgres needs a PostgreSQL server; the config's store is {}",
+                    other.display()
+                )));
+            }
+            _ => (None, "--config"),
+        }
+    } else {
+        (
+            given(std::env::var("TEST_POSTGRES_URI").ok().as_deref()),
+            "TEST_POSTGRES_URI",
+        )
+    };
+    let Some(text) = text else {
+        if needed {
+            return Err(Error::Usage(
+                "--backends postgres needs a PostgreSQL server: pass --db URL (or --pg-url), set DFCK_DB, or set TEST_POSTGRES_URI".into(),
+            ));
+        }
+        return Ok(None);
+    };
+    match Target::parse(&text)? {
+        Target::Postgres { url, .. } => Ok(Some(url)),
+        other if needed => Err(Error::Usage(format!(
+            "{origin} must name a PostgreSQL server (postgresql://… or a keyword DSN) for --backends postgres, got {}",
+            other.display()
+        ))),
+        _ => Ok(None),
+    }
+}
+
 /// Prints a worker's row as one compact JSON line on stdout and ends like the worker: `Clean`
 /// (0), `Failed` (1), or [`crate::bench::error::BenchError::BadCase`] (2) for an unusable case.
 fn print_worker_row(out: crate::bench::worker::WorkerOutput) -> Result<Outcome, Error> {

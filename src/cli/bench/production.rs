@@ -89,7 +89,8 @@ pub struct ProductionArgs {
     /// DFCK_BENCH_LANGGRAPH_PRODUCTION_WORKER).
     #[arg(long, value_name = "PATH")]
     pub worker_script: Option<PathBuf>,
-    /// PostgreSQL server for --backends postgres (default: TEST_POSTGRES_URI).
+    /// Alias of --db here: the PostgreSQL server for --backends postgres (default: --db /
+    /// DFCK_DB, else TEST_POSTGRES_URI).
     #[arg(long, value_name = "URL")]
     pub pg_url: Option<String>,
     /// Replay real threads of this store (read-only; SQLite path or postgresql:// URL)
@@ -114,7 +115,7 @@ pub struct ProductionArgs {
 }
 
 /// Runs `dfck bench production`.
-pub fn run(_global: &GlobalArgs, args: &ProductionArgs) -> Result<Outcome, Error> {
+pub fn run(global: &GlobalArgs, args: &ProductionArgs) -> Result<Outcome, Error> {
     if let Some(case) = &args.worker_case {
         return super::print_worker_row(run_worker_case(case));
     }
@@ -168,16 +169,11 @@ pub fn run(_global: &GlobalArgs, args: &ProductionArgs) -> Result<Outcome, Error
             LANGGRAPH_PRODUCTION_WORKER,
         )?),
     };
-    let pg_url = args
-        .pg_url
-        .clone()
-        .or_else(|| std::env::var("TEST_POSTGRES_URI").ok())
-        .filter(|u| !u.trim().is_empty());
-    if backends.contains(&Backend::Postgres) && pg_url.is_none() {
-        return Err(usage(
-            "--backends postgres needs a PostgreSQL server: pass --pg-url URL or set TEST_POSTGRES_URI",
-        ));
-    }
+    let pg_url = super::pg_server(
+        global,
+        args.pg_url.as_deref(),
+        backends.contains(&Backend::Postgres),
+    )?;
     let matrix = ProductionMatrix {
         modes,
         backends,

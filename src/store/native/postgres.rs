@@ -105,6 +105,7 @@ impl PgSaver {
             rt,
             client,
             password,
+            ..
         } = crate::store::postgres::connect_client(url, "dfck-bench", CONNECT_TIMEOUT)
             .map_err(|e| SaverError(e.to_string()))?;
         let mut saver = PgSaver {

@@ -1,11 +1,15 @@
 //! Connecting to PostgreSQL (TLS when the URL asks for it) and checking that the schema is
 //! LangGraph's (`checkpoint_migrations`).
 
+use super::conninfo::quote;
+use super::resolve::Resolved;
 use super::{DEFAULT_CONNECT_TIMEOUT, MAX_KNOWN_MIGRATION, PostgresStore, describe};
 use crate::error::StoreError;
 use crate::redact::redact_url;
+use crate::store::tls::Verify;
 use crate::store::{Backend, StoreInfo};
 use std::cell::Cell;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use tokio_postgres::config::SslMode;
 use tokio_postgres::{Client, Config, NoTls, Row};
@@ -21,9 +25,10 @@ impl PostgresStore {
             rt,
             client,
             password,
+            completed_as,
         } = connect_client(url, "dfck", DEFAULT_CONNECT_TIMEOUT).map_err(|e| match e {
             ConnectError::InvalidUrl(why) => {
-                StoreError::Target(format!("invalid PostgreSQL URL {shown}: {why}"))
+                StoreError::Target(format!("PostgreSQL connection {shown}: {why}"))
             }
             ConnectError::Setup(why) | ConnectError::Connect(why) => open_err(why),
         })?;
@@ -32,9 +37,15 @@ impl PostgresStore {
             client,
             info: StoreInfo {
                 backend: Backend::Postgres,
-                location: match schema {
-                    Some(s) => format!("{shown} (schema {s})"),
-                    None => shown.clone(),
+                location: {
+                    let base = match completed_as {
+                        Some(c) => format!("{shown} \u{2192} {c}"),
+                        None => shown.clone(),
+                    };
+                    match schema {
+                        Some(s) => format!("{base} (schema {s})"),
+                        None => base,
+                    }
                 },
                 schema: String::new(),
                 has_task_path: true,
@@ -199,15 +210,18 @@ pub struct PgClient {
     pub rt: tokio::runtime::Runtime,
     /// The client.
     pub client: Client,
-    /// The URL's password, to redact from error texts.
+    /// The password (whatever its source), to redact from error texts.
     pub password: Option<String>,
+    /// `user@host:port/dbname` when some of it came from outside the connection string
+    /// (environment, service file, password file).
+    pub completed_as: Option<String>,
 }
 
 /// Why [`connect_client`] failed (texts already redacted).
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
-    /// The URL does not parse.
-    #[error("invalid PostgreSQL URL: {0}")]
+    /// The connection string does not parse or asks for what dfck cannot do.
+    #[error("invalid PostgreSQL connection: {0}")]
     InvalidUrl(String),
     /// No runtime or no TLS setup.
     #[error("{0}")]
@@ -217,18 +231,25 @@ pub enum ConnectError {
     Connect(String),
 }
 
-/// Connects to `url` (a URL or a keyword DSN) with the shared TLS setup; `timeout` and
-/// `application_name` apply unless the URL sets them.
+/// Connects to `url` (a URL or a keyword DSN, completed from the `PG*` environment, the
+/// service file and the password file as libpq does) with the shared TLS setup; `timeout`
+/// and `application_name` apply unless the connection string sets them.
 pub fn connect_client(
     url: &str,
     application_name: &str,
     timeout: std::time::Duration,
 ) -> Result<PgClient, ConnectError> {
-    let mut config =
-        Config::from_str(url).map_err(|e| ConnectError::InvalidUrl(describe(&e, None)))?;
-    let password = config
-        .get_password()
-        .map(|p| String::from_utf8_lossy(p).into_owned());
+    let env = |k: &str| std::env::var(k).ok();
+    let resolved = super::resolve::resolve(url, &env).map_err(ConnectError::InvalidUrl)?;
+    let password = resolved.get("password").map(str::to_owned);
+    let (mut config, tls, tls_rejection) = driver_config(&resolved, &env)?;
+    let resolved_tls = format!(
+        "sslmode={}, sslrootcert={}",
+        resolved.get("sslmode").unwrap_or_default(),
+        resolved
+            .get("sslrootcert")
+            .unwrap_or("~/.postgresql/root.crt"),
+    );
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(timeout);
     }
@@ -240,30 +261,184 @@ pub fn connect_client(
         .build()
         .map_err(|e| ConnectError::Setup(format!("cannot start the I/O runtime: {e}")))?;
     let pw = password.clone();
+    let origins = resolved.origins();
+    let note = resolved.passfile_note.clone();
     let client = rt.block_on(async move {
-        let fail = |e: tokio_postgres::Error| ConnectError::Connect(describe(&e, pw.as_deref()));
-        if config.get_ssl_mode() == SslMode::Disable {
-            let (client, conn) = config.connect(NoTls).await.map_err(fail)?;
-            // The connection ends when the client is dropped; errors surface on queries.
-            tokio::spawn(async move {
-                let _ = conn.await;
-            });
-            Ok::<_, ConnectError>(client)
-        } else {
-            let tls = crate::store::tls::encrypt_only_connector()
-                .map_err(|e| ConnectError::Setup(format!("cannot set up TLS: {e}")))?;
-            let (client, conn) = config.connect(tls).await.map_err(fail)?;
-            tokio::spawn(async move {
-                let _ = conn.await;
-            });
-            Ok(client)
+        let fail = |e: tokio_postgres::Error| {
+            let rejected = tls_rejection.as_ref().and_then(|r| r.lock().ok()?.clone());
+            let mut msg = match rejected {
+                Some(why) => format!("TLS: {why} ({})", resolved_tls),
+                None => describe(&e, pw.as_deref()),
+            };
+            if !origins.is_empty() {
+                msg.push_str(&format!(" ({origins})"));
+            }
+            if let Some(n) = note.filter(|_| pw.is_none()) {
+                msg.push_str(&format!(" ({n})"));
+            }
+            ConnectError::Connect(msg)
+        };
+        match tls {
+            None => {
+                let (client, conn) = config.connect(NoTls).await.map_err(fail)?;
+                // The connection ends when the client is dropped; errors surface on queries.
+                tokio::spawn(async move {
+                    let _ = conn.await;
+                });
+                Ok::<_, ConnectError>(client)
+            }
+            Some(tls) => {
+                let (client, conn) = config.connect(tls).await.map_err(fail)?;
+                tokio::spawn(async move {
+                    let _ = conn.await;
+                });
+                Ok(client)
+            }
         }
     })?;
+    let completed_as = (!resolved.origins().is_empty()).then(|| resolved.summary());
     Ok(PgClient {
         rt,
         client,
         password,
+        completed_as,
     })
+}
+
+/// The connection keywords the driver takes as they are.
+const DRIVER_KEYS: &[&str] = &[
+    "host",
+    "hostaddr",
+    "port",
+    "dbname",
+    "user",
+    "password",
+    "options",
+    "application_name",
+    "connect_timeout",
+    "tcp_user_timeout",
+    "keepalives",
+    "keepalives_idle",
+    "keepalives_interval",
+    "target_session_attrs",
+    "channel_binding",
+    "load_balance_hosts",
+];
+
+/// The driver's configuration, its TLS connector (`None`: no TLS) and, when it verifies
+/// certificates, where it says why it rejected one.
+type DriverConfig = (
+    Config,
+    Option<tokio_postgres_rustls::MakeRustlsConnect>,
+    Option<crate::store::tls::Rejection>,
+);
+
+/// The driver's configuration for resolved values.
+fn driver_config(
+    r: &Resolved,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<DriverConfig, ConnectError> {
+    let bad = ConnectError::InvalidUrl;
+    let mut dsn: Vec<String> = Vec::new();
+    for (k, v) in r.pairs() {
+        if DRIVER_KEYS.contains(&k) {
+            dsn.push(format!("{k}={}", quote(v)));
+        }
+    }
+    if r.get("application_name").is_none() {
+        if let Some(v) = r.get("fallback_application_name") {
+            dsn.push(format!("application_name={}", quote(v)));
+        }
+    }
+    if let Some(v) = r.get("keepalives_count") {
+        dsn.push(format!("keepalives_retries={}", quote(v)));
+    }
+    for key in ["sslcert", "sslkey"] {
+        if r.get(key).is_some() {
+            return Err(bad(format!(
+                "{key} (client certificates) is not supported by dfck"
+            )));
+        }
+    }
+    if r.get("gssencmode") == Some("require") {
+        return Err(bad(
+            "gssencmode=require (GSSAPI encryption) is not supported by dfck".into(),
+        ));
+    }
+    let mode = r.get("sslmode").unwrap_or("prefer");
+    let home = env("HOME").filter(|h| !h.is_empty());
+    let default_root = home.map(|h| Path::new(&h).join(".postgresql/root.crt"));
+    let root_file = |mode: &str| -> Result<PathBuf, ConnectError> {
+        match r.get("sslrootcert") {
+            Some("system") => Ok(system_roots().ok_or_else(|| {
+                bad("sslrootcert=system: no system certificate bundle found (set SSL_CERT_FILE)".into())
+            })?),
+            Some(p) => Ok(PathBuf::from(p)),
+            None => default_root.clone().filter(|p| p.exists()).ok_or_else(|| {
+                bad(format!(
+                    "sslmode={mode} needs a root certificate: give sslrootcert=FILE (or PGSSLROOTCERT), or put it in {}",
+                    default_root
+                        .as_ref()
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_else(|| "~/.postgresql/root.crt".into())
+                ))
+            }),
+        }
+    };
+    let has_root =
+        r.get("sslrootcert").is_some() || default_root.as_ref().is_some_and(|p| p.exists());
+    let verify = match mode {
+        "disable" | "allow" | "prefer" => None,
+        // libpq verifies the chain under `require` when a root certificate is present.
+        "require" if has_root => Some(Verify::Ca),
+        "require" => None,
+        "verify-ca" if r.get("sslrootcert") == Some("system") => Some(Verify::Full),
+        "verify-ca" => Some(Verify::Ca),
+        "verify-full" => Some(Verify::Full),
+        other => return Err(bad(format!("invalid sslmode value: \"{other}\""))),
+    };
+    let driver_mode = match (mode, verify) {
+        ("disable", _) => "disable",
+        ("allow" | "prefer", _) => "prefer",
+        _ => "require",
+    };
+    dsn.push(format!("sslmode={driver_mode}"));
+    let config =
+        Config::from_str(&dsn.join(" ")).map_err(|e| bad(describe(&e, r.get("password"))))?;
+    let (tls, rejection) = match (driver_mode, verify) {
+        ("disable", _) => (None, None),
+        (_, Some(v)) => {
+            let file = root_file(mode)?;
+            let (tls, rejection) =
+                crate::store::tls::verifying_connector(v, &file).map_err(ConnectError::Setup)?;
+            (Some(tls), Some(rejection))
+        }
+        (_, None) => (
+            Some(
+                crate::store::tls::encrypt_only_connector()
+                    .map_err(|e| ConnectError::Setup(format!("cannot set up TLS: {e}")))?,
+            ),
+            None,
+        ),
+    };
+    debug_assert!(config.get_ssl_mode() != SslMode::Disable || tls.is_none());
+    Ok((config, tls, rejection))
+}
+
+/// The system's certificate bundle (`SSL_CERT_FILE`, else the usual distribution paths).
+fn system_roots() -> Option<PathBuf> {
+    std::env::var_os("SSL_CERT_FILE")
+        .map(PathBuf::from)
+        .into_iter()
+        .chain(
+            [
+                "/etc/ssl/certs/ca-certificates.crt",
+                "/etc/pki/tls/certs/ca-bundle.crt",
+                "/etc/ssl/cert.pem",
+            ]
+            .map(PathBuf::from),
+        )
+        .find(|p| p.is_file())
 }
 
 /// A one-line description of a driver error without the password.

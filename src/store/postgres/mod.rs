@@ -5,6 +5,8 @@
 //! further queries between batches), and the per-thread write transaction in `write`.
 
 mod connect;
+pub mod conninfo;
+pub mod resolve;
 pub use connect::{ConnectError, PgClient, connect_client, describe_error};
 mod delete;
 mod copy;

@@ -298,6 +298,26 @@ impl Store for PostgresStore {
         Ok(out)
     }
 
+    fn checkpoint_ids_with_prefix(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        let what = "finding checkpoints by id prefix";
+        let limit = limit.to_string();
+        self.query(
+            what,
+            "SELECT checkpoint_id FROM checkpoints WHERE thread_id = $1 AND checkpoint_ns = $2 \
+             AND left(checkpoint_id, length($3)) = $3 ORDER BY checkpoint_id LIMIT $4::text::bigint",
+            &[&thread_id, &ns, &prefix, &limit],
+        )?
+        .iter()
+        .map(|r| get(r, 0, what))
+        .collect()
+    }
+
     fn head_id(&self, thread_id: &str, ns: &str) -> Result<Option<String>, StoreError> {
         let what = "finding the head checkpoint";
         self.query(
