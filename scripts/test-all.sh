@@ -47,6 +47,12 @@ cargo test --release -- --show-output
 # turn, one more turn and an interrupted branch's resume equal an untouched copy's.
 "$VENV/bin/python" scripts/check_pruned.py --dfck target/release/dfck
 
+# The real library reads copied stores (SQLite -> PostgreSQL -> SQLite) and continues them.
+"$VENV/bin/python" scripts/check_copied.py --dfck target/release/dfck
+
+# The real library reads stores reclaimed in place and --into, and continues them.
+"$VENV/bin/python" scripts/check_reclaimed.py --dfck target/release/dfck
+
 # The fuzz targets (run under nightly with cargo-fuzz, see fuzz/) still compile against the
 # library as it is now.
 cargo check --quiet --manifest-path fuzz/Cargo.toml --bins
