@@ -2,6 +2,7 @@
 //! per command; `main.rs` only parses, calls [`run`] and maps errors to exit codes.
 
 pub mod bench;
+mod full_to_delta;
 mod inspect;
 mod lineage;
 mod migrate;

@@ -45,6 +45,14 @@ impl serde_json::ser::Formatter for PyJson {
     }
 }
 
+/// Metadata serialized as LangGraph's SQLite saver writes it (`json.dumps` separators).
+pub(super) fn py_json(m: &serde_json::Map<String, Json>) -> Result<Vec<u8>, serde_json::Error> {
+    let mut out = Vec::new();
+    let mut ser = serde_json::Serializer::with_formatter(&mut out, PyJson);
+    m.serialize(&mut ser)?;
+    Ok(out)
+}
+
 /// The metadata a full-mode checkpoint carries: no marker, no `messages` counters.
 fn full_metadata(raw: &[u8], what: &str) -> Result<Vec<u8>, Refusal> {
     let mut m: serde_json::Map<String, Json> = serde_json::from_slice(raw).map_err(|e| {
@@ -63,10 +71,7 @@ fn full_metadata(raw: &[u8], what: &str) -> Result<Vec<u8>, Refusal> {
     if drop_counters {
         m.remove(DELTA_COUNTERS);
     }
-    let mut out = Vec::new();
-    let mut ser = serde_json::Serializer::with_formatter(&mut out, PyJson);
-    m.serialize(&mut ser).map_err(refusal)?;
-    Ok(out)
+    py_json(&m).map_err(refusal)
 }
 
 /// A checkpoint body with `messages` stored as the plain list (or, when unversioned, any

@@ -3,9 +3,11 @@
 //! Nothing in the runtime library depends on this module.
 
 pub mod escape;
+mod full_to_delta;
 mod output;
 mod progress;
 
+pub use full_to_delta::full_to_delta_table;
 pub use output::{emit, note, output};
 pub use progress::TerminalProgress;
 
