@@ -26,7 +26,7 @@ pub fn full_to_delta_table(r: &ToDeltaReport) -> String {
         "status",
         "form",
         "checkpoints",
-        "snapshots (cadence/fork/mismatch)",
+        "snapshots (cadence/fork/mismatch/shared)",
         "bytes before",
         "bytes after",
         "reason",
@@ -46,8 +46,11 @@ pub fn full_to_delta_table(r: &ToDeltaReport) -> String {
                     .to_owned(),
                 p.checkpoints_rewritten.to_string(),
                 format!(
-                    "{}/{}/{}",
-                    p.snapshots.cadence, p.snapshots.fork, p.snapshots.replay_mismatch
+                    "{}/{}/{}/{}",
+                    p.snapshots.cadence,
+                    p.snapshots.fork,
+                    p.snapshots.replay_mismatch,
+                    p.snapshots.shared_version
                 ),
                 human_bytes(p.bytes_before),
                 human_bytes(p.bytes_after),

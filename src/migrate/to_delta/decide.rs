@@ -96,7 +96,7 @@ fn delta_metadata(
         Some(Json::Object(c)) => c.clone(),
         _ => serde_json::Map::new(),
     };
-    counters_obj.remove(MESSAGES);
+    counters_obj.shift_remove(MESSAGES);
     if let Some(p) = pair {
         counters_obj.insert(MESSAGES.into(), p);
     }
@@ -125,7 +125,20 @@ fn delta_metadata(
 
 /// Decides every full-mode checkpoint of one namespace (see the module header). Checkpoints
 /// already in delta form are left as they are and replayed through.
-pub fn decide(t: &LoadedThread, form: Form) -> Result<Vec<NodeChange>, Refusal> {
+/// `shared`: stores whose values are shared by version (Postgres); a version a checkpoint
+/// left as it is also stores keeps its value, as a snapshot.
+pub fn decide(t: &LoadedThread, form: Form, shared: bool) -> Result<Vec<NodeChange>, Refusal> {
+    let kept: std::collections::HashSet<&str> = if shared {
+        t.nodes
+            .iter()
+            .filter(|n| delta_encoded(n))
+            .filter_map(|n| n.checkpoint.as_ref().ok())
+            .filter(|c| c.value(MESSAGES).is_some())
+            .filter_map(|c| c.version(MESSAGES))
+            .collect()
+    } else {
+        Default::default()
+    };
     let fail = |e: String| Refusal(format!("materialization fails: {e}"));
     let mut out = Vec::new();
     // (node, the list a child without a stored value replays to, parent's counters)
@@ -176,7 +189,9 @@ pub fn decide(t: &LoadedThread, form: Form) -> Result<Vec<NodeChange>, Refusal> 
                             && p.writes.iter().any(|w| w.channel == MESSAGES)
                             && consumer(t, p) != Some(i)
                     });
-                    let reason = if fork {
+                    let reason = if kept.contains(v.as_str()) {
+                        Some(SnapshotReason::SharedVersion)
+                    } else if fork {
                         Some(SnapshotReason::Fork)
                     } else if !matches {
                         Some(SnapshotReason::ReplayMismatch)
@@ -185,7 +200,6 @@ pub fn decide(t: &LoadedThread, form: Form) -> Result<Vec<NodeChange>, Refusal> 
                     } else {
                         None
                     };
-                    let _ = v;
                     let bytes = super::encoded_len(&full) as u64;
                     match reason {
                         Some(r) => {

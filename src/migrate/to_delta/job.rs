@@ -291,8 +291,7 @@ impl<C: DeltaStore + ?Sized> ThreadJob<C> for FullToDelta<'_> {
 }
 
 /// Postgres: one blob per `messages` version — a snapshot where any checkpoint of that
-/// version snapshots, none where every checkpoint of it drops its list. Versions also used
-/// by checkpoints left as they are (the delta part of a mixed thread) keep their blob.
+/// version snapshots, none where every checkpoint of it drops its list.
 fn rewrite_versions<C: DeltaStore + ?Sized>(
     conn: &C,
     thread_id: &str,
@@ -300,23 +299,12 @@ fn rewrite_versions<C: DeltaStore + ?Sized>(
     changes: &[NodeChange],
     cx: &ApplyContext,
 ) -> Result<(), Refusal> {
-    let changed: HashSet<usize> = changes.iter().map(|c| c.index).collect();
-    let pinned: HashSet<&str> = t
-        .nodes
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| !changed.contains(i))
-        .filter_map(|(_, n)| n.checkpoint.as_ref().ok()?.version(MESSAGES))
-        .collect();
     let mut snap: Vec<(&str, usize)> = Vec::new();
     let mut drop: Vec<&str> = Vec::new();
     for c in changes {
         let Some(v) = c.version.as_deref() else {
             continue;
         };
-        if pinned.contains(v) {
-            continue;
-        }
         match c.action {
             MessagesAction::Snapshot(_) => {
                 if !snap.iter().any(|(s, _)| *s == v) {

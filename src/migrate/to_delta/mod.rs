@@ -36,6 +36,9 @@ pub enum SnapshotReason {
     Fork,
     /// Replaying the kept writes would not give the stored list.
     ReplayMismatch,
+    /// Postgres: the version's blob is also read by a checkpoint left as it is (the delta
+    /// part of a mixed thread), so it keeps its value.
+    SharedVersion,
 }
 
 /// Which metadata form the converted thread carries.
@@ -108,6 +111,8 @@ pub struct SnapshotCounts {
     pub fork: usize,
     /// Where the replay would differ.
     pub replay_mismatch: usize,
+    /// Where a Postgres blob is shared with a checkpoint left as it is.
+    pub shared_version: usize,
 }
 
 /// One thread of the report.
@@ -298,7 +303,7 @@ fn plan_one(
             frequency: opts.frequency,
             reducer,
         };
-        let list = match decide::decide(&t, f) {
+        let list = match decide::decide(&t, f, shared) {
             Ok(l) => l,
             Err(Refusal(r)) => return Ok(done(report.refused(r))),
         };
@@ -318,6 +323,7 @@ fn plan_one(
                         SnapshotReason::Cadence => report.snapshots.cadence += 1,
                         SnapshotReason::Fork => report.snapshots.fork += 1,
                         SnapshotReason::ReplayMismatch => report.snapshots.replay_mismatch += 1,
+                        SnapshotReason::SharedVersion => report.snapshots.shared_version += 1,
                     }
                     if first {
                         after += 3;
