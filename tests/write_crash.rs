@@ -36,28 +36,56 @@ struct WriteCommand {
     /// Whether a changed thread must materialize exactly the original states (true for a
     /// format conversion; a prune or copy would check its own postcondition instead).
     keeps_states: bool,
+    /// The fixtures of the random kills.
+    fixtures: &'static [&'static str],
+    /// The fixture the small store of the failpoint sweep is cut from.
+    small: &'static str,
+    /// Whether a converted checkpoint is in the command's new form (`inspect` listing row).
+    new_form: fn(&Json) -> bool,
 }
 
 /// One line per write command.
-const COMMANDS: &[WriteCommand] = &[WriteCommand {
-    name: "migrate delta-to-full",
-    // The twin fixture holds one thread the real library contaminates: accept its delta view.
-    args: &[
-        "migrate",
-        "delta-to-full",
-        "--all",
-        "--apply",
-        "--accept-delta-view",
-    ],
-    failpoint: "migrate",
-    changed: "converted",
-    finished: &["converted", "skipped"],
-    keeps_states: true,
-}];
+const COMMANDS: &[WriteCommand] = &[
+    WriteCommand {
+        name: "migrate delta-to-full",
+        // The twin fixture holds one thread the real library contaminates: accept its delta view.
+        args: &[
+            "migrate",
+            "delta-to-full",
+            "--all",
+            "--apply",
+            "--accept-delta-view",
+        ],
+        failpoint: "migrate",
+        changed: "converted",
+        finished: &["converted", "skipped"],
+        keeps_states: true,
+        fixtures: &["delta_k3", "delta_k10", "deerflow", "mixed"],
+        small: "delta_k3",
+        new_form: |c| c["mode"] == "full",
+    },
+    WriteCommand {
+        name: "migrate full-to-delta",
+        args: &[
+            "migrate",
+            "full-to-delta",
+            "--all",
+            "--apply",
+            "--snapshot-frequency",
+            "3",
+        ],
+        failpoint: "full-to-delta",
+        changed: "done",
+        finished: &["done", "skipped"],
+        keeps_states: true,
+        fixtures: &["full", "deerflow"],
+        small: "full",
+        new_form: |c| c["mode"] == "delta" || c["messages_encoding"] == "snapshot",
+    },
+];
 
-const FIXTURES: &[&str] = &["delta_k3", "delta_k10", "deerflow", "mixed"];
-
-/// The threads of the small store of the failpoint sweep (a part of `delta_k3`).
+/// The threads of the small store of the failpoint sweep (a part of each command's `small`
+/// fixture).
 const SMALL_THREADS: &[&str] = &["t-error", "t-exit", "t-linear"];
 
 /// splitmix64: a seeded generator, enough to spread kill delays.
@@ -160,9 +188,9 @@ impl Store {
         }
     }
 
-    /// A copy of `delta_k3` holding only [`SMALL_THREADS`].
-    fn small(backend: Backend, tag: &str) -> Store {
-        let s = Store::fresh(backend, "delta_k3", tag);
+    /// A copy of `stem` holding only [`SMALL_THREADS`].
+    fn small(backend: Backend, stem: &str, tag: &str) -> Store {
+        let s = Store::fresh(backend, stem, tag);
         let keep = SMALL_THREADS
             .iter()
             .map(|t| format!("'{t}'"))
@@ -264,21 +292,21 @@ fn dfck_at(target: &str, args: &[&str]) -> std::process::Output {
     dfck(target, args)
 }
 
-/// Checkpoint ids of a thread, and whether every one is in full mode.
-fn listing(target: &str, thread: &str) -> (Vec<String>, bool) {
+/// Checkpoint ids of a thread, and whether every one is in the form `new_form` accepts.
+fn listing(target: &str, thread: &str, new_form: fn(&Json) -> bool) -> (Vec<String>, bool) {
     let j = dfck_json(target, &["inspect", thread, "--format", "json"]);
     let cks = j["checkpoints"].as_array().unwrap();
     (
         cks.iter()
             .map(|c| c["checkpoint_id"].as_str().unwrap().to_owned())
             .collect(),
-        cks.iter().all(|c| c["mode"] == "full"),
+        cks.iter().all(new_form),
     )
 }
 
 /// The materialized values at every checkpoint of a thread.
 fn states(target: &str, thread: &str) -> Vec<(String, Json)> {
-    listing(target, thread)
+    listing(target, thread, |_| true)
         .0
         .into_iter()
         .map(|id| {
@@ -375,7 +403,10 @@ fn check_after_crash(cmd: &WriteCommand, store: &Store, orig: &Original, what: &
                 got == orig.states[t],
                 "{what}: thread {t} is neither old (rows differ) nor new (states differ)"
             );
-            assert!(listing(&target, t).1, "{what}: thread {t} is half written");
+            assert!(
+                listing(&target, t, cmd.new_form).1,
+                "{what}: thread {t} is half written"
+            );
             orig.proven_new.borrow_mut().insert(key);
         }
     }
@@ -421,7 +452,7 @@ fn spawn(cmd: &WriteCommand, target: &str, failpoint: Option<String>) -> std::pr
 fn random_kills(backend: Backend, rng: &mut Rng) -> (usize, usize, usize) {
     let (mut killed, mut finished, mut new_threads) = (0, 0, 0);
     for cmd in COMMANDS {
-        for stem in FIXTURES {
+        for stem in cmd.fixtures {
             let orig = Original::of(&Store::fresh(backend, stem, "orig"));
             // The run's duration, measured on a copy.
             let probe = Store::fresh(backend, stem, "probe");
@@ -462,9 +493,9 @@ fn random_kills(backend: Backend, rng: &mut Rng) -> (usize, usize, usize) {
 fn failpoint_sweep(backend: Backend) -> usize {
     let mut total = 0;
     for cmd in COMMANDS {
-        let orig = Original::of(&Store::small(backend, "sorig"));
+        let orig = Original::of(&Store::small(backend, cmd.small, "sorig"));
         for n in 1.. {
-            let store = Store::small(backend, &format!("s{n}"));
+            let store = Store::small(backend, cmd.small, &format!("s{n}"));
             let status = spawn(
                 cmd,
                 &store.target(),
