@@ -122,7 +122,7 @@ fn apply_run(
         backup: args.backup.as_deref(),
         phase: "converting threads",
         progress: &progress,
-        events: &super::migrate::write_event,
+        events: &render::write_event,
     };
     Ok(match target {
         Target::Sqlite(path) => {

@@ -9,7 +9,7 @@ use crate::render::{self, TerminalProgress};
 use crate::store::postgres::PostgresStore;
 use crate::store::sqlite::SqliteStore;
 use crate::target::Target;
-use crate::write::{Connections, RunOptions, WriteEvent};
+use crate::write::{Connections, RunOptions};
 use clap::{Args, Subcommand};
 
 /// `dfck migrate …`.
@@ -94,19 +94,6 @@ pub fn run(global: &GlobalArgs, args: &MigrateArgs) -> Result<Outcome, Error> {
     })
 }
 
-/// Reports what the engine says during a run (backup written, WAL left).
-pub(super) fn write_event(e: WriteEvent<'_>) {
-    match e {
-        WriteEvent::BackupWritten(dest) => {
-            render::note(&format!("dfck: backup written to {}", dest.display()));
-        }
-        WriteEvent::WalLeft(left) => render::note(&format!(
-            "dfck: warning: another connection holds a read transaction (or the write lock) on the store, so the WAL could not be checkpointed and truncated; {:.1} MiB of WAL are left (everything committed is durable in it; SQLite folds it into the database once that reader is gone)",
-            left.bytes as f64 / f64::from(1u32 << 20)
-        )),
-    }
-}
-
 fn apply(
     global: &GlobalArgs,
     args: &DeltaToFullArgs,
@@ -118,7 +105,7 @@ fn apply(
         reducer: args.reducer.fixed(),
     };
     let progress = TerminalProgress::stderr();
-    let events = write_event;
+    let events = render::write_event;
     let run = RunOptions {
         jobs: usize::from(args.jobs),
         backup: args.backup.as_deref(),

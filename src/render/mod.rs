@@ -8,7 +8,7 @@ mod output;
 mod progress;
 
 pub use full_to_delta::full_to_delta_table;
-pub use output::{emit, note, output};
+pub use output::{emit, note, output, write_event};
 pub use progress::TerminalProgress;
 
 use crate::finding::{Finding, Severity};
