@@ -373,3 +373,92 @@ fn postgres_conversion_keeps_every_state_and_round_trips() {
     println!("full-to-delta (postgres): {states} converted checkpoint states equal LangGraph's");
     assert!(states > 250, "{states}");
 }
+
+/// Runs dfck in `cwd` (paths relative to it, so no machine path shows) → (exit, stdout, stderr).
+fn run_in(cwd: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_dfck"))
+        .args(args)
+        .current_dir(cwd)
+        .env("COLUMNS", "200")
+        .env_remove("DFCK_DB")
+        .env_remove("DEER_FLOW_CONFIG_PATH")
+        .env_remove("DEER_FLOW_PROJECT_ROOT")
+        .output()
+        .expect("run dfck");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn human_output_of_the_dry_run() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::copy(sqlite_fixture("full"), dir.path().join("full.db")).expect("copy");
+    let (code, out, err) = run_in(
+        dir.path(),
+        &[
+            "--db",
+            "full.db",
+            "migrate",
+            "full-to-delta",
+            "--all",
+            "--snapshot-frequency",
+            "3",
+        ],
+    );
+    insta::assert_snapshot!(
+        "full_to_delta_dry_run",
+        format!("exit: {code}\n--- stdout\n{out}--- stderr\n{err}")
+    );
+}
+
+#[test]
+fn the_deerflow_config_sets_cadence_and_form_and_a_full_mode_config_is_warned_about() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir(dir.path().join("data")).expect("mkdir");
+    std::fs::copy(
+        sqlite_fixture("deerflow"),
+        dir.path().join("data/deerflow.db"),
+    )
+    .expect("copy");
+    std::fs::write(
+        dir.path().join("config.yaml"),
+        "database:\n  backend: sqlite\n  sqlite_dir: data\n  checkpoint_channel_mode: full\n  checkpoint_delta:\n    snapshot_frequency: 4\n",
+    )
+    .expect("config");
+    let (code, out, err) = run_in(
+        dir.path(),
+        &[
+            "--config",
+            "config.yaml",
+            "migrate",
+            "full-to-delta",
+            "--all",
+            "--apply",
+        ],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("snapshot frequency 4"), "{out}");
+    assert!(out.contains("deerflow"), "{out}");
+    assert!(
+        err.contains("database.checkpoint_channel_mode: delta"),
+        "{err}"
+    );
+    assert!(
+        err.contains("warning: the DeerFlow config still says checkpoint_channel_mode: full"),
+        "{err}"
+    );
+    // The converted thread carries DeerFlow's marker (the config chose DeerFlow's form).
+    let c = Connection::open(dir.path().join("data/deerflow.db")).expect("open");
+    let unmarked: i64 = c
+        .query_row(
+            "SELECT count(*) FROM checkpoints WHERE thread_id = 't-deerflow-full' \
+             AND metadata NOT LIKE '%\"deerflow_checkpoint_channel_mode\": \"delta\"%'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("count");
+    assert_eq!(unmarked, 0);
+}
