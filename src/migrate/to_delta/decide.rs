@@ -72,7 +72,7 @@ fn list_of(v: Value) -> Vec<Value> {
     }
 }
 
-fn counters_of(meta: &serde_json::Map<String, Json>) -> (u64, u64) {
+fn counters_of(meta: &serde_json::Map<String, Json>) -> Counters {
     match meta
         .get(DELTA_COUNTERS)
         .and_then(|c| c.get(MESSAGES))
@@ -88,7 +88,7 @@ fn counters_of(meta: &serde_json::Map<String, Json>) -> (u64, u64) {
 /// last.
 fn delta_metadata(
     old: &serde_json::Map<String, Json>,
-    counters: (u64, u64),
+    counters: Counters,
     form: Form,
 ) -> serde_json::Map<String, Json> {
     let pair = (counters != (0, 0)).then(|| Json::from(vec![counters.0, counters.1]));
@@ -123,6 +123,13 @@ fn delta_metadata(
     out
 }
 
+/// `[updates, supersteps]` since the last snapshot.
+type Counters = (u64, u64);
+
+/// A checkpoint still to visit: its index, the list a child without a stored value replays
+/// to (its parent's), and its parent's counters.
+type Pending = (usize, Rc<Vec<Value>>, Counters);
+
 /// Decides every full-mode checkpoint of one namespace (see the module header). Checkpoints
 /// already in delta form are left as they are and replayed through.
 /// `shared`: stores whose values are shared by version (Postgres); a version a checkpoint
@@ -141,8 +148,7 @@ pub fn decide(t: &LoadedThread, form: Form, shared: bool) -> Result<Vec<NodeChan
     };
     let fail = |e: String| Refusal(format!("materialization fails: {e}"));
     let mut out = Vec::new();
-    // (node, the list a child without a stored value replays to, parent's counters)
-    let mut stack: Vec<(usize, Rc<Vec<Value>>, (u64, u64))> = t
+    let mut stack: Vec<Pending> = t
         .nodes
         .iter()
         .enumerate()
