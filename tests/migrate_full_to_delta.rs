@@ -234,6 +234,30 @@ fn deerflow_form_marks_every_checkpoint_and_counts_updates() {
 }
 
 #[test]
+fn an_active_deerflow_run_is_refused() {
+    let (_dir, db) = temp_copy(&sqlite_fixture("full"));
+    let target = db.to_string_lossy().into_owned();
+    Connection::open(&db)
+        .expect("open")
+        .execute_batch(
+            "CREATE TABLE runs (run_id TEXT PRIMARY KEY, thread_id TEXT, status TEXT);
+             INSERT INTO runs VALUES ('r1', 't-linear', 'running'), ('r2', 't-fork', 'success');",
+        )
+        .expect("runs table");
+    let (r, code) = to_delta(&target, &[]);
+    assert_eq!(code, 1, "{r}");
+    assert_eq!(
+        threads_with(&r, "refused"),
+        vec!["t-linear".to_owned()],
+        "{r}"
+    );
+    assert!(
+        threads_with(&r, "done").contains(&"t-fork".to_owned()),
+        "{r}"
+    );
+}
+
+#[test]
 fn a_dangling_parent_is_refused_and_left_untouched() {
     let (_dir, db) = temp_copy(&sqlite_fixture("full"));
     let target = db.to_string_lossy().into_owned();
@@ -338,7 +362,7 @@ fn postgres_conversion_keeps_every_state_and_round_trips() {
     for stem in STEMS.iter().chain(&["mixed"]) {
         let uri = fresh_db(&server, stem);
         let (before, writes) = pg_rows(&uri);
-        let (report, code) = to_delta(&uri, &[]);
+        let (report, code) = to_delta(&uri, &["--jobs", "2"]);
         assert_eq!(code, 0, "{stem}: {report}");
         let done = threads_with(&report, "done");
         assert!(!done.is_empty(), "{stem}: {report}");
