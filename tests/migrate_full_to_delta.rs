@@ -15,7 +15,14 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 /// The full-mode fixtures (stems with a full-mode thread).
-const STEMS: &[&str] = &["full", "forks_full", "deerflow", "exit", "subgraph"];
+const STEMS: &[&str] = &[
+    "full",
+    "forks_full",
+    "deerflow",
+    "exit",
+    "subgraph",
+    "values",
+];
 
 fn run(target: &str, args: &[&str]) -> (Json, i32) {
     let mut all = vec!["migrate"];
