@@ -493,3 +493,87 @@ fn the_deerflow_config_sets_cadence_and_form_and_a_full_mode_config_is_warned_ab
         .expect("count");
     assert_eq!(unmarked, 0);
 }
+
+/// Per thread (root namespace), in id order: source, step, `messages` counters, and whether
+/// `messages` is a snapshot (ext 7 right after the key) — the delta layout of a thread.
+fn delta_layout(path: &std::path::Path) -> BTreeMap<String, Vec<String>> {
+    let c = Connection::open(path).expect("open");
+    let mut st = c
+        .prepare(
+            "SELECT thread_id, metadata, checkpoint FROM checkpoints WHERE checkpoint_ns = '' \
+             ORDER BY thread_id, checkpoint_id",
+        )
+        .expect("prepare");
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for r in st
+        .query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, Vec<u8>>(1)?,
+                r.get::<_, Vec<u8>>(2)?,
+            ))
+        })
+        .expect("query")
+    {
+        let (t, meta, body) = r.expect("row");
+        let m: Json = serde_json::from_slice(&meta).expect("metadata");
+        let key = b"\xa8messages";
+        // An ext 8/16/32 header with type 7 right after the key.
+        let snapshot = body.windows(key.len() + 6).any(|w| {
+            let h = &w[key.len()..];
+            w.starts_with(key)
+                && matches!(
+                    (h[0], h[2], h[3], h[5]),
+                    (0xc7, 7, _, _) | (0xc8, _, 7, _) | (0xc9, _, _, 7)
+                )
+        });
+        out.entry(t).or_default().push(format!(
+            "{} {} {} {}",
+            m["source"], m["step"], m["counters_since_delta_snapshot"]["messages"], snapshot
+        ));
+    }
+    out
+}
+
+#[test]
+fn snapshots_and_counters_match_what_langgraph_wrote_in_delta_mode() {
+    // (full fixture, its delta twin written by the real library, K, threads whose full-mode
+    // data differs: durability="exit" runs and a fork the real library contaminates)
+    let cases: &[(&str, &str, &str, &[&str])] = &[
+        ("full", "delta_k3", "3", &["t-exit", "t-resume-old-update"]),
+        (
+            "full",
+            "delta_k10",
+            "10",
+            &["t-exit", "t-resume-old-update"],
+        ),
+        ("forks_full", "forks_delta_k1", "1", &[]),
+        (
+            "forks_full",
+            "forks_delta_k4",
+            "4",
+            &["f-resume-update-thrice"],
+        ),
+    ];
+    for (full, twin, k, differ) in cases {
+        let (_dir, db) = temp_copy(&sqlite_fixture(full));
+        let (r, code) = run(
+            &db.to_string_lossy(),
+            &[
+                "full-to-delta",
+                "--all",
+                "--apply",
+                "--snapshot-frequency",
+                k,
+            ],
+        );
+        assert_eq!(code, 0, "{r}");
+        let got = delta_layout(&db);
+        let want = delta_layout(&sqlite_fixture(twin));
+        for (t, layout) in &got {
+            if !differ.contains(&t.as_str()) {
+                assert_eq!(layout, &want[t], "{full} → {twin} {t}");
+            }
+        }
+    }
+}

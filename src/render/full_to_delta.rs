@@ -26,7 +26,7 @@ pub fn full_to_delta_table(r: &ToDeltaReport) -> String {
         "status",
         "form",
         "checkpoints",
-        "snapshots (cadence/fork/mismatch/shared)",
+        "snapshots (cadence/fork/mismatch/overwrite/shared)",
         "bytes before",
         "bytes after",
         "reason",
@@ -46,10 +46,11 @@ pub fn full_to_delta_table(r: &ToDeltaReport) -> String {
                     .to_owned(),
                 p.checkpoints_rewritten.to_string(),
                 format!(
-                    "{}/{}/{}/{}",
+                    "{}/{}/{}/{}/{}",
                     p.snapshots.cadence,
                     p.snapshots.fork,
                     p.snapshots.replay_mismatch,
+                    p.snapshots.overwrite,
                     p.snapshots.shared_version
                 ),
                 human_bytes(p.bytes_before),

@@ -127,8 +127,9 @@ fn delta_metadata(
 type Counters = (u64, u64);
 
 /// A checkpoint still to visit: its index, the list a child without a stored value replays
-/// to (its parent's), and its parent's counters.
-type Pending = (usize, Rc<Vec<Value>>, Counters);
+/// to (its parent's), its parent's counters, and whether its parent's `messages` writes hold
+/// an `Overwrite`.
+type Pending = (usize, Rc<Vec<Value>>, Counters, bool);
 
 /// Decides every full-mode checkpoint of one namespace (see the module header). Checkpoints
 /// already in delta form are left as they are and replayed through.
@@ -153,10 +154,10 @@ pub fn decide(t: &LoadedThread, form: Form, shared: bool) -> Result<Vec<NodeChan
         .iter()
         .enumerate()
         .filter(|(_, n)| n.parent_index.is_none())
-        .map(|(i, _)| (i, Rc::new(Vec::new()), (0, 0)))
+        .map(|(i, _)| (i, Rc::new(Vec::new()), (0, 0), false))
         .rev()
         .collect();
-    while let Some((i, base, parent_counters)) = stack.pop() {
+    while let Some((i, base, parent_counters, overwritten)) = stack.pop() {
         let n = &t.nodes[i];
         let ck = n
             .checkpoint
@@ -173,7 +174,8 @@ pub fn decide(t: &LoadedThread, form: Form, shared: bool) -> Result<Vec<NodeChan
                 .and_then(|p| p.checkpoint.as_ref().ok())
                 .and_then(|c| c.version(MESSAGES));
             let mut c = (parent_counters.0, parent_counters.1 + 1);
-            if version.is_some() && version.as_deref() != parent_version {
+            let updated = version.is_some() && version.as_deref() != parent_version;
+            if updated {
                 c.0 += 1;
             }
             let (action, carry, list_bytes) = match (&version, stored) {
@@ -190,10 +192,13 @@ pub fn decide(t: &LoadedThread, form: Form, shared: bool) -> Result<Vec<NodeChan
                 }
                 (Some(v), Some(full)) => {
                     let matches = super::digest(&full) == super::digest(&base);
+                    // A copy of the consumer (same version) shares its replay legitimately.
                     let fork = parent.is_some_and(|p| {
                         p.children.len() > 1
                             && p.writes.iter().any(|w| w.channel == MESSAGES)
-                            && consumer(t, p) != Some(i)
+                            && consumer(t, p).is_none_or(|c| {
+                                c != i && version_of(&t.nodes[c]) != Some(v.as_str())
+                            })
                     });
                     let reason = if kept.contains(v.as_str()) {
                         Some(SnapshotReason::SharedVersion)
@@ -201,6 +206,8 @@ pub fn decide(t: &LoadedThread, form: Form, shared: bool) -> Result<Vec<NodeChan
                         Some(SnapshotReason::Fork)
                     } else if !matches {
                         Some(SnapshotReason::ReplayMismatch)
+                    } else if overwritten && updated {
+                        Some(SnapshotReason::Overwrite)
                     } else if c.0 >= form.frequency || c.1 >= MAX_SUPERSTEPS_SINCE_SNAPSHOT {
                         Some(SnapshotReason::Cadence)
                     } else {
@@ -233,6 +240,7 @@ pub fn decide(t: &LoadedThread, form: Form, shared: bool) -> Result<Vec<NodeChan
         for w in n.writes.iter().filter(|w| w.channel == MESSAGES) {
             writes.push(Write::from_row(w.clone(), &t.thread_id).map_err(|e| fail(e.to_string()))?);
         }
+        let overwrite = writes.iter().any(|w| w.value.overwrite_value().is_some());
         let next = if writes.is_empty() {
             carry
         } else {
@@ -241,7 +249,7 @@ pub fn decide(t: &LoadedThread, form: Form, shared: bool) -> Result<Vec<NodeChan
         };
         let next = Rc::new(next);
         for &c in n.children.iter().rev() {
-            stack.push((c, next.clone(), counters));
+            stack.push((c, next.clone(), counters, overwrite));
         }
     }
     if out
@@ -257,6 +265,10 @@ pub fn decide(t: &LoadedThread, form: Form, shared: bool) -> Result<Vec<NodeChan
         ));
     }
     Ok(out)
+}
+
+fn version_of(n: &Node) -> Option<&str> {
+    n.checkpoint.as_ref().ok().and_then(|c| c.version(MESSAGES))
 }
 
 /// The child of fork point `p` that consumed its pending `messages` writes: the first

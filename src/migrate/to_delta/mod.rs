@@ -36,6 +36,8 @@ pub enum SnapshotReason {
     Fork,
     /// Replaying the kept writes would not give the stored list.
     ReplayMismatch,
+    /// The checkpoint consumed an `Overwrite` of `messages` (LangGraph snapshots there).
+    Overwrite,
     /// Postgres: the version's blob is also read by a checkpoint left as it is (the delta
     /// part of a mixed thread), so it keeps its value.
     SharedVersion,
@@ -111,6 +113,8 @@ pub struct SnapshotCounts {
     pub fork: usize,
     /// Where the replay would differ.
     pub replay_mismatch: usize,
+    /// After an `Overwrite`.
+    pub overwrite: usize,
     /// Where a Postgres blob is shared with a checkpoint left as it is.
     pub shared_version: usize,
 }
@@ -323,6 +327,7 @@ fn plan_one(
                         SnapshotReason::Cadence => report.snapshots.cadence += 1,
                         SnapshotReason::Fork => report.snapshots.fork += 1,
                         SnapshotReason::ReplayMismatch => report.snapshots.replay_mismatch += 1,
+                        SnapshotReason::Overwrite => report.snapshots.overwrite += 1,
                         SnapshotReason::SharedVersion => report.snapshots.shared_version += 1,
                     }
                     if first {
