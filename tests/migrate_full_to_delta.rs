@@ -202,8 +202,9 @@ fn dry_run_reports_snapshots_by_reason_and_writes_nothing() {
 
 #[test]
 fn deerflow_form_marks_every_checkpoint_and_counts_updates() {
-    let (_dir, db) = temp_copy(&sqlite_fixture("deerflow"));
+    let (dir, db) = temp_copy(&sqlite_fixture("deerflow"));
     let target = db.to_string_lossy().into_owned();
+    let backup = dir.path().join("before.db");
     let (r, code) = run(
         &target,
         &[
@@ -214,9 +215,16 @@ fn deerflow_form_marks_every_checkpoint_and_counts_updates() {
             "deerflow",
             "--snapshot-frequency",
             "3",
+            "--backup",
+            &backup.to_string_lossy(),
         ],
     );
     assert_eq!(code, 0, "{r}");
+    // The backup holds the store as it was.
+    assert_eq!(
+        sqlite_rows(&backup, "checkpoints"),
+        sqlite_rows(&sqlite_fixture("deerflow"), "checkpoints")
+    );
     assert_eq!(r["threads"][0]["form"], "deerflow");
     let c = Connection::open(&db).expect("open");
     let mut st = c
