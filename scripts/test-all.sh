@@ -47,6 +47,10 @@ cargo test --release -- --show-output
 # turn, one more turn and an interrupted branch's resume equal an untouched copy's.
 "$VENV/bin/python" scripts/check_pruned.py --dfck target/release/dfck
 
+# The real library reads every checkpoint of full threads converted to delta form through
+# delta-mode graphs, and continues each converted thread three turns.
+"$VENV/bin/python" scripts/check_full_to_delta.py --dfck target/release/dfck
+
 # The real library reads copied stores (SQLite -> PostgreSQL -> SQLite) and continues them.
 "$VENV/bin/python" scripts/check_copied.py --dfck target/release/dfck
 

@@ -41,6 +41,12 @@ struct WriteCommand {
     /// A dry run that must report a changed thread as `skipped` (entirely done, nothing
     /// left to do), or empty.
     settled: &'static [&'static str],
+    /// The fixtures of the random kills.
+    fixtures: &'static [&'static str],
+    /// The fixture the small store of the failpoint sweep is cut from.
+    small: &'static str,
+    /// Whether a converted checkpoint is in the command's new form (`inspect` listing row).
+    new_form: fn(&Json) -> bool,
 }
 
 /// One line per write command.
@@ -60,6 +66,9 @@ const COMMANDS: &[WriteCommand] = &[
         finished: &["converted", "skipped"],
         keeps_states: true,
         settled: &[],
+        fixtures: &["delta_k3", "delta_k10", "deerflow", "mixed"],
+        small: "delta_k3",
+        new_form: |c| c["mode"] == "full",
     },
     WriteCommand {
         name: "prune --branches",
@@ -69,12 +78,33 @@ const COMMANDS: &[WriteCommand] = &[
         finished: &["pruned", "skipped"],
         keeps_states: false,
         settled: &["prune", "--branches"],
+        fixtures: &["delta_k3", "retention"],
+        small: "delta_k3",
+        new_form: |_| true,
+    },
+    WriteCommand {
+        name: "migrate full-to-delta",
+        args: &[
+            "migrate",
+            "full-to-delta",
+            "--all",
+            "--apply",
+            "--snapshot-frequency",
+            "3",
+        ],
+        failpoint: "full-to-delta",
+        changed: "done",
+        finished: &["done", "skipped"],
+        keeps_states: true,
+        settled: &[],
+        fixtures: &["full", "deerflow"],
+        small: "full",
+        new_form: |c| c["mode"] == "delta" || c["messages_encoding"] == "snapshot",
     },
 ];
 
-const FIXTURES: &[&str] = &["delta_k3", "delta_k10", "deerflow", "mixed"];
-
-/// The threads of the small store of the failpoint sweep (a part of `delta_k3`).
+/// The threads of the small store of the failpoint sweep (a part of each command's `small`
+/// fixture).
 const SMALL_THREADS: &[&str] = &["t-error", "t-exit", "t-linear"];
 
 /// splitmix64: a seeded generator, enough to spread kill delays.
@@ -177,9 +207,9 @@ impl Store {
         }
     }
 
-    /// A copy of `delta_k3` holding only [`SMALL_THREADS`].
-    fn small(backend: Backend, tag: &str) -> Store {
-        let s = Store::fresh(backend, "delta_k3", tag);
+    /// A copy of `stem` holding only [`SMALL_THREADS`].
+    fn small(backend: Backend, stem: &str, tag: &str) -> Store {
+        let s = Store::fresh(backend, stem, tag);
         let keep = SMALL_THREADS
             .iter()
             .map(|t| format!("'{t}'"))
@@ -281,21 +311,21 @@ fn dfck_at(target: &str, args: &[&str]) -> std::process::Output {
     dfck(target, args)
 }
 
-/// Checkpoint ids of a thread, and whether every one is in full mode.
-fn listing(target: &str, thread: &str) -> (Vec<String>, bool) {
+/// Checkpoint ids of a thread, and whether every one is in the form `new_form` accepts.
+fn listing(target: &str, thread: &str, new_form: fn(&Json) -> bool) -> (Vec<String>, bool) {
     let j = dfck_json(target, &["inspect", thread, "--format", "json"]);
     let cks = j["checkpoints"].as_array().unwrap();
     (
         cks.iter()
             .map(|c| c["checkpoint_id"].as_str().unwrap().to_owned())
             .collect(),
-        cks.iter().all(|c| c["mode"] == "full"),
+        cks.iter().all(new_form),
     )
 }
 
 /// The materialized values at every checkpoint of a thread.
 fn states(target: &str, thread: &str) -> Vec<(String, Json)> {
-    listing(target, thread)
+    listing(target, thread, |_| true)
         .0
         .into_iter()
         .map(|id| {
@@ -392,7 +422,10 @@ fn check_after_crash(cmd: &WriteCommand, store: &Store, orig: &Original, what: &
                 got == orig.states[t],
                 "{what}: thread {t} is neither old (rows differ) nor new (states differ)"
             );
-            assert!(listing(&target, t).1, "{what}: thread {t} is half written");
+            assert!(
+                listing(&target, t, cmd.new_form).1,
+                "{what}: thread {t} is half written"
+            );
             orig.proven_new.borrow_mut().insert(key);
         }
         if !cmd.settled.is_empty() {
@@ -448,7 +481,7 @@ fn spawn(cmd: &WriteCommand, target: &str, failpoint: Option<String>) -> std::pr
 fn random_kills(backend: Backend, rng: &mut Rng) -> (usize, usize, usize) {
     let (mut killed, mut finished, mut new_threads) = (0, 0, 0);
     for cmd in COMMANDS {
-        for stem in FIXTURES {
+        for stem in cmd.fixtures {
             let orig = Original::of(&Store::fresh(backend, stem, "orig"));
             // The run's duration, measured on a copy.
             let probe = Store::fresh(backend, stem, "probe");
@@ -489,9 +522,9 @@ fn random_kills(backend: Backend, rng: &mut Rng) -> (usize, usize, usize) {
 fn failpoint_sweep(backend: Backend) -> usize {
     let mut total = 0;
     for cmd in COMMANDS {
-        let orig = Original::of(&Store::small(backend, "sorig"));
+        let orig = Original::of(&Store::small(backend, cmd.small, "sorig"));
         for n in 1.. {
-            let store = Store::small(backend, &format!("s{n}"));
+            let store = Store::small(backend, cmd.small, &format!("s{n}"));
             let status = spawn(
                 cmd,
                 &store.target(),

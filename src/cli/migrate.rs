@@ -9,7 +9,7 @@ use crate::render::{self, TerminalProgress};
 use crate::store::postgres::PostgresStore;
 use crate::store::sqlite::SqliteStore;
 use crate::target::Target;
-use crate::write::{Connections, RunOptions, WriteEvent};
+use crate::write::{Connections, RunOptions};
 use clap::{Args, Subcommand};
 
 /// `dfck migrate …`.
@@ -25,6 +25,9 @@ pub struct MigrateArgs {
 pub enum Direction {
     /// Convert delta threads so a full-mode DeerFlow opens them and sees identical state.
     DeltaToFull(DeltaToFullArgs),
+    /// Shrink full-mode threads into delta form in place, every checkpoint kept and
+    /// verified (snapshots every K updates and wherever the replay would differ).
+    FullToDelta(super::full_to_delta::FullToDeltaArgs),
 }
 
 /// Arguments of `dfck migrate delta-to-full`.
@@ -55,7 +58,10 @@ pub struct DeltaToFullArgs {
 
 /// Runs `dfck migrate`: exit 1 when a thread is refused.
 pub fn run(global: &GlobalArgs, args: &MigrateArgs) -> Result<Outcome, Error> {
-    let Direction::DeltaToFull(args) = &args.direction;
+    let args = match &args.direction {
+        Direction::DeltaToFull(a) => a,
+        Direction::FullToDelta(a) => return super::full_to_delta::run(global, a),
+    };
     if args.threads.is_empty() && !args.all {
         return Err(Error::Usage(
             "name the threads to convert, or pass --all".into(),
@@ -99,15 +105,7 @@ fn apply(
         reducer: args.reducer.fixed(),
     };
     let progress = TerminalProgress::stderr();
-    let events = |e: WriteEvent<'_>| match e {
-        WriteEvent::BackupWritten(dest) => {
-            render::note(&format!("dfck: backup written to {}", dest.display()));
-        }
-        WriteEvent::WalLeft(left) => render::note(&format!(
-            "dfck: warning: another connection holds a read transaction (or the write lock) on the store, so the WAL could not be checkpointed and truncated; {:.1} MiB of WAL are left (everything committed is durable in it; SQLite folds it into the database once that reader is gone)",
-            left.bytes as f64 / f64::from(1u32 << 20)
-        )),
-    };
+    let events = render::write_event;
     let run = RunOptions {
         jobs: usize::from(args.jobs),
         backup: args.backup.as_deref(),

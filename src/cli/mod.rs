@@ -4,6 +4,7 @@
 pub mod bench;
 mod copy;
 mod diff;
+mod full_to_delta;
 pub mod help;
 mod inspect;
 mod lineage;

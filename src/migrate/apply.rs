@@ -45,6 +45,14 @@ impl serde_json::ser::Formatter for PyJson {
     }
 }
 
+/// Metadata serialized as LangGraph's SQLite saver writes it (`json.dumps` separators).
+pub(super) fn py_json(m: &serde_json::Map<String, Json>) -> Result<Vec<u8>, serde_json::Error> {
+    let mut out = Vec::new();
+    let mut ser = serde_json::Serializer::with_formatter(&mut out, PyJson);
+    m.serialize(&mut ser)?;
+    Ok(out)
+}
+
 /// The metadata a full-mode checkpoint carries: no marker, no `messages` counters.
 fn full_metadata(raw: &[u8], what: &str) -> Result<Vec<u8>, Refusal> {
     let mut m: serde_json::Map<String, Json> = serde_json::from_slice(raw).map_err(|e| {
@@ -52,21 +60,19 @@ fn full_metadata(raw: &[u8], what: &str) -> Result<Vec<u8>, Refusal> {
             "{what}: metadata is not plain JSON ({e}); not rewriting it"
         ))
     })?;
-    m.remove(crate::model::MODE_MARKER);
+    // `shift_remove`: the other keys keep their order (LangGraph's metadata, byte for byte).
+    m.shift_remove(crate::model::MODE_MARKER);
     let drop_counters = match m.get_mut(DELTA_COUNTERS) {
         Some(Json::Object(c)) => {
-            c.remove(MESSAGES);
+            c.shift_remove(MESSAGES);
             c.is_empty()
         }
         _ => false,
     };
     if drop_counters {
-        m.remove(DELTA_COUNTERS);
+        m.shift_remove(DELTA_COUNTERS);
     }
-    let mut out = Vec::new();
-    let mut ser = serde_json::Serializer::with_formatter(&mut out, PyJson);
-    m.serialize(&mut ser).map_err(refusal)?;
-    Ok(out)
+    py_json(&m).map_err(refusal)
 }
 
 /// A checkpoint body with `messages` stored as the plain list (or, when unversioned, any
@@ -83,7 +89,9 @@ pub(super) fn full_body(body: Value, list: Option<Vec<Value>>) -> Value {
         let pos = cv.iter().position(|(c, _)| c.as_str() == Some(MESSAGES));
         match (list.clone(), pos) {
             (Some(l), Some(i)) => cv[i].1 = Value::Array(l),
-            (Some(l), None) => cv.push((Value::Str(MESSAGES.into()), Value::Array(l))),
+            // First, where LangGraph's full mode puts it (`messages` is the state's first
+            // channel in DeerFlow's and LangGraph's message states).
+            (Some(l), None) => cv.insert(0, (Value::Str(MESSAGES.into()), Value::Array(l))),
             (None, Some(i)) => {
                 let old = std::mem::replace(&mut cv[i].1, Value::Nil);
                 cv[i].1 = crate::materialize::unwrap_snapshot(old);

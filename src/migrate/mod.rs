@@ -12,6 +12,7 @@ mod apply;
 mod checks;
 mod plan;
 pub(crate) mod state;
+pub mod to_delta;
 
 pub use apply::{ConvertStore, Converted, DeltaToFull, Work};
 pub use plan::plan_thread;

@@ -4,12 +4,14 @@
 
 pub mod conversation;
 pub mod escape;
+mod full_to_delta;
 pub mod meta;
 mod output;
 mod progress;
 pub mod space;
 
-pub use output::{emit, note, output};
+pub use full_to_delta::full_to_delta_table;
+pub use output::{emit, note, output, write_event};
 pub use progress::TerminalProgress;
 
 use crate::finding::{Finding, Severity};

@@ -76,3 +76,16 @@ fn quiet_pipe(r: Result<(), Error>) -> Result<(), Error> {
         other => other,
     }
 }
+
+/// Reports what the engine says during a run (backup written, WAL left).
+pub fn write_event(e: crate::write::WriteEvent<'_>) {
+    match e {
+        crate::write::WriteEvent::BackupWritten(dest) => {
+            note(&format!("dfck: backup written to {}", dest.display()));
+        }
+        crate::write::WriteEvent::WalLeft(left) => note(&format!(
+            "dfck: warning: another connection holds a read transaction (or the write lock) on the store, so the WAL could not be checkpointed and truncated; {:.1} MiB of WAL are left (everything committed is durable in it; SQLite folds it into the database once that reader is gone)",
+            left.bytes as f64 / f64::from(1u32 << 20)
+        )),
+    }
+}

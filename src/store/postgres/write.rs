@@ -154,6 +154,75 @@ impl PostgresStore {
         Ok(())
     }
 
+    /// Turns one checkpoint into its delta-mode form, in SQL so every other JSONB byte stays
+    /// as stored: `inline` `Some(true)` sets LangGraph's inline `messages: true` snapshot
+    /// marker, `Some(false)` removes any inline `messages` value, `None` leaves the body; the
+    /// metadata is replaced.
+    pub fn rewrite_checkpoint_delta(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        checkpoint_id: &str,
+        inline: Option<bool>,
+        metadata: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        let what = "rewriting a checkpoint";
+        let mode: i32 = match inline {
+            None => 0,
+            Some(false) => 1,
+            Some(true) => 2,
+        };
+        let sql = "UPDATE checkpoints SET \
+            checkpoint = CASE $4::int \
+                WHEN 1 THEN checkpoint #- '{channel_values,messages}' \
+                WHEN 2 THEN jsonb_set(checkpoint, '{channel_values,messages}', 'true'::jsonb, true) \
+                ELSE checkpoint END, \
+            metadata = $5 \
+            WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3";
+        let n = self
+            .rt
+            .block_on(self.client.execute_typed(
+                sql,
+                &[
+                    (&thread_id, Type::TEXT),
+                    (&ns, Type::TEXT),
+                    (&checkpoint_id, Type::TEXT),
+                    (&mode, Type::INT4),
+                    (metadata, Type::JSONB),
+                ],
+            ))
+            .map_err(|e| self.err(what, e))?;
+        if n != 1 {
+            return Err(StoreError::Query {
+                what: what.into(),
+                reason: format!("checkpoint {checkpoint_id} vanished"),
+            });
+        }
+        Ok(())
+    }
+
+    /// Removes the `messages` blob at `version` (a delta-mode version that stores nothing).
+    pub fn delete_messages_blob(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        version: &str,
+    ) -> Result<(), StoreError> {
+        let sql = "DELETE FROM checkpoint_blobs WHERE thread_id = $1 AND checkpoint_ns = $2 \
+            AND channel = 'messages' AND version = $3";
+        self.rt
+            .block_on(self.client.execute_typed(
+                sql,
+                &[
+                    (&thread_id, Type::TEXT),
+                    (&ns, Type::TEXT),
+                    (&version, Type::TEXT),
+                ],
+            ))
+            .map(|_| ())
+            .map_err(|e| self.err("removing a messages blob", e))
+    }
+
     /// Stores `messages` at `version` as a plain `msgpack` blob, overwriting a snapshot.
     pub fn upsert_messages_blob(
         &self,

@@ -1,0 +1,160 @@
+//! `dfck migrate full-to-delta [THREAD …] [--all] [--apply]`: the plan, or the conversion.
+
+use super::{GlobalArgs, output};
+use crate::error::Error;
+use crate::migrate::to_delta::{DeltaForm, ToDeltaOptions, ToDeltaReport, apply, plan};
+use crate::model::ChannelMode;
+use crate::outcome::Outcome;
+use crate::render::{self, TerminalProgress};
+use crate::store::postgres::PostgresStore;
+use crate::store::sqlite::SqliteStore;
+use crate::target::Target;
+use crate::write::{Connections, RunOptions};
+use clap::{Args, ValueEnum};
+
+/// `--form`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FormArg {
+    /// DeerFlow's form when a DeerFlow config was found or the thread carries DeerFlow's
+    /// marker; LangGraph's otherwise.
+    Auto,
+    /// DeerFlow's: the mode marker on every checkpoint, DeerFlow's messages reducer.
+    Deerflow,
+    /// LangGraph's own DeltaChannel form: no marker, LangGraph's delta reducer.
+    Langgraph,
+}
+
+/// Arguments of `dfck migrate full-to-delta`.
+#[derive(Debug, Args)]
+pub struct FullToDeltaArgs {
+    /// Threads to convert.
+    pub threads: Vec<String>,
+    /// Every thread of the store.
+    #[arg(long, conflicts_with = "threads")]
+    pub all: bool,
+    /// Snapshot cadence K: a snapshot after K updates of messages (default: the DeerFlow
+    /// config's database.checkpoint_delta.snapshot_frequency, else 10).
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..))]
+    pub snapshot_frequency: Option<u64>,
+    /// Metadata form of the converted threads.
+    #[arg(long, value_enum, default_value_t = FormArg::Auto)]
+    pub form: FormArg,
+    /// Write the conversion: one transaction per thread, verified before commit.
+    #[arg(long)]
+    pub apply: bool,
+    /// PostgreSQL: convert this many threads at once, each over its own connection.
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub jobs: u16,
+    /// SQLite: write a consistent copy here before converting (with --apply).
+    #[arg(long, value_name = "PATH")]
+    pub backup: Option<std::path::PathBuf>,
+}
+
+/// Runs `dfck migrate full-to-delta`: exit 1 when a thread is refused.
+pub fn run(global: &GlobalArgs, args: &FullToDeltaArgs) -> Result<Outcome, Error> {
+    if args.threads.is_empty() && !args.all {
+        return Err(Error::Usage(
+            "name the threads to convert, or pass --all".into(),
+        ));
+    }
+    let (target, discovered) = global.resolve()?;
+    let opts = ToDeltaOptions {
+        frequency: args
+            .snapshot_frequency
+            .or_else(|| discovered.as_ref().map(|d| d.snapshot_frequency))
+            .unwrap_or(10)
+            .max(1),
+        form: match args.form {
+            FormArg::Deerflow => Some(DeltaForm::Deerflow),
+            FormArg::Langgraph => Some(DeltaForm::Langgraph),
+            FormArg::Auto if discovered.is_some() => Some(DeltaForm::Deerflow),
+            FormArg::Auto => None,
+        },
+    };
+    let report = if args.apply {
+        apply_run(args, &target, &opts)?
+    } else {
+        if args.backup.is_some() {
+            return Err(Error::Usage("--backup goes with --apply".into()));
+        }
+        let store = target.open_read_only()?;
+        plan(
+            store.as_ref(),
+            &args.threads,
+            args.all,
+            &opts,
+            &TerminalProgress::stderr(),
+        )?
+    };
+    output(global.format(), &report, render::full_to_delta_table)?;
+    if report.done + report.would > 0 {
+        render::note(&format!(
+            "dfck: {} thread(s) {}. Set database.checkpoint_channel_mode: delta in DeerFlow's config.yaml (checkpoint_delta.snapshot_frequency: {}) and restart every process sharing this store.",
+            report.done + report.would,
+            if report.dry_run {
+                "would be converted"
+            } else {
+                "converted"
+            },
+            opts.frequency
+        ));
+        if discovered.is_some_and(|d| d.checkpoint_channel_mode == ChannelMode::Full) {
+            render::note(
+                "dfck: warning: the DeerFlow config still says checkpoint_channel_mode: full — a full-mode DeerFlow refuses delta threads",
+            );
+        }
+    }
+    Ok(if report.refused > 0 {
+        Outcome::Refused
+    } else {
+        Outcome::Clean
+    })
+}
+
+fn apply_run(
+    args: &FullToDeltaArgs,
+    target: &Target,
+    opts: &ToDeltaOptions,
+) -> Result<ToDeltaReport, Error> {
+    let progress = TerminalProgress::stderr();
+    let run = RunOptions {
+        jobs: usize::from(args.jobs),
+        backup: args.backup.as_deref(),
+        phase: "converting threads",
+        progress: &progress,
+        events: &render::write_event,
+    };
+    Ok(match target {
+        Target::Sqlite(path) => {
+            if args.jobs > 1 {
+                return Err(Error::Usage(
+                    "--jobs applies to PostgreSQL stores (SQLite has one writer at a time)".into(),
+                ));
+            }
+            let store = SqliteStore::open_read_write(path)?;
+            let open = || SqliteStore::open_read_write(path);
+            let conns = Connections {
+                first: &store,
+                open: &open,
+                spare: SqliteStore::open_read_write(path).ok(),
+            };
+            apply(conns, &args.threads, args.all, opts, &run)?
+        }
+        Target::Postgres { url, schema } => {
+            if args.backup.is_some() {
+                return Err(Error::Usage(
+                    "--backup is for SQLite stores; back a PostgreSQL store up with pg_dump first"
+                        .into(),
+                ));
+            }
+            let open = || PostgresStore::open_read_write(url, schema.as_deref());
+            let first = open()?;
+            let conns = Connections {
+                first: &first,
+                open: &open,
+                spare: None,
+            };
+            apply(conns, &args.threads, args.all, opts, &run)?
+        }
+    })
+}
