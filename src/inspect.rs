@@ -122,6 +122,9 @@ pub struct StoreSummary {
     /// Bytes per channel over the threads listed (`--channels`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub channel_totals: Option<Vec<crate::space::ChannelBytes>>,
+    /// What prune and full-to-delta would give back (`--savings`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub savings: Option<crate::savings::Savings>,
     /// Threads, in `sort` order (by thread id unless asked otherwise).
     pub threads: Vec<ThreadSummary>,
 }
@@ -442,6 +445,7 @@ pub fn summarize_with(
         sort: opts.sort,
         top: opts.top,
         channel_totals,
+        savings: None,
         threads,
     })
 }

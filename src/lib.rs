@@ -29,6 +29,7 @@ pub mod prune;
 pub mod reclaim;
 pub mod redact;
 pub mod render;
+pub mod savings;
 pub mod space;
 pub mod store;
 pub mod suggest;

@@ -124,10 +124,9 @@ fn sqlite_shapes_keep_every_kept_state() {
     shapes(&db.to_string_lossy());
 }
 
-#[test]
-fn protect_keeps_an_explicit_resume_target_and_its_ancestors() {
-    let (_dir, db) = temp_copy(&sqlite_fixture("retention"));
-    let target = db.to_string_lossy().into_owned();
+/// An explicit resume target (`--protect`) on the superseded line keeps that line whole.
+fn protect(target: &str) {
+    let target = target.to_owned();
     let tree = dfck_json(
         &target,
         &["lineage", "r-branch-delta", "--tree", "--format", "json"],
@@ -148,15 +147,68 @@ fn protect_keeps_an_explicit_resume_target_and_its_ancestors() {
         .map(|e| e["checkpoint_id"].as_str().unwrap().to_owned())
         .min()
         .unwrap();
+    // A prefix of the id names it as well as the whole id.
     let (report, code) = prune(
         &target,
-        &["r-branch-delta", "--branches", "--protect", &old],
+        &["r-branch-delta", "--branches", "--protect", &old[..24]],
     );
     assert_eq!(code, 0, "{report}");
     let p = thread(&report, "r-branch-delta");
     // Only the two duration-only leaves go; the protected line stays whole.
     assert_eq!(p["checkpoints"], 2, "{p}");
     assert_eq!(p["branch_checkpoints"], 0, "{p}");
+}
+
+#[test]
+fn sqlite_protect_keeps_an_explicit_resume_target_and_its_ancestors() {
+    let (_dir, db) = temp_copy(&sqlite_fixture("retention"));
+    protect(&db.to_string_lossy());
+}
+
+#[test]
+fn postgres_protect_keeps_an_explicit_resume_target_and_its_ancestors() {
+    let Some(server) = require_postgres("postgres prune --protect") else {
+        return;
+    };
+    protect(&fresh_pg(&server, "dfck_prune_protect"));
+}
+
+/// DeerFlow's growth baseline: each run adds its checkpoints and one duration-only
+/// checkpoint, so a thread grows by turns; the default prune takes only the trailing
+/// duration-only leaf, and nothing on a second run.
+fn growth_baseline(target: &str) {
+    for mode in ["full", "delta"] {
+        let tid = format!("r-cut-{mode}");
+        let listing = dfck_json(target, &["inspect", &tid, "--format", "json"]);
+        let cks = listing["checkpoints"].as_array().unwrap();
+        let durations = cks.iter().filter(|c| c["source"] == "update").count();
+        assert_eq!(durations, 5, "one duration-only checkpoint per run");
+        let (r, code) = prune(target, &[&tid, "--apply"]);
+        assert_eq!(code, 0, "{r}");
+        let p = thread(&r, &tid);
+        assert_eq!(
+            (p["checkpoints"].as_u64(), p["duration_leaves"].as_u64()),
+            (Some(1), Some(1)),
+            "{p}"
+        );
+        assert_eq!(p["kept"].as_u64(), Some(cks.len() as u64 - 1), "{p}");
+        let (r, _) = prune(target, &[&tid, "--apply"]);
+        assert_eq!(thread(&r, &tid)["status"], "skipped", "{r}");
+    }
+}
+
+#[test]
+fn sqlite_growth_baseline() {
+    let (_dir, db) = temp_copy(&sqlite_fixture("retention"));
+    growth_baseline(&db.to_string_lossy());
+}
+
+#[test]
+fn postgres_growth_baseline() {
+    let Some(server) = require_postgres("postgres prune growth baseline") else {
+        return;
+    };
+    growth_baseline(&fresh_pg(&server, "dfck_prune_growth"));
 }
 
 #[test]

@@ -43,6 +43,11 @@ pub struct InspectArgs {
     /// SQLite this reads every checkpoint of those threads.
     #[arg(long, conflicts_with = "thread")]
     pub channels: bool,
+    /// Add what `prune` (duration-only leaves, --branches) and `migrate full-to-delta` would
+    /// give back for each listed thread (their dry runs: reads every checkpoint of those
+    /// threads).
+    #[arg(long, conflicts_with = "thread")]
+    pub savings: bool,
     /// Messages reducer for delta replay.
     #[arg(long, value_enum, default_value_t = ReducerArg::Auto)]
     pub reducer: ReducerArg,
@@ -98,6 +103,11 @@ fn show(
                 channels: args.channels,
             };
             let mut s = summarize_with(store, &opts, progress)?;
+            if args.savings {
+                let ids: Vec<String> = s.threads.iter().map(|t| t.thread_id.clone()).collect();
+                let frequency = discovered.as_ref().map_or(10, |d| d.snapshot_frequency);
+                s.savings = Some(crate::savings::project(store, &ids, frequency, progress)?);
+            }
             s.config = discovered.as_ref().map(|d| ConfiguredMode {
                 path: d.config_path.display().to_string(),
                 checkpoint_channel_mode: d.checkpoint_channel_mode,

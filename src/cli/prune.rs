@@ -40,7 +40,8 @@ pub struct PruneArgs {
     /// before it goes. Older turns can no longer be branched from or regenerated.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub keep_last_turns: Option<u32>,
-    /// Never delete this checkpoint (nor its ancestors); repeatable.
+    /// Never delete this checkpoint (nor its ancestors); an id or a prefix of one (a prefix
+    /// naming several checkpoints protects them all); repeatable.
     #[arg(long, value_name = "ID", num_args = 1..)]
     pub protect: Vec<String>,
     /// Delete: one transaction per thread, verified before commit.

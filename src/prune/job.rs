@@ -78,7 +78,7 @@ pub fn plan_thread(
         let protected = loaded
             .iter()
             .flat_map(|t| t.nodes.iter())
-            .find(|n| opts.protect.contains(&n.id));
+            .find(|n| super::select::is_protected(&opts.protect, &n.id));
         if let Some(n) = protected {
             let reason = format!(
                 "it holds protected checkpoint {}; not deleting the thread",

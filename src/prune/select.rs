@@ -39,6 +39,14 @@ pub struct Selection {
     pub kept: Vec<usize>,
 }
 
+/// Whether `--protect` names checkpoint `id`: by its id or a prefix of it. A prefix that
+/// names several checkpoints protects them all (protecting more is the safe side).
+pub fn is_protected(protect: &HashSet<String>, id: &str) -> bool {
+    protect
+        .iter()
+        .any(|p| !p.is_empty() && id.starts_with(p.as_str()))
+}
+
 /// Why a checkpoint is protected beside the resume head.
 fn protected_seeds(
     t: &LoadedThread,
@@ -48,7 +56,7 @@ fn protected_seeds(
     let mut out = Vec::new();
     for (i, node) in t.nodes.iter().enumerate() {
         let leaf = node.children.is_empty();
-        if protect.contains(&node.id) {
+        if is_protected(protect, &node.id) {
             out.push((i, "is protected (--protect)"));
         } else if leaf && !node.writes.is_empty() {
             out.push((i, "owns pending writes"));

@@ -183,6 +183,7 @@ pub fn summary_table(s: &StoreSummary) -> String {
     }
     let _ = writeln!(out, "{t}");
     space::summary_channels(&mut out, s);
+    space::summary_savings(&mut out, s);
     finish(out)
 }
 

@@ -168,3 +168,31 @@ pub fn summary_channels(out: &mut String, s: &StoreSummary) {
     }
     let _ = writeln!(out, "{t}");
 }
+
+/// The projection of `dfck inspect --savings`.
+pub fn summary_savings(out: &mut String, s: &StoreSummary) {
+    let Some(sv) = &s.savings else {
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "savings (threads shown; logical bytes): prune {}, prune --branches {} more, migrate full-to-delta (K={}) {}",
+        human_bytes(sv.duration_leaves),
+        human_bytes(sv.branches),
+        sv.snapshot_frequency,
+        human_bytes(sv.full_to_delta)
+    );
+    let mut t = table(&["thread", "prune", "--branches", "full-to-delta"]);
+    for th in &sv.threads {
+        add_row(
+            &mut t,
+            vec![
+                th.thread_id.clone(),
+                human_bytes(th.duration_leaves),
+                human_bytes(th.branches),
+                human_bytes(th.full_to_delta),
+            ],
+        );
+    }
+    let _ = writeln!(out, "{t}");
+}
