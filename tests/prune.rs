@@ -387,3 +387,34 @@ fn postgres_keep_last_turns() {
     };
     keep_last_turns(&fresh_pg(&server, "dfck_prune_turns"));
 }
+
+#[test]
+fn postgres_whole_threads_by_age_from_timestamps_alone() {
+    let Some(server) = require_postgres("postgres prune --idle") else {
+        return;
+    };
+    let uri = fresh_pg(&server, "dfck_prune_idle");
+    let listing = dfck_json(&uri, &["inspect", "r-cut-full", "--format", "json"]);
+    let some_id = listing["checkpoints"][0]["checkpoint_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (r, code) = prune(
+        &uri,
+        &["--all", "--idle", "1s", "--protect", &some_id, "--apply"],
+    );
+    assert_eq!(code, 1, "{r}");
+    assert_eq!(thread(&r, "r-cut-full")["status"], "refused");
+    assert_eq!(r["pruned"], 7, "{r}");
+    let p = thread(&r, "r-linear-full");
+    assert_eq!(p["whole_thread"], true, "{p}");
+    assert!(p["blobs"].as_u64().unwrap() > 0, "{p}");
+    for table in ["checkpoints", "checkpoint_writes", "checkpoint_blobs"] {
+        let left = pg_count(
+            &uri,
+            &format!("SELECT count(*) FROM {table} WHERE thread_id <> 'r-cut-full'"),
+        );
+        assert_eq!(left, 0, "{table} rows of deleted threads are left");
+    }
+    assert!(pg_count(&uri, "SELECT count(*) FROM checkpoints") > 0);
+}

@@ -59,8 +59,33 @@ pub fn plan_thread(
     if namespaces.is_empty() {
         return Ok((thread_gone(thread_id), None));
     }
-    // Whole-thread deletion needs only ids, timestamps and sizes: values are read (for
-    // the state fingerprints) only when checkpoints are to be chosen.
+    // Whole-thread deletion needs only ids, timestamps and sizes: where the backend reads
+    // those without the values, decide from them first.
+    if opts.older_than.is_some() || opts.idle.is_some() {
+        if let Some(times) = store.checkpoint_times(thread_id)? {
+            if times.is_empty() {
+                return Ok((thread_gone(thread_id), None));
+            }
+            let ts = times.iter().filter_map(|c| c.ts.as_deref());
+            if due(ts, opts) {
+                let mut report = ThreadPrune::new(thread_id, PruneStatus::Would);
+                report.whole_thread = true;
+                for c in &times {
+                    report.checkpoints += 1;
+                    report.writes += c.writes;
+                    report.bytes_freed += c.bytes;
+                }
+                return whole_thread(
+                    store,
+                    report,
+                    times.iter().map(|c| c.checkpoint_id.as_str()),
+                    opts,
+                );
+            }
+        }
+    }
+    // Otherwise the loaded thread decides; values are read (for the state fingerprints)
+    // only when checkpoints are to be chosen.
     let full = opts.older_than.is_none() && opts.idle.is_none();
     let Some(loaded) = load(store, thread_id, &namespaces, full)? else {
         return Ok((thread_gone(thread_id), None));
@@ -75,21 +100,11 @@ pub fn plan_thread(
                 report.bytes_freed += n.bytes;
             }
         }
-        let protected = loaded
+        let ids = loaded
             .iter()
             .flat_map(|t| t.nodes.iter())
-            .find(|n| super::select::is_protected(&opts.protect, &n.id));
-        if let Some(n) = protected {
-            let reason = format!(
-                "it holds protected checkpoint {}; not deleting the thread",
-                n.id
-            );
-            return Ok((report.refused(reason), None));
-        }
-        if store.active_run(thread_id)? {
-            return Ok((report.refused(ACTIVE_RUN), None));
-        }
-        return Ok((report, Some(Work::Whole)));
+            .map(|n| n.id.as_str());
+        return whole_thread(store, report, ids, opts);
     }
     let loaded = if full {
         loaded
@@ -228,18 +243,31 @@ fn contaminated(t: &LoadedThread) -> Vec<String> {
 
 const ACTIVE_RUN: &str = "DeerFlow's runs table has a pending or running run for this thread: stop DeerFlow (or let the run finish) first";
 
+/// The plan of a whole-thread deletion: refused when the thread holds a protected
+/// checkpoint or DeerFlow is running it.
+fn whole_thread<'a>(
+    store: &dyn Store,
+    report: ThreadPrune,
+    mut ids: impl Iterator<Item = &'a str>,
+    opts: &PruneOptions,
+) -> Result<(ThreadPrune, Option<Work>), Error> {
+    if let Some(id) = ids.find(|id| super::select::is_protected(&opts.protect, id)) {
+        let reason = format!("it holds protected checkpoint {id}; not deleting the thread");
+        return Ok((report.refused(reason), None));
+    }
+    if store.active_run(&report.thread_id)? {
+        return Ok((report.refused(ACTIVE_RUN), None));
+    }
+    Ok((report, Some(Work::Whole)))
+}
+
 /// `--older-than`: the first checkpoint is older; `--idle`: the last one is. A thread
 /// without readable timestamps is never old.
-fn whole_thread_due(loaded: &[LoadedThread], opts: &PruneOptions) -> bool {
+fn due<'a>(ts: impl Iterator<Item = &'a str>, opts: &PruneOptions) -> bool {
     if opts.older_than.is_none() && opts.idle.is_none() {
         return false;
     }
-    let ts: Vec<i64> = loaded
-        .iter()
-        .flat_map(|t| t.nodes.iter())
-        .filter_map(|n| n.checkpoint.as_ref().ok()?.ts.as_deref())
-        .filter_map(super::age::unix_seconds)
-        .collect();
+    let ts: Vec<i64> = ts.filter_map(super::age::unix_seconds).collect();
     let (Some(first), Some(last)) = (ts.iter().min(), ts.iter().max()) else {
         return false;
     };
@@ -249,6 +277,17 @@ fn whole_thread_due(loaded: &[LoadedThread], opts: &PruneOptions) -> bool {
     };
     opts.older_than.is_some_and(|d| *first < before(d))
         || opts.idle.is_some_and(|d| *last < before(d))
+}
+
+/// [`due`] over the loaded namespaces' checkpoint timestamps.
+fn whole_thread_due(loaded: &[LoadedThread], opts: &PruneOptions) -> bool {
+    due(
+        loaded
+            .iter()
+            .flat_map(|t| t.nodes.iter())
+            .filter_map(|n| n.checkpoint.as_ref().ok()?.ts.as_deref()),
+        opts,
+    )
 }
 
 /// `dfck prune` as a write-engine job.

@@ -169,6 +169,19 @@ pub struct CheckpointMetaRow {
     pub ts: Option<String>,
 }
 
+/// A checkpoint's identity, time and size, without its values ([`Store::checkpoint_times`]).
+#[derive(Debug, Clone)]
+pub struct CheckpointTime {
+    /// Checkpoint id.
+    pub checkpoint_id: String,
+    /// The checkpoint's `ts`.
+    pub ts: Option<String>,
+    /// Bytes of the checkpoint row (checkpoint and metadata).
+    pub bytes: u64,
+    /// Pending writes stored on it.
+    pub writes: u64,
+}
+
 /// Per-thread write totals.
 #[derive(Debug, Clone, Default)]
 pub struct WriteTotals {
@@ -341,6 +354,16 @@ pub trait Store {
     /// checkpoint's values inside it.
     fn values_shared_by_version(&self) -> bool {
         false
+    }
+
+    /// Every checkpoint of a thread (all namespaces) with its `ts`, size and write count,
+    /// when the backend can read them without the channel values (PostgreSQL: `ts` is
+    /// inline); `None` when it cannot (SQLite keeps `ts` inside the serialized checkpoint).
+    fn checkpoint_times(
+        &self,
+        _thread_id: &str,
+    ) -> Result<Option<Vec<CheckpointTime>>, StoreError> {
+        Ok(None)
     }
 
     /// Whether DeerFlow's `runs` table (when the store has one) holds a `pending` or

@@ -212,6 +212,31 @@ impl Store for PostgresStore {
         true
     }
 
+    fn checkpoint_times(
+        &self,
+        thread_id: &str,
+    ) -> Result<Option<Vec<crate::store::CheckpointTime>>, StoreError> {
+        let rows = self.query(
+            "reading checkpoint times",
+            "SELECT c.checkpoint_id, c.checkpoint ->> 'ts', \
+             (octet_length(c.checkpoint::text) + octet_length(c.metadata::text))::int8, \
+             (SELECT count(*) FROM checkpoint_writes w WHERE w.thread_id = c.thread_id \
+              AND w.checkpoint_ns = c.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id) \
+             FROM checkpoints c WHERE c.thread_id = $1",
+            &[&thread_id],
+        )?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in rows {
+            out.push(crate::store::CheckpointTime {
+                checkpoint_id: r.try_get(0).unwrap_or_default(),
+                ts: r.try_get(1).ok().flatten(),
+                bytes: r.try_get::<_, i64>(2).unwrap_or(0).max(0) as u64,
+                writes: r.try_get::<_, i64>(3).unwrap_or(0).max(0) as u64,
+            });
+        }
+        Ok(Some(out))
+    }
+
     fn active_run(&self, thread_id: &str) -> Result<bool, StoreError> {
         let what = "checking DeerFlow's runs table";
         let rows = self.query(
