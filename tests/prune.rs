@@ -333,8 +333,19 @@ fn postgres_shapes_keep_shared_blobs_and_leave_no_orphans() {
 /// `--keep-last-turns` on one store: refusals where the cut would take a branch's or a
 /// pending write's ancestors, and a trimmed delta thread whose new root stores a snapshot.
 fn keep_last_turns(target: &str) {
-    let (r, code) = prune(target, &["--all", "--keep-last-turns", "1"]);
+    let before = all_states(target);
+    // Applied: the refused threads are left exactly as they were.
+    let refusing = [
+        "r-branch-full",
+        "r-branch-delta",
+        "r-interrupt-full",
+        "r-interrupt-delta",
+    ];
+    let mut args = refusing.to_vec();
+    args.extend(["--keep-last-turns", "1", "--apply"]);
+    let (r, code) = prune(target, &args);
     assert_eq!(code, 1, "{r}");
+    assert_eq!(r["refused"], 4, "{r}");
     for mode in ["full", "delta"] {
         let p = thread(&r, &format!("r-branch-{mode}"));
         assert_eq!(p["status"], "refused", "{p}");
@@ -349,7 +360,7 @@ fn keep_last_turns(target: &str) {
             "{p}"
         );
     }
-    let before = all_states(target);
+    assert_eq!(before, all_states(target), "a refused thread changed");
     let (r, code) = prune(
         target,
         &["r-cut-delta", "--keep-last-turns", "2", "--apply"],
