@@ -44,6 +44,10 @@ pub struct SummarizeArgs {
     /// Print the summaries as CSV (header plus rows; nothing when there is no pair).
     #[arg(long)]
     pub csv: bool,
+    /// One table per row kind, a row per group and every metric side by side (default: one
+    /// group at a time, metrics down and full/delta/ratio across).
+    #[arg(long)]
+    pub wide: bool,
     /// Also draw the rows (medians per point, full vs every delta cadence) into this SVG file.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
@@ -78,7 +82,7 @@ pub fn run(global: &GlobalArgs, args: &SummarizeArgs) -> Result<Outcome, Error> 
     } else if args.json || matches!(global.format, FormatArg::Json) {
         render::summary_json(&report)?
     } else {
-        render::summary_table(&report)
+        render::summary_text(&report, args.wide)
     };
     emit(&text)?;
     report_replay_aggregates(&summarize::replay::replay_aggregates(&rows));
