@@ -116,12 +116,37 @@ pub fn summary_text(r: &Report, wide: bool) -> String {
     }
 }
 
-/// The report as JSON ([`Report::to_json`]), indented by 2, with a trailing newline.
-pub fn summary_json(r: &Report) -> Result<String, Error> {
-    let mut s =
-        serde_json::to_string_pretty(&r.to_json()).map_err(|e| Error::Render(e.to_string()))?;
+/// The report as JSON ([`Report::to_json`]): compact on one line, or indented by 2 (like
+/// DeerFlow's `json.dump(indent=2)`) with `pretty`; a trailing newline.
+pub fn summary_json(r: &Report, pretty: bool) -> Result<String, Error> {
+    let doc = r.to_json();
+    let mut s = if pretty {
+        serde_json::to_string_pretty(&doc)
+    } else {
+        serde_json::to_string(&doc)
+    }
+    .map_err(|e| Error::Render(e.to_string()))?;
     s.push('\n');
     Ok(s)
+}
+
+/// The report as NDJSON: one summary per line (with a `kind` field when both kinds are
+/// present).
+pub fn summary_ndjson(r: &Report) -> Result<String, Error> {
+    let mut out = String::new();
+    let both = r.channels.is_some() && r.production.is_some();
+    let kinds = [("channels", &r.channels), ("production", &r.production)];
+    for (kind, list) in kinds {
+        for s in list.iter().flatten() {
+            let mut m = s.clone();
+            if both {
+                m.insert("kind".into(), Value::from(kind));
+            }
+            out.push_str(&serde_json::to_string(&m).map_err(|e| Error::Render(e.to_string()))?);
+            out.push('\n');
+        }
+    }
+    Ok(out)
 }
 
 fn csv_field(v: Option<&Value>) -> String {
@@ -177,6 +202,7 @@ pub fn summary_csv(r: &Report) -> String {
     if rows.is_empty() {
         return out;
     }
+    let headers = super::records::style().headers;
     let maps: Vec<Map<String, Value>> = rows
         .iter()
         .map(|(kind, s)| {
@@ -188,11 +214,13 @@ pub fn summary_csv(r: &Report) -> String {
         })
         .collect();
     let cols = columns(&maps, &leading);
-    csv_line(
-        &mut out,
-        cols.iter()
-            .map(|c| csv_field(Some(&Value::from(c.as_str())))),
-    );
+    if headers {
+        csv_line(
+            &mut out,
+            cols.iter()
+                .map(|c| csv_field(Some(&Value::from(c.as_str())))),
+        );
+    }
     for m in &maps {
         csv_line(&mut out, cols.iter().map(|c| csv_field(m.get(c))));
     }

@@ -78,8 +78,14 @@ impl Grid {
                 UTF8_FULL_CONDENSED
             })
             .set_content_arrangement(ContentArrangement::Disabled)
-            .force_no_tty()
-            .set_header(header.to_vec());
+            .force_no_tty();
+        let style = super::records::style();
+        if style.headers {
+            table.set_header(header.to_vec());
+        }
+        if style.color {
+            table.enforce_styling();
+        }
         if l.plain {
             for c in table.column_iter_mut() {
                 c.set_padding((0, 2));
@@ -103,7 +109,24 @@ impl Grid {
                 None => self.short.push(if w > SHORT { None } else { Some(w) }),
             }
         }
-        self.table.add_row(cells);
+        let color = super::records::style().color;
+        let row: Vec<comfy_table::Cell> = cells
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let tint = self
+                    .header
+                    .get(i)
+                    .filter(|h| color && matches!(h.as_str(), "severity" | "status"))
+                    .and_then(|_| word_color(&c));
+                let cell = comfy_table::Cell::new(c);
+                match tint {
+                    Some(t) => cell.fg(t),
+                    None => cell,
+                }
+            })
+            .collect();
+        self.table.add_row(row);
         if layout().plain {
             for c in self.table.column_iter_mut() {
                 c.set_padding((0, 2));
@@ -117,6 +140,19 @@ impl Grid {
             c.set_cell_alignment(comfy_table::CellAlignment::Right);
         }
     }
+}
+
+/// The color of a severity or status word, if it has one.
+fn word_color(word: &str) -> Option<comfy_table::Color> {
+    use comfy_table::Color;
+    Some(match word {
+        "error" | "refused" => Color::Red,
+        "warning" => Color::Yellow,
+        "info" => Color::Blue,
+        "done" | "converted" | "copied" | "pruned" => Color::Green,
+        "would" => Color::Cyan,
+        _ => return None,
+    })
 }
 
 impl std::fmt::Display for Grid {

@@ -9,11 +9,13 @@ pub(crate) mod grid;
 pub mod meta;
 mod output;
 mod progress;
+mod records;
 pub mod space;
 
 pub use full_to_delta::full_to_delta_table;
 pub use output::{emit, note, output, write_event};
 pub use progress::TerminalProgress;
+pub use records::{Style, set_style};
 
 use crate::finding::{Finding, Severity};
 use crate::inspect::{StateReport, StoreSummary, ThreadReport};
@@ -33,6 +35,10 @@ pub enum Format {
     Table,
     /// One JSON document.
     Json,
+    /// One JSON row (thread, checkpoint, finding) per line.
+    Ndjson,
+    /// Comma-separated flat rows.
+    Csv,
 }
 
 /// Bytes in binary units (`1.5 MiB`).
@@ -64,7 +70,12 @@ pub(crate) fn add_row(t: &mut Grid, cells: Vec<String>) {
 /// The last line of defence of a human output: controls that slipped past [`escape::cell`]
 /// (line breaks stay), and prose lines wrapped to the width ([`grid::wrap_text`]).
 pub(crate) fn finish(out: String) -> String {
-    let out = match escape::text(&out) {
+    let escaped = if records::style().color {
+        escape::text_keeping_colors(&out)
+    } else {
+        escape::text(&out)
+    };
+    let out = match escaped {
         std::borrow::Cow::Borrowed(_) => out,
         std::borrow::Cow::Owned(o) => o,
     };
