@@ -22,12 +22,14 @@ const EXAMPLES: &[(&str, &str)] = &[
   dfck inspect t-1 --state                               # state at the head (config.yaml found)
   dfck inspect t-1 --state --checkpoint 1f0a3 --format json   # an id prefix is enough
   dfck inspect t-1 --state --last 3 --full               # the last 3 messages, untruncated
+  dfck inspect --format csv --no-headers                 # one thread per line, for scripts
   dfck --db 'host=db dbname=deerflow sslmode=verify-full' inspect",
     ),
     (
         "verify",
         "dfck verify --db deerflow.db                   # every thread; exit 1 on errors
   dfck verify t-1 t-2 --format json
+  dfck verify --format ndjson | jq -r .code      # one finding per line
   DFCK_DB=postgresql://app@db/deerflow dfck verify --jobs 4",
     ),
     (
@@ -89,6 +91,7 @@ const EXAMPLES: &[(&str, &str)] = &[
         "bench summarize",
         "dfck bench summarize rows.jsonl
   dfck bench summarize a.jsonl b.jsonl --json
+  dfck bench summarize rows.jsonl --wide           # a row per group, every metric across
   dfck bench summarize rows.jsonl --plot sizes.svg",
     ),
     (
