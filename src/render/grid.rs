@@ -11,6 +11,8 @@ use std::sync::OnceLock;
 
 /// A cell at most this wide keeps its column from wrapping.
 const SHORT: usize = 10;
+/// Columns that never wrap, whatever their width: codes and status words are read whole.
+const WHOLE: [&str; 4] = ["code", "severity", "status", "mode"];
 /// The least width a long column gets before the table turns into records.
 const LONG_MIN: usize = 12;
 
@@ -102,7 +104,9 @@ impl Grid {
     pub fn row(&mut self, cells: Vec<String>) {
         for (i, c) in cells.iter().enumerate() {
             let w = c.lines().map(width_of).max().unwrap_or(0);
+            let whole = self.header.get(i).is_some_and(|h| WHOLE.contains(&h.as_str()));
             match self.short.get_mut(i) {
+                Some(Some(m)) if whole => *m = (*m).max(w),
                 Some(slot @ Some(_)) if w > SHORT => *slot = None,
                 Some(Some(m)) => *m = (*m).max(w),
                 Some(None) => {}
