@@ -104,7 +104,10 @@ impl Grid {
     pub fn row(&mut self, cells: Vec<String>) {
         for (i, c) in cells.iter().enumerate() {
             let w = c.lines().map(width_of).max().unwrap_or(0);
-            let whole = self.header.get(i).is_some_and(|h| WHOLE.contains(&h.as_str()));
+            let whole = self
+                .header
+                .get(i)
+                .is_some_and(|h| WHOLE.contains(&h.as_str()));
             match self.short.get_mut(i) {
                 Some(Some(m)) if whole => *m = (*m).max(w),
                 Some(slot @ Some(_)) if w > SHORT => *slot = None,
