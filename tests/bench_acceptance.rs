@@ -61,7 +61,11 @@ fn summarize_all_ways(out: &std::path::Path, dir: &std::path::Path) {
     let p = out.to_str().unwrap();
     let table = dfck(&["bench", "summarize", p]);
     assert_eq!(table.status.code(), Some(0));
-    assert!(String::from_utf8_lossy(&table.stdout).contains("ratio_write_total_ms"));
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        text.contains("write_total_ms") && text.contains("ratio"),
+        "{text}"
+    );
     let json = dfck(&["bench", "summarize", p, "--json"]);
     let groups: Json = serde_json::from_slice(&json.stdout).unwrap();
     for g in groups.as_array().unwrap() {

@@ -100,7 +100,13 @@ fn durable_sizes_differ_between_modes_and_summarize_below_one() {
         .arg(&out)
         .output()
         .expect("summarize");
-    assert!(String::from_utf8_lossy(&t.stdout).contains("ratio_durable_db_bytes"));
+    let text = String::from_utf8_lossy(&t.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.trim_start().starts_with("durable_db_bytes"))
+            && text.contains("ratio"),
+        "{text}"
+    );
     assert!(leftovers(&tmp).is_empty(), "{:?}", leftovers(&tmp));
 }
 

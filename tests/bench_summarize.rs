@@ -466,7 +466,14 @@ fn table_has_leading_columns_then_sorted_metrics() {
         &[ch("full", 0, true, 20.0), ch("delta", 0, true, 10.0)],
     );
     let out = dfck()
-        .args(["bench", "summarize", "--metrics", "write_total_ms", s(&f)])
+        .args([
+            "bench",
+            "summarize",
+            "--wide",
+            "--metrics",
+            "write_total_ms",
+            s(&f),
+        ])
         .assert()
         .code(0);
     let text = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
@@ -483,6 +490,22 @@ fn table_has_leading_columns_then_sorted_metrics() {
     assert_eq!(pos.len(), order.len(), "{text}");
     assert!(pos.windows(2).all(|w| w[0] < w[1]), "{text}");
     assert!(text.contains("0.5"));
+    // Without --wide: the group on one heading, the metric down, full/delta/ratio across.
+    let out = dfck()
+        .args(["bench", "summarize", "--metrics", "write_total_ms", s(&f)])
+        .assert()
+        .code(0);
+    let text = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    assert!(
+        text.starts_with("backend=sqlite  scenario=append"),
+        "{text}"
+    );
+    let row = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("write_total_ms"))
+        .unwrap_or_default();
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cells[1..], ["20.0", "10.0", "0.5"], "{text}");
 }
 
 #[test]

@@ -22,12 +22,14 @@ const EXAMPLES: &[(&str, &str)] = &[
   dfck inspect t-1 --state                               # state at the head (config.yaml found)
   dfck inspect t-1 --state --checkpoint 1f0a3 --format json   # an id prefix is enough
   dfck inspect t-1 --state --last 3 --full               # the last 3 messages, untruncated
+  dfck inspect --format csv --no-headers                 # one thread per line, for scripts
   dfck --db 'host=db dbname=deerflow sslmode=verify-full' inspect",
     ),
     (
         "verify",
         "dfck verify --db deerflow.db                   # every thread; exit 1 on errors
   dfck verify t-1 t-2 --format json
+  dfck verify --format ndjson | jq -r .code      # one finding per line
   DFCK_DB=postgresql://app@db/deerflow dfck verify --jobs 4",
     ),
     (
@@ -89,6 +91,7 @@ const EXAMPLES: &[(&str, &str)] = &[
         "bench summarize",
         "dfck bench summarize rows.jsonl
   dfck bench summarize a.jsonl b.jsonl --json
+  dfck bench summarize rows.jsonl --wide           # a row per group, every metric across
   dfck bench summarize rows.jsonl --plot sizes.svg",
     ),
     (
@@ -119,9 +122,18 @@ const EXAMPLES: &[(&str, &str)] = &[
 /// Shared options a command does not use: hidden from its help and refused on its command
 /// line. Commands not listed use them all.
 const UNUSED_GLOBALS: &[(&str, &[&str])] = &[
-    ("bench", &["format", "pg_schema"]),
-    ("bench channels", &["format", "pg_schema"]),
-    ("bench production", &["format", "pg_schema"]),
+    (
+        "bench",
+        &["format", "pretty", "no_headers", "color", "pg_schema"],
+    ),
+    (
+        "bench channels",
+        &["format", "pretty", "no_headers", "color", "pg_schema"],
+    ),
+    (
+        "bench production",
+        &["format", "pretty", "no_headers", "color", "pg_schema"],
+    ),
     (
         "bench summarize",
         &["db", "config", "deerflow_cwd", "env_file", "pg_schema"],
@@ -131,6 +143,9 @@ const UNUSED_GLOBALS: &[(&str, &[&str])] = &[
         &[
             "db",
             "format",
+            "pretty",
+            "no_headers",
+            "color",
             "config",
             "deerflow_cwd",
             "env_file",
@@ -142,6 +157,9 @@ const UNUSED_GLOBALS: &[(&str, &[&str])] = &[
         &[
             "db",
             "format",
+            "pretty",
+            "no_headers",
+            "color",
             "config",
             "deerflow_cwd",
             "env_file",
@@ -261,6 +279,9 @@ where
             "--config and --db both name the store: give one",
         ));
     }
+    if let Some(msg) = contradiction(&matches, leaf) {
+        return Err(cmd.error(clap::error::ErrorKind::ArgumentConflict, msg));
+    }
     let mut cli = Cli::from_arg_matches(&matches).map_err(|e| e.with_cmd(&cmd))?;
     match matches.value_source("db") {
         // An explicit --config beats DFCK_DB from the environment.
@@ -274,6 +295,56 @@ where
         _ => {}
     }
     Ok(cli)
+}
+
+/// Format options that contradict each other: `--pretty` without `--format json`,
+/// `--no-headers` with JSON, and bench summarize's `--json`/`--csv` beside another `--format`.
+fn contradiction(matches: &ArgMatches, leaf: &ArgMatches) -> Option<String> {
+    use super::FormatArg;
+    let given = |m: &ArgMatches, id: &str| m.value_source(id) == Some(ValueSource::CommandLine);
+    let flag = |id: &str| {
+        leaf.try_get_one::<bool>(id)
+            .ok()
+            .flatten()
+            .copied()
+            .unwrap_or(false)
+    };
+    let format = leaf
+        .try_get_one::<FormatArg>("format")
+        .ok()
+        .flatten()
+        .copied()
+        .unwrap_or(FormatArg::Table);
+    let format_given = given(leaf, "format") || given(matches, "format");
+    let name = |f: FormatArg| match f {
+        FormatArg::Table => "table",
+        FormatArg::Json => "json",
+        FormatArg::Ndjson => "ndjson",
+        FormatArg::Csv => "csv",
+    };
+    let summarize_json = flag("json") && leaf.try_get_one::<bool>("csv").is_ok();
+    let json = format == FormatArg::Json || summarize_json;
+    if flag("pretty") && !json {
+        return Some(format!(
+            "--pretty indents JSON, but the format is {}",
+            name(format)
+        ));
+    }
+    if flag("no_headers") && matches!(format, FormatArg::Json | FormatArg::Ndjson) {
+        return Some(format!(
+            "--no-headers has no meaning with --format {}",
+            name(format)
+        ));
+    }
+    for (id, wants) in [("json", FormatArg::Json), ("csv", FormatArg::Csv)] {
+        if flag(id) && format_given && format != wants {
+            return Some(format!(
+                "--{id} and --format {} ask for two formats: give one",
+                name(format)
+            ));
+        }
+    }
+    None
 }
 
 /// The path of the subcommand that runs (`"bench channels"`) and its matches.

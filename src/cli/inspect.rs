@@ -67,7 +67,7 @@ pub struct InspectArgs {
 pub fn run(global: &GlobalArgs, args: &InspectArgs) -> Result<Outcome, Error> {
     let (target, discovered) = global.resolve()?;
     let store = target.open_read_only()?;
-    let progress = TerminalProgress::stderr();
+    let progress = TerminalProgress::stderr_quiet();
     let format = global.format();
     let checkpoint = match (&args.thread, &args.checkpoint) {
         (Some(thread), Some(c)) => Some(

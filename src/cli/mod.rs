@@ -41,9 +41,21 @@ pub struct GlobalArgs {
     /// The store: a SQLite file path, sqlite:///abs/path.db, or postgresql://… URL.
     #[arg(long, env = "DFCK_DB", global = true, value_name = "TARGET")]
     pub db: Option<String>,
-    /// Output format.
+    /// Output format: tables for people; one JSON document; NDJSON (one thread, checkpoint,
+    /// finding or summary per line); CSV of the flat rows (summary threads, thread
+    /// checkpoints, findings, write reports' threads, bench summaries).
     #[arg(long, value_enum, default_value_t = FormatArg::Table, global = true)]
     pub format: FormatArg,
+    /// Indent the JSON (with --format json).
+    #[arg(long, global = true)]
+    pub pretty: bool,
+    /// Leave out the header line of tables and CSV.
+    #[arg(long, global = true)]
+    pub no_headers: bool,
+    /// Color severities and status words in tables: auto (when stdout is a terminal and
+    /// NO_COLOR is unset), always or never. JSON and CSV are never colored.
+    #[arg(long, value_enum, default_value_t = ColorArg::Auto, global = true, value_name = "WHEN")]
+    pub color: ColorArg,
     /// DeerFlow config.yaml to find the store from (without --db; default:
     /// DEER_FLOW_CONFIG_PATH, else config.yaml in DEER_FLOW_PROJECT_ROOT or the current directory).
     #[arg(long, global = true, value_name = "FILE")]
@@ -66,12 +78,27 @@ pub struct GlobalArgs {
 }
 
 /// `--format`.
-#[derive(Debug, Clone, Copy, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum FormatArg {
     /// Human-readable tables.
     Table,
     /// One JSON document on stdout.
     Json,
+    /// One JSON row per line.
+    Ndjson,
+    /// Comma-separated flat rows.
+    Csv,
+}
+
+/// `--color`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorArg {
+    /// When stdout is a terminal and NO_COLOR is unset.
+    Auto,
+    /// Always.
+    Always,
+    /// Never.
+    Never,
 }
 
 /// `--reducer`.
@@ -134,6 +161,26 @@ impl GlobalArgs {
         match self.format {
             FormatArg::Table => Format::Table,
             FormatArg::Json => Format::Json,
+            FormatArg::Ndjson => Format::Ndjson,
+            FormatArg::Csv => Format::Csv,
+        }
+    }
+
+    /// The output style these options ask for.
+    fn style(&self) -> crate::render::Style {
+        use std::io::IsTerminal;
+        let color = match self.color {
+            ColorArg::Always => true,
+            ColorArg::Never => false,
+            ColorArg::Auto => {
+                std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+                    && std::io::stdout().is_terminal()
+            }
+        };
+        crate::render::Style {
+            pretty: self.pretty,
+            headers: !self.no_headers,
+            color: color && self.format == FormatArg::Table,
         }
     }
 
@@ -240,6 +287,7 @@ fn with_config_line(e: crate::config::ConfigError) -> crate::config::ConfigError
 /// Runs a parsed command line; returns how it ended. An error about the store named by
 /// `--db`/`DFCK_DB` says which of the two named it.
 pub fn run(cli: Cli) -> Result<Outcome, Error> {
+    crate::render::set_style(cli.global.style());
     let shown = cli
         .global
         .db

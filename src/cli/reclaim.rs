@@ -23,6 +23,12 @@ pub struct ReclaimArgs {
 
 /// Runs `dfck reclaim`.
 pub fn run(global: &GlobalArgs, args: &ReclaimArgs) -> Result<Outcome, Error> {
+    // Refused before anything is done: the report is one record, not rows.
+    if global.format == super::FormatArg::Csv {
+        return Err(Error::Usage(
+            "--format csv: reclaim's report has no flat rows; use --format json or ndjson".into(),
+        ));
+    }
     let (target, _) = global.resolve()?;
     let opts = ReclaimOptions {
         apply: args.apply,

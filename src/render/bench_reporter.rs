@@ -1,30 +1,91 @@
-//! What `dfck bench channels|production` print on stderr while they run: the `[i/N]` progress
-//! line of each case, the interruption note and DeerFlow's summary line (the reporter of
+//! What `dfck bench channels|production` print on stderr while they run: a progress bar over
+//! the cases with elapsed time and ETA when stderr is a terminal, else the plain `[i/N]` line
+//! of each case, the interruption note and DeerFlow's summary line (the reporter of
 //! [`crate::bench::controller::run_cases`]), plus the planning notes of the bench commands
 //! (duplicate-value warnings, the safety cap, replayed threads).
 
 use crate::bench::controller::{CasesOutcome, Reporter};
 use crate::bench::production::estimate::MatrixEstimate;
 use crate::bench::summarize::replay::ReplayAggregate;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::{Map, Value};
+use std::io::IsTerminal;
 use std::path::Path;
+use std::time::Duration;
 
 /// The stderr reporter of the benchmark controllers.
-#[derive(Debug, Default)]
-pub struct StderrReporter;
+pub struct StderrReporter {
+    /// The bar over the cases, when stderr is a terminal.
+    bar: Option<ProgressBar>,
+}
+
+impl StderrReporter {
+    /// A bar when stderr is a terminal, plain lines otherwise.
+    pub fn new() -> Self {
+        StderrReporter {
+            bar: std::io::stderr()
+                .is_terminal()
+                .then(|| ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden())),
+        }
+    }
+}
+
+impl Default for StderrReporter {
+    fn default() -> Self {
+        Self::new()
+    }
+}
 
 impl Reporter for StderrReporter {
-    fn case_started(&mut self, _index: usize, _total: usize, progress: &str) {
-        eprintln!("{progress}");
+    fn case_started(&mut self, index: usize, total: usize, progress: &str) {
+        let Some(b) = &self.bar else {
+            eprintln!("{progress}");
+            return;
+        };
+        if b.length().is_none() {
+            b.set_message(progress.to_owned());
+            b.set_style(
+                ProgressStyle::with_template(
+                    "{wide_msg} {bar:20} {pos}/{len} [{elapsed_precise} elapsed, ETA {eta}]",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            );
+            b.set_length(total as u64);
+            b.set_draw_target(ProgressDrawTarget::stderr());
+            b.enable_steady_tick(Duration::from_millis(500));
+        }
+        b.set_position(index.saturating_sub(1) as u64);
+        b.set_message(progress.to_owned());
     }
 
-    fn row(&mut self, _row: &Map<String, Value>) {}
+    fn row(&mut self, _row: &Map<String, Value>) {
+        if let Some(b) = &self.bar {
+            b.inc(1);
+        }
+    }
 
     fn interrupted(&mut self) {
-        eprintln!("Interrupted; the running case was stopped and has no row.");
+        let line = "Interrupted; the running case was stopped and has no row.";
+        match &self.bar {
+            Some(b) => b.suspend(|| eprintln!("{line}")),
+            None => eprintln!("{line}"),
+        }
     }
 
     fn done(&mut self, outcome: &CasesOutcome, output: &Path) {
+        if let Some(b) = &self.bar {
+            let line = super::progress::summary_line(
+                "benchmark cases",
+                b.position(),
+                b.length(),
+                b.elapsed(),
+            );
+            b.disable_steady_tick();
+            b.finish_and_clear();
+            if b.length().is_some() {
+                eprintln!("{line}");
+            }
+        }
         eprintln!(
             "Wrote {} result row(s) to {}; failures={}",
             outcome.rows.len(),

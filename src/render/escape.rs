@@ -63,6 +63,38 @@ pub fn text(s: &str) -> Cow<'_, str> {
     escape_with(s, |c| c == '\n')
 }
 
+/// The length of an SGR (color) sequence at the start of `s` (`ESC [ digits ; … m`).
+fn sgr_len(s: &str) -> Option<usize> {
+    let rest = s.strip_prefix("\x1b[")?;
+    let n = rest.find(|c: char| !(c.is_ascii_digit() || c == ';'))?;
+    rest[n..].starts_with('m').then_some(2 + n + 1)
+}
+
+/// [`text`], keeping SGR color sequences (`--color`: the tables' own colors; store data was
+/// escaped cell by cell before it got there).
+pub fn text_keeping_colors(s: &str) -> Cow<'_, str> {
+    if !s.contains('\x1b') {
+        return text(s);
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find('\x1b') {
+        out.push_str(&text(&rest[..i]));
+        match sgr_len(&rest[i..]) {
+            Some(n) => {
+                out.push_str(&rest[i..i + n]);
+                rest = &rest[i + n..];
+            }
+            None => {
+                out.push_str("\\x1b");
+                rest = &rest[i + 1..];
+            }
+        }
+    }
+    out.push_str(&text(rest));
+    Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -83,5 +115,13 @@ mod tests {
         assert_eq!(cell("abc\u{202e}fed"), "abc\\u{202e}fed");
         assert_eq!(cell("\u{2066}x\u{2069}"), "\\u{2066}x\\u{2069}");
         assert_eq!(text("a\nb\x1bc"), "a\nb\\x1bc");
+    }
+
+    #[test]
+    fn only_color_sequences_survive() {
+        assert_eq!(
+            text_keeping_colors("\x1b[38;5;9merror\x1b[39m \x1b]0;t\x07"),
+            "\x1b[38;5;9merror\x1b[39m \\x1b]0;t\\x07"
+        );
     }
 }

@@ -5,14 +5,17 @@
 pub mod conversation;
 pub mod escape;
 mod full_to_delta;
+pub(crate) mod grid;
 pub mod meta;
 mod output;
 mod progress;
+mod records;
 pub mod space;
 
 pub use full_to_delta::full_to_delta_table;
 pub use output::{emit, note, output, write_event};
 pub use progress::TerminalProgress;
+pub use records::{Style, set_style};
 
 use crate::finding::{Finding, Severity};
 use crate::inspect::{StateReport, StoreSummary, ThreadReport};
@@ -20,8 +23,8 @@ use crate::lineage::{LineageEntry, LineageReport};
 use crate::migrate::MigrateReport;
 use crate::model::{ChannelMode, ThreadMode};
 use crate::verify::VerifyReport;
-use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 use escape::owned as esc;
+use grid::Grid;
 use serde_json::Value as Json;
 use std::fmt::Write as _;
 
@@ -32,6 +35,10 @@ pub enum Format {
     Table,
     /// One JSON document.
     Json,
+    /// One JSON row (thread, checkpoint, finding) per line.
+    Ndjson,
+    /// Comma-separated flat rows.
+    Csv,
 }
 
 /// Bytes in binary units (`1.5 MiB`).
@@ -50,26 +57,29 @@ pub fn human_bytes(n: u64) -> String {
     }
 }
 
-pub(crate) fn table(header: &[&str]) -> Table {
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED)
-        .set_content_arrangement(ContentArrangement::Disabled)
-        .set_header(header.to_vec());
-    t
+/// A table with this header, laid out for the terminal ([`grid::layout`]).
+pub(crate) fn table(header: &[&str]) -> Grid {
+    Grid::new(header)
 }
 
 /// Adds a row of store-supplied text, every cell escaped for the terminal.
-pub(crate) fn add_row(t: &mut Table, cells: Vec<String>) {
-    t.add_row(cells.iter().map(|c| escape::owned(c)).collect::<Vec<_>>());
+pub(crate) fn add_row(t: &mut Grid, cells: Vec<String>) {
+    t.row(cells.iter().map(|c| escape::owned(c)).collect::<Vec<_>>());
 }
 
 /// The last line of defence of a human output: controls that slipped past [`escape::cell`]
-/// (line breaks stay).
+/// (line breaks stay), and prose lines wrapped to the width ([`grid::wrap_text`]).
 pub(crate) fn finish(out: String) -> String {
-    match escape::text(&out) {
+    let escaped = if records::style().color {
+        escape::text_keeping_colors(&out)
+    } else {
+        escape::text(&out)
+    };
+    let out = match escaped {
         std::borrow::Cow::Borrowed(_) => out,
         std::borrow::Cow::Owned(o) => o,
-    }
+    };
+    grid::wrap_text(&out)
 }
 
 fn opt<T: ToString>(v: &Option<T>) -> String {
@@ -175,7 +185,7 @@ pub fn summary_table(s: &StoreSummary) -> String {
                 th.mode.as_str().to_owned(),
                 th.head.checkpoint_id.clone(),
                 opt(&th.head.step),
-                opt(&th.head.ts),
+                short_ts(&th.head.ts),
                 short_ts(&th.first_activity),
                 short_ts(&th.last_activity),
             ],
@@ -344,7 +354,7 @@ fn shown_messages_note(out: &mut String, r: &StateReport) -> usize {
     }
 }
 
-fn findings_table(findings: &[Finding]) -> Table {
+fn findings_table(findings: &[Finding]) -> Grid {
     let mut t = table(&["severity", "code", "thread", "ns", "checkpoint", "message"]);
     for f in findings {
         add_row(

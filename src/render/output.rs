@@ -39,7 +39,8 @@ pub fn emit(text: &str) -> Result<(), Error> {
     )
 }
 
-/// Writes a report: a table, or one JSON document (compact, one line) streamed to stdout.
+/// Writes a report: a table, one JSON document (compact on one line, indented with
+/// `--pretty`), NDJSON (one row per line) or CSV (flat rows).
 pub fn output<T: serde::Serialize>(
     format: Format,
     report: &T,
@@ -47,6 +48,12 @@ pub fn output<T: serde::Serialize>(
 ) -> Result<(), Error> {
     match format {
         Format::Table => emit(&table(report)),
+        Format::Json if super::records::style().pretty => {
+            let mut s =
+                serde_json::to_string_pretty(report).map_err(|e| Error::Render(e.to_string()))?;
+            s.push('\n');
+            emit(&s)
+        }
         Format::Json => {
             stdout_open()?;
             let mut w = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
@@ -61,6 +68,15 @@ pub fn output<T: serde::Serialize>(
                     Ok(())
                 });
             quiet_pipe(r)
+        }
+        Format::Ndjson | Format::Csv => {
+            let doc = serde_json::to_value(report).map_err(|e| Error::Render(e.to_string()))?;
+            let text = if format == Format::Csv {
+                super::records::csv(&doc)?
+            } else {
+                super::records::ndjson(&doc)?
+            };
+            emit(&text)
         }
     }
 }

@@ -139,7 +139,7 @@ pub fn summary_channels(out: &mut String, s: &StoreSummary) {
             format!("{:.1}%", part as f64 * 100.0 / whole as f64)
         }
     };
-    let rows = |t: &mut comfy_table::Table, thread: Option<&str>, chans: &[ChannelBytes]| {
+    let rows = |t: &mut super::grid::Grid, thread: Option<&str>, chans: &[ChannelBytes]| {
         let whole: u64 = chans.iter().map(|c| c.bytes).sum();
         for c in chans {
             let mut cells = Vec::new();

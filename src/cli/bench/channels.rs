@@ -231,6 +231,11 @@ pub fn run(global: &GlobalArgs, args: &ChannelsArgs) -> Result<Outcome, Error> {
             progress: progress_line(i + 1, n, case),
         });
     }
-    let done = launcher.run(planned, &plan.output, &cross_mode_gate, &mut StderrReporter)?;
+    let done = launcher.run(
+        planned,
+        &plan.output,
+        &cross_mode_gate,
+        &mut StderrReporter::new(),
+    )?;
     Ok(done.outcome())
 }

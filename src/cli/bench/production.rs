@@ -261,7 +261,12 @@ pub fn run(global: &GlobalArgs, args: &ProductionArgs) -> Result<Outcome, Error>
             progress: progress_line(i + 1, n, case),
         });
     }
-    let done = launcher.run(planned, &output, &production_gate, &mut StderrReporter)?;
+    let done = launcher.run(
+        planned,
+        &output,
+        &production_gate,
+        &mut StderrReporter::new(),
+    )?;
     drop(replay_dir);
     if args.replay_from.is_some() {
         let rows: Vec<Row> = done

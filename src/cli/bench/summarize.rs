@@ -11,6 +11,7 @@ use crate::bench::{plot, summarize};
 use crate::cli::{FormatArg, GlobalArgs, emit};
 use crate::error::Error;
 use crate::outcome::Outcome;
+use crate::render::Format;
 use crate::render::bench as render;
 use crate::render::bench_reporter::{note, report_replay_aggregates};
 use clap::Args;
@@ -37,13 +38,18 @@ pub struct SummarizeArgs {
     /// the default also adds every history_limit_{L}_{cold_ms,warm_p50_ms} found).
     #[arg(long, value_name = "CSV", value_parser = metrics_list)]
     pub metrics: Option<MetricList>,
-    /// Print the summaries as JSON (a list; an object {"channels", "production"} when the input
-    /// mixes both kinds).
+    /// Print the summaries as JSON indented by 2, byte for byte as DeerFlow's script does (a
+    /// list; an object {"channels", "production"} when the input mixes both kinds);
+    /// `--format json` prints it compact.
     #[arg(long, conflicts_with = "csv")]
     pub json: bool,
     /// Print the summaries as CSV (header plus rows; nothing when there is no pair).
     #[arg(long)]
     pub csv: bool,
+    /// One table per row kind, a row per group and every metric side by side (default: one
+    /// group at a time, metrics down and full/delta/ratio across).
+    #[arg(long)]
+    pub wide: bool,
     /// Also draw the rows (medians per point, full vs every delta cadence) into this SVG file.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
@@ -72,13 +78,23 @@ pub fn run(global: &GlobalArgs, args: &SummarizeArgs) -> Result<Outcome, Error> 
             .map_err(|e| Error::Usage(format!("cannot write plot {}: {e}", path.display())))?;
         note(&format!("dfck: plot written to {}", path.display()));
     }
-    // `--csv` beats the global `--format json`; `--json` and `--csv` exclude each other.
-    let text = if args.csv {
-        render::summary_csv(&report)
-    } else if args.json || matches!(global.format, FormatArg::Json) {
-        render::summary_json(&report)?
-    } else {
-        render::summary_table(&report)
+    // `--json`/`--csv` are `--format json`/`--format csv` (a different --format beside them is
+    // refused when parsing).
+    let format = match (args.json, args.csv, global.format) {
+        (true, _, _) => Format::Json,
+        (_, true, _) => Format::Csv,
+        (_, _, FormatArg::Table) => Format::Table,
+        (_, _, FormatArg::Json) => Format::Json,
+        (_, _, FormatArg::Ndjson) => Format::Ndjson,
+        (_, _, FormatArg::Csv) => Format::Csv,
+    };
+    let text = match format {
+        Format::Csv => render::summary_csv(&report),
+        // `--json` is DeerFlow's flag and keeps its indented bytes; `--format json` is compact
+        // like every command's unless --pretty.
+        Format::Json => render::summary_json(&report, args.json || global.pretty)?,
+        Format::Ndjson => render::summary_ndjson(&report)?,
+        Format::Table => render::summary_text(&report, args.wide),
     };
     emit(&text)?;
     report_replay_aggregates(&summarize::replay::replay_aggregates(&rows));

@@ -1,0 +1,335 @@
+//! Tables that fit the terminal: the width dfck lays out for (`COLUMNS`, else the terminal's),
+//! the plain style used when stdout is not a terminal, and the wrapping of prose lines. Long
+//! columns (ids, content, reasons) wrap; short ones (numbers, status words) never do.
+
+use comfy_table::{
+    ColumnConstraint, ContentArrangement, Table, Width,
+    presets::{NOTHING, UTF8_FULL_CONDENSED},
+};
+use std::io::IsTerminal;
+use std::sync::OnceLock;
+
+/// A cell at most this wide keeps its column from wrapping.
+const SHORT: usize = 10;
+/// Columns that never wrap, whatever their width: codes and status words are read whole.
+const WHOLE: [&str; 4] = ["code", "severity", "status", "mode"];
+/// The least width a long column gets before the table turns into records.
+const LONG_MIN: usize = 12;
+
+/// How human output is laid out, decided once per process.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Layout {
+    /// The width to fit, when known (`COLUMNS`, else the terminal's).
+    pub width: Option<usize>,
+    /// Plain tables (no box drawing): stdout is not a terminal and `COLUMNS` is unset.
+    pub plain: bool,
+}
+
+/// The layout of this process: `COLUMNS` when set (boxed tables at that width), else the
+/// terminal's width when stdout is one, else plain unbounded tables.
+pub(crate) fn layout() -> Layout {
+    static LAYOUT: OnceLock<Layout> = OnceLock::new();
+    *LAYOUT.get_or_init(|| {
+        if let Some(n) = std::env::var("COLUMNS")
+            .ok()
+            .and_then(|c| c.trim().parse::<usize>().ok())
+            .filter(|n| *n >= 20)
+        {
+            return Layout {
+                width: Some(n.min(u16::MAX as usize)),
+                plain: false,
+            };
+        }
+        if std::io::stdout().is_terminal() {
+            let width = Table::new().width().map(usize::from).filter(|w| *w >= 20);
+            return Layout {
+                width,
+                plain: false,
+            };
+        }
+        Layout {
+            width: None,
+            plain: true,
+        }
+    })
+}
+
+/// The display width of a string (terminal columns).
+pub(crate) fn width_of(s: &str) -> usize {
+    unicode_width::UnicodeWidthStr::width(s)
+}
+
+/// A table that fits the layout's width when it is displayed.
+#[derive(Debug, Clone)]
+pub(crate) struct Grid {
+    table: Table,
+    header: Vec<String>,
+    /// Per column: the widest data cell while every cell is short; `None` once one is long.
+    short: Vec<Option<usize>>,
+}
+
+impl Grid {
+    /// A table with this header.
+    pub fn new(header: &[&str]) -> Self {
+        let mut table = Table::new();
+        let l = layout();
+        table
+            .load_preset(if l.plain {
+                NOTHING
+            } else {
+                UTF8_FULL_CONDENSED
+            })
+            .set_content_arrangement(ContentArrangement::Disabled)
+            .force_no_tty();
+        let style = super::records::style();
+        if style.headers {
+            table.set_header(header.to_vec());
+        }
+        if style.color {
+            table.enforce_styling();
+        }
+        if l.plain {
+            for c in table.column_iter_mut() {
+                c.set_padding((0, 2));
+            }
+        }
+        Grid {
+            table,
+            header: header.iter().map(|h| (*h).to_owned()).collect(),
+            short: vec![Some(0); header.len()],
+        }
+    }
+
+    /// Adds a row (already escaped).
+    pub fn row(&mut self, cells: Vec<String>) {
+        for (i, c) in cells.iter().enumerate() {
+            let w = c.lines().map(width_of).max().unwrap_or(0);
+            let whole = self
+                .header
+                .get(i)
+                .is_some_and(|h| WHOLE.contains(&h.as_str()));
+            match self.short.get_mut(i) {
+                Some(Some(m)) if whole => *m = (*m).max(w),
+                Some(slot @ Some(_)) if w > SHORT => *slot = None,
+                Some(Some(m)) => *m = (*m).max(w),
+                Some(None) => {}
+                None => self.short.push(if w > SHORT { None } else { Some(w) }),
+            }
+        }
+        let color = super::records::style().color;
+        let row: Vec<comfy_table::Cell> = cells
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let tint = self
+                    .header
+                    .get(i)
+                    .filter(|h| color && matches!(h.as_str(), "severity" | "status"))
+                    .and_then(|_| word_color(&c));
+                let cell = comfy_table::Cell::new(c);
+                match tint {
+                    Some(t) => cell.fg(t),
+                    None => cell,
+                }
+            })
+            .collect();
+        self.table.add_row(row);
+        if layout().plain {
+            for c in self.table.column_iter_mut() {
+                c.set_padding((0, 2));
+            }
+        }
+    }
+
+    /// Right-aligns every column.
+    pub fn align_right(&mut self) {
+        for c in self.table.column_iter_mut() {
+            c.set_cell_alignment(comfy_table::CellAlignment::Right);
+        }
+    }
+}
+
+/// The color of a severity or status word, if it has one.
+fn word_color(word: &str) -> Option<comfy_table::Color> {
+    use comfy_table::Color;
+    Some(match word {
+        "error" | "refused" => Color::Red,
+        "warning" => Color::Yellow,
+        "info" => Color::Blue,
+        "done" | "converted" | "copied" | "pruned" => Color::Green,
+        "would" => Color::Cyan,
+        _ => return None,
+    })
+}
+
+impl std::fmt::Display for Grid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let l = layout();
+        let text = match l.width {
+            Some(w) if self.min_width() > w => self.records(w),
+            Some(w) => {
+                let mut t = self.table.clone();
+                t.set_content_arrangement(ContentArrangement::Dynamic)
+                    .set_width(w as u16);
+                for (i, s) in self.short.iter().enumerate() {
+                    if let (Some(m), Some(c)) = (s, t.column_mut(i)) {
+                        // Padding included: the short cells keep their whole width.
+                        c.set_constraint(ColumnConstraint::LowerBoundary(Width::Fixed(
+                            (*m + 2).min(u16::MAX as usize) as u16,
+                        )));
+                    }
+                }
+                t.to_string()
+            }
+            None => self.table.to_string(),
+        };
+        if l.plain {
+            let lines: Vec<&str> = text.lines().map(str::trim_end).collect();
+            f.write_str(&lines.join("\n"))
+        } else {
+            f.write_str(&text)
+        }
+    }
+}
+
+impl Grid {
+    /// The narrowest this table can be laid out with its short columns whole and its long
+    /// ones at least [`LONG_MIN`] wide.
+    fn min_width(&self) -> usize {
+        let cols = self.short.len().max(self.header.len());
+        let mut w = 1;
+        for i in 0..cols {
+            let head = self.header.get(i).map_or(0, |h| width_of(h));
+            w += 3 + match self.short.get(i) {
+                Some(Some(m)) => (*m).max(head),
+                _ => LONG_MIN.max(head.min(LONG_MIN)),
+            };
+        }
+        w
+    }
+
+    /// The table as records, one block per row (`field │ value`), for a width too narrow for
+    /// its columns side by side.
+    fn records(&self, width: usize) -> String {
+        let mut out = String::new();
+        for (n, row) in self.table.row_iter().enumerate() {
+            if n > 0 {
+                out.push('\n');
+            }
+            out.push_str(&format!("[ {} ]\n", n + 1));
+            let mut t = Table::new();
+            t.load_preset(UTF8_FULL_CONDENSED)
+                .force_no_tty()
+                .set_content_arrangement(ContentArrangement::Dynamic)
+                .set_width(width.min(u16::MAX as usize) as u16);
+            for (i, cell) in row.cell_iter().enumerate() {
+                let key = self.header.get(i).cloned().unwrap_or_default();
+                t.add_row(vec![key, cell.content()]);
+            }
+            if let Some(c) = t.column_mut(0) {
+                c.set_constraint(ColumnConstraint::ContentWidth);
+            }
+            out.push_str(&t.to_string());
+        }
+        out
+    }
+}
+
+/// Whether a line is a table's (it ends with a box-drawing border).
+fn is_table_line(line: &str) -> bool {
+    line.ends_with(['│', '┐', '┤', '╡', '┘'])
+}
+
+/// Wraps the lines of a text that are wider than the layout's width at spaces; continuation
+/// lines keep the line's indentation (a tree's prefix included) plus two spaces. A single word
+/// wider than the width stays whole on its own line. Tables are left as they are.
+pub(crate) fn wrap_text(text: &str) -> String {
+    let Some(width) = layout().width else {
+        return text.to_owned();
+    };
+    if text.lines().all(|l| width_of(l) <= width) {
+        return text.to_owned();
+    }
+    let mut out = String::with_capacity(text.len() + 64);
+    for line in text.split_inclusive('\n') {
+        let (body, nl) = match line.strip_suffix('\n') {
+            Some(b) => (b, "\n"),
+            None => (line, ""),
+        };
+        if width_of(body) <= width || is_table_line(body) {
+            out.push_str(line);
+            continue;
+        }
+        wrap_line(&mut out, body, width);
+        out.push_str(nl);
+    }
+    out
+}
+
+fn wrap_line(out: &mut String, body: &str, width: usize) {
+    let lead: String = body
+        .chars()
+        .take_while(|c| c.is_whitespace() || "│├└─ ".contains(*c))
+        .collect();
+    let cont: String = lead
+        .chars()
+        .map(|c| match c {
+            '│' | '├' => '│',
+            _ => ' ',
+        })
+        .collect::<String>()
+        + "  ";
+    let cont = if width_of(&cont) * 2 > width {
+        "  ".to_owned()
+    } else {
+        cont
+    };
+    let mut current = lead.clone();
+    let mut current_w = width_of(&current);
+    let mut first_word = true;
+    for word in body[lead.len()..].split(' ') {
+        if word.is_empty() {
+            // A run of spaces keeps its width, except at a line's start.
+            if !first_word {
+                current.push(' ');
+                current_w += 1;
+            }
+            continue;
+        }
+        let ww = width_of(word);
+        if !first_word && current_w + 1 + ww > width {
+            out.push_str(current.trim_end());
+            out.push('\n');
+            current = cont.clone();
+            current_w = width_of(&current);
+            first_word = true;
+        }
+        if !first_word {
+            current.push(' ');
+            current_w += 1;
+        }
+        current.push_str(word);
+        current_w += ww;
+        first_word = false;
+    }
+    out.push_str(current.trim_end());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wraps_at_spaces_with_the_indent_kept() {
+        let mut out = String::new();
+        wrap_line(&mut out, "├─ aaaa bbbb cccc dddd", 12);
+        assert_eq!(out, "├─ aaaa bbbb\n│    cccc\n│    dddd");
+    }
+
+    #[test]
+    fn a_long_word_stays_whole() {
+        let mut out = String::new();
+        wrap_line(&mut out, "x 0123456789abcdef y", 8);
+        assert_eq!(out, "x\n  0123456789abcdef\n  y");
+    }
+}
