@@ -67,7 +67,8 @@ impl<'a> Cur<'a> {
     fn str(&mut self, n: usize) -> Result<Token<'a>, CodecError> {
         let at = self.pos;
         let s = self.take(n)?;
-        std::str::from_utf8(s)
+        // SIMD validation: the scanner checks every string of every value it reads.
+        simdutf8::basic::from_utf8(s)
             .map(Token::Str)
             .map_err(|_| CodecError::InvalidUtf8 { offset: at })
     }
