@@ -6,10 +6,8 @@ use crate::migrate::to_delta::{DeltaForm, ToDeltaOptions, ToDeltaReport, apply, 
 use crate::model::ChannelMode;
 use crate::outcome::Outcome;
 use crate::render::{self, TerminalProgress};
-use crate::store::postgres::PostgresStore;
-use crate::store::sqlite::SqliteStore;
 use crate::target::Target;
-use crate::write::{Connections, RunOptions};
+use crate::write::RunOptions;
 use clap::{Args, ValueEnum};
 
 /// `--form`.
@@ -124,37 +122,11 @@ fn apply_run(
         progress: &progress,
         events: &render::write_event,
     };
-    Ok(match target {
-        Target::Sqlite(path) => {
-            if args.jobs > 1 {
-                return Err(Error::Usage(
-                    "--jobs applies to PostgreSQL stores (SQLite has one writer at a time)".into(),
-                ));
-            }
-            let store = SqliteStore::open_read_write(path)?;
-            let open = || SqliteStore::open_read_write(path);
-            let conns = Connections {
-                first: &store,
-                open: &open,
-                spare: SqliteStore::open_read_write(path).ok(),
-            };
-            apply(conns, &args.threads, args.all, opts, &run)?
-        }
-        Target::Postgres { url, schema } => {
-            if args.backup.is_some() {
-                return Err(Error::Usage(
-                    "--backup is for SQLite stores; back a PostgreSQL store up with pg_dump first"
-                        .into(),
-                ));
-            }
-            let open = || PostgresStore::open_read_write(url, schema.as_deref());
-            let first = open()?;
-            let conns = Connections {
-                first: &first,
-                open: &open,
-                spare: None,
-            };
-            apply(conns, &args.threads, args.all, opts, &run)?
-        }
-    })
+    super::write::with_connections(
+        target,
+        args.jobs,
+        args.backup.is_some(),
+        |c| apply(c, &args.threads, args.all, opts, &run),
+        |c| apply(c, &args.threads, args.all, opts, &run),
+    )
 }

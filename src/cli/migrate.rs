@@ -6,10 +6,8 @@ use crate::migrate::{MigrateOptions, MigrateReport, plan};
 use crate::model::ChannelMode;
 use crate::outcome::Outcome;
 use crate::render::{self, TerminalProgress};
-use crate::store::postgres::PostgresStore;
-use crate::store::sqlite::SqliteStore;
 use crate::target::Target;
-use crate::write::{Connections, RunOptions};
+use crate::write::RunOptions;
 use clap::{Args, Subcommand};
 
 /// `dfck migrate …`.
@@ -113,40 +111,13 @@ fn apply(
         progress: &progress,
         events: &events,
     };
-    let report: MigrateReport = match target {
-        Target::Sqlite(path) => {
-            if args.jobs > 1 {
-                return Err(Error::Usage(
-                    "--jobs applies to PostgreSQL stores (SQLite has one writer at a time)".into(),
-                ));
-            }
-            let store = SqliteStore::open_read_write(path)?;
-            let open = || SqliteStore::open_read_write(path);
-            // A second connection copies WAL frames into the file in the background.
-            let conns = Connections {
-                first: &store,
-                open: &open,
-                spare: SqliteStore::open_read_write(path).ok(),
-            };
-            crate::migrate::apply(conns, &args.threads, args.all, &opts, &run)?
-        }
-        Target::Postgres { url, schema } => {
-            if args.backup.is_some() {
-                return Err(Error::Usage(
-                    "--backup is for SQLite stores; back a PostgreSQL store up with pg_dump first"
-                        .into(),
-                ));
-            }
-            let open = || PostgresStore::open_read_write(url, schema.as_deref());
-            let first = open()?;
-            let conns = Connections {
-                first: &first,
-                open: &open,
-                spare: None,
-            };
-            crate::migrate::apply(conns, &args.threads, args.all, &opts, &run)?
-        }
-    };
+    let report: MigrateReport = super::write::with_connections(
+        target,
+        args.jobs,
+        args.backup.is_some(),
+        |c| crate::migrate::apply(c, &args.threads, args.all, &opts, &run),
+        |c| crate::migrate::apply(c, &args.threads, args.all, &opts, &run),
+    )?;
     output(global.format(), &report, render::migrate_table)?;
     if report.converted > 0 {
         render::note(&format!(

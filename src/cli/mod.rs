@@ -13,6 +13,7 @@ mod migrate;
 mod prune;
 mod reclaim;
 mod verify;
+mod write;
 
 use crate::error::Error;
 use crate::outcome::Outcome;

@@ -5,10 +5,8 @@ use crate::error::Error;
 use crate::outcome::Outcome;
 use crate::prune::{PruneOptions, PruneReport, age, plan};
 use crate::render::{self, TerminalProgress};
-use crate::store::postgres::PostgresStore;
-use crate::store::sqlite::SqliteStore;
 use crate::target::Target;
-use crate::write::{Connections, RunOptions, WriteEvent};
+use crate::write::RunOptions;
 use clap::Args;
 
 /// Arguments of `dfck prune`.
@@ -108,53 +106,18 @@ pub fn run(global: &GlobalArgs, args: &PruneArgs) -> Result<Outcome, Error> {
 
 fn apply(args: &PruneArgs, target: &Target, opts: &PruneOptions) -> Result<PruneReport, Error> {
     let progress = TerminalProgress::stderr();
-    let events = |e: WriteEvent<'_>| match e {
-        WriteEvent::BackupWritten(dest) => {
-            render::note(&format!("dfck: backup written to {}", dest.display()));
-        }
-        WriteEvent::WalLeft(left) => render::note(&format!(
-            "dfck: warning: another connection keeps the WAL from being truncated; {:.1} MiB of WAL are left (committed work is durable in it)",
-            left.bytes as f64 / f64::from(1u32 << 20)
-        )),
-    };
     let run = RunOptions {
         jobs: usize::from(args.jobs),
         backup: args.backup.as_deref(),
         phase: "pruning threads",
         progress: &progress,
-        events: &events,
+        events: &render::write_event,
     };
-    match target {
-        Target::Sqlite(path) => {
-            if args.jobs > 1 {
-                return Err(Error::Usage(
-                    "--jobs applies to PostgreSQL stores (SQLite has one writer at a time)".into(),
-                ));
-            }
-            let store = SqliteStore::open_read_write(path)?;
-            let open = || SqliteStore::open_read_write(path);
-            let conns = Connections {
-                first: &store,
-                open: &open,
-                spare: SqliteStore::open_read_write(path).ok(),
-            };
-            crate::prune::apply(conns, &args.threads, args.all, opts, &run)
-        }
-        Target::Postgres { url, schema } => {
-            if args.backup.is_some() {
-                return Err(Error::Usage(
-                    "--backup is for SQLite stores; back a PostgreSQL store up with pg_dump first"
-                        .into(),
-                ));
-            }
-            let open = || PostgresStore::open_read_write(url, schema.as_deref());
-            let first = open()?;
-            let conns = Connections {
-                first: &first,
-                open: &open,
-                spare: None,
-            };
-            crate::prune::apply(conns, &args.threads, args.all, opts, &run)
-        }
-    }
+    super::write::with_connections(
+        target,
+        args.jobs,
+        args.backup.is_some(),
+        |c| crate::prune::apply(c, &args.threads, args.all, opts, &run),
+        |c| crate::prune::apply(c, &args.threads, args.all, opts, &run),
+    )
 }

@@ -61,6 +61,7 @@ pub fn plan_thread(
     }
     // Whole-thread deletion needs only ids, timestamps and sizes: where the backend reads
     // those without the values, decide from them first.
+    let mut age_decided = false;
     if opts.older_than.is_some() || opts.idle.is_some() {
         if let Some(times) = store.checkpoint_times(thread_id)? {
             if times.is_empty() {
@@ -82,11 +83,12 @@ pub fn plan_thread(
                     opts,
                 );
             }
+            age_decided = true;
         }
     }
     // Otherwise the loaded thread decides; values are read (for the state fingerprints)
     // only when checkpoints are to be chosen.
-    let full = opts.older_than.is_none() && opts.idle.is_none();
+    let full = age_decided || (opts.older_than.is_none() && opts.idle.is_none());
     let Some(loaded) = load(store, thread_id, &namespaces, full)? else {
         return Ok((thread_gone(thread_id), None));
     };
