@@ -642,7 +642,7 @@ pub fn state_report(
         checkpoint_id: ck.checkpoint_id.clone(),
         parent_checkpoint_id: ck.parent_checkpoint_id.clone(),
         mode: ck.mode(),
-        metadata: ck.metadata.clone(),
+        metadata: (*ck.metadata).clone(),
         values,
         view: match view {
             View::State => "state",

@@ -5,6 +5,12 @@ use clap::error::ErrorKind;
 use dfck::cli::{help, run};
 use dfck::outcome::Outcome;
 
+/// mimalloc keeps freed memory for reuse: reading a store allocates and frees a buffer per
+/// checkpoint, each larger than the last on a growing thread, which glibc's malloc serves
+/// with a fresh mmap every time (docs/performance.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     let code = match help::parse() {
         Ok(cli) => match run(cli) {

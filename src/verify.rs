@@ -10,12 +10,11 @@ use crate::materialize::reducers::coerce_message;
 use crate::model::thread::{LoadVisitor, LoadedThread};
 use crate::model::{
     Checkpoint, DELTA_COUNTERS, MESSAGES, MODE_MARKER, MessagesEncoding, ThreadMode, Write,
-    metadata_is_delta, thread_mode,
+    thread_mode,
 };
 use crate::progress::Progress;
 use crate::store::{Store, WriteRow};
 use serde::Serialize;
-use serde_json::Value as Json;
 
 /// Options of a verify run.
 #[derive(Debug, Clone)]
@@ -186,10 +185,7 @@ fn check_namespace(
     facts: &mut ThreadFacts,
 ) -> Vec<Finding> {
     let mut out = integrity(t, opts.max_depth);
-    let marked_thread = t
-        .nodes
-        .iter()
-        .any(|n| n.metadata.get(MODE_MARKER).and_then(Json::as_str) == Some("delta"));
+    let marked_thread = t.nodes.iter().any(|n| n.facts.marked_delta());
     for n in &t.nodes {
         let ck = match &n.checkpoint {
             Ok(ck) => ck,
@@ -203,9 +199,9 @@ fn check_namespace(
                 continue;
             }
         };
-        let delta = metadata_is_delta(&n.metadata);
+        let delta = n.facts.delta;
         let enc = n.messages_encoding.unwrap_or(MessagesEncoding::Unversioned);
-        let marker = n.metadata.get(MODE_MARKER);
+        let marker = n.facts.marker.as_deref();
         facts.any_delta |= delta;
         facts.any_full_plain |= !delta && enc == MessagesEncoding::Plain;
         if let Some(m) = marker {
@@ -238,7 +234,7 @@ fn check_namespace(
                 "a _DeltaSnapshot stored without the DeerFlow marker in a marked thread: DeerFlow's full-mode gate does not see this checkpoint as delta".into(),
             ));
         }
-        if enc == MessagesEncoding::Plain && marker.and_then(Json::as_str) == Some("delta") {
+        if enc == MessagesEncoding::Plain && n.facts.marked_delta() {
             let shared = n
                 .parent_index
                 .and_then(|p| t.checkpoint(p))

@@ -25,7 +25,7 @@ fn checkpoint(id: &str, parent: Option<String>, stored: Option<Value>) -> Checkp
             .unwrap_or_default(),
         channel_versions: vec![(MESSAGES.to_owned(), "1".into())],
         versions_seen: Vec::new(),
-        metadata: serde_json::Map::new(),
+        metadata: serde_json::Map::new().into(),
         bytes: 0,
     }
 }
@@ -65,7 +65,8 @@ fuzz_target!(|data: &[u8]| {
             id,
             parent,
             bytes: 0,
-            metadata: md,
+            facts: dfck::model::thread::MetaFacts::of(&md),
+            metadata: md.into(),
             messages_encoding: Some(ck.messages_encoding()),
             checkpoint: Ok(ck),
             writes: Vec::new(),

@@ -9,7 +9,9 @@ pub mod pyjson;
 mod scan;
 mod value;
 
-pub use decode::{MAX_DEPTH, decode, decode_shared};
+pub use decode::{
+    Depth, MAX_DEPTH, decode, decode_checkpoint, decode_shared, decode_value_shallow,
+};
 pub use encode::{encode, write_array_header, write_ext_header, write_value};
 pub use error::CodecError;
 pub use json::{Rendered, RenderedMap, from_json, to_json};
@@ -24,9 +26,19 @@ use bytes::Bytes;
 /// `<tag>+<cipher>` (an `EncryptedSerializer`) are refused with
 /// [`CodecError::UnsupportedSerializer`].
 pub fn decode_typed(tag: Option<&str>, bytes: impl Into<Bytes>) -> Result<Value, CodecError> {
+    decode_typed_checkpoint(tag, bytes, Depth::Full)
+}
+
+/// [`decode_typed`] of a checkpoint dict at a [`Depth`] (msgpack only; the other
+/// serializers hold no large channel values worth skipping).
+pub fn decode_typed_checkpoint(
+    tag: Option<&str>,
+    bytes: impl Into<Bytes>,
+    depth: Depth<'_>,
+) -> Result<Value, CodecError> {
     let bytes: Bytes = bytes.into();
     match tag {
-        Some("msgpack") => decode_shared(&bytes),
+        Some("msgpack") => decode_checkpoint(&bytes, depth),
         Some("null") => Ok(Value::Nil),
         Some("bytes") | Some("bytearray") => Ok(Value::Bin(bytes.to_vec())),
         Some("json") => {

@@ -9,7 +9,6 @@ pub use reach::{REGENERATE_SCAN_LIMIT, Reach, TurnInputs, regenerate_findings, r
 use crate::finding::{Finding, FindingCode};
 use crate::model::thread::LoadedThread;
 use crate::model::{Checkpoint, MESSAGES, NULL_TASK_ID};
-use serde_json::Value as Json;
 use std::collections::HashSet;
 
 /// How a parent walk ended.
@@ -78,14 +77,10 @@ pub fn pending_tasks(ck: &Checkpoint) -> Vec<String> {
 /// with `run_durations` and the parent's channel versions.
 pub fn is_duration_only(t: &LoadedThread, i: usize) -> bool {
     let n = &t.nodes[i];
-    if n.metadata
-        .get("writes")
-        .and_then(Json::as_object)
-        .is_some_and(|w| w.contains_key("runtime_run_duration"))
-    {
+    if n.facts.duration_write {
         return true;
     }
-    if n.source() != Some("update") || !n.metadata.contains_key("run_durations") {
+    if n.source() != Some("update") || !n.facts.run_durations {
         return false;
     }
     match (
@@ -509,7 +504,7 @@ fn entry(t: &LoadedThread, i: usize, contaminated: &HashSet<usize>) -> LineageEn
         parent_checkpoint_id: n.parent.clone(),
         source: n.source().map(str::to_owned),
         step: n.step(),
-        mode: if crate::model::metadata_is_delta(&n.metadata) {
+        mode: if n.facts.delta {
             crate::model::ChannelMode::Delta
         } else {
             crate::model::ChannelMode::Full

@@ -8,6 +8,7 @@ use crate::error::ModelError;
 use crate::store::{BlobRow, CheckpointBody, CheckpointRow, WriteRow};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value as Json};
+use std::sync::Arc;
 
 /// The messages channel, the only one DeerFlow stores as a `DeltaChannel`.
 pub const MESSAGES: &str = "messages";
@@ -44,8 +45,8 @@ pub struct Checkpoint {
     pub channel_versions: Vec<(String, String)>,
     /// `versions_seen`: per node (or special key), the channel versions it had seen.
     pub versions_seen: Vec<(String, Vec<(String, String)>)>,
-    /// Metadata JSON object.
-    pub metadata: Map<String, Json>,
+    /// Metadata JSON object (shared with the loaded thread's node).
+    pub metadata: Arc<Map<String, Json>>,
     /// Stored bytes (checkpoint + metadata).
     pub bytes: u64,
 }
@@ -242,29 +243,35 @@ impl Checkpoint {
 
     /// Decodes a stored row.
     pub fn from_row(row: CheckpointRow) -> Result<Self, ModelError> {
+        Self::from_row_at(row, codec::Depth::Full)
+    }
+
+    /// [`Checkpoint::from_row`] building channel values only to `depth` (see
+    /// [`codec::Depth`]); the same rows fail, with the same errors.
+    pub fn from_row_at(row: CheckpointRow, depth: codec::Depth<'_>) -> Result<Self, ModelError> {
         let what = format!(
             "thread '{}' checkpoint {}",
             row.thread_id, row.checkpoint_id
         );
-        let metadata = parse_metadata(&row.metadata, &what)?;
+        let metadata = Arc::new(parse_metadata(&row.metadata, &what)?);
         let malformed = |reason: &str| ModelError::Malformed {
             what: what.clone(),
             reason: reason.to_owned(),
         };
         let body = match row.body {
             CheckpointBody::Serialized { type_tag, bytes } => {
-                codec::decode_typed(type_tag.as_deref(), bytes).map_err(|source| {
-                    ModelError::Decode {
+                codec::decode_typed_checkpoint(type_tag.as_deref(), bytes, depth).map_err(
+                    |source| ModelError::Decode {
                         what: format!(
                             "{what}: checkpoint blob (type {})",
                             type_tag.as_deref().unwrap_or("NULL")
                         ),
                         source,
-                    }
-                })?
+                    },
+                )?
             }
             CheckpointBody::Postgres { checkpoint, blobs } => {
-                postgres_body(&checkpoint, blobs, &what)?
+                postgres_body_at(&checkpoint, blobs, &what, depth)?
             }
         };
         if body.as_map().is_none() {
@@ -404,6 +411,16 @@ pub(crate) fn postgres_body(
     blobs: Vec<BlobRow>,
     what: &str,
 ) -> Result<Value, ModelError> {
+    postgres_body_at(checkpoint, blobs, what, codec::Depth::Full)
+}
+
+/// [`postgres_body`] with blob values built to `depth`.
+fn postgres_body_at(
+    checkpoint: &Json,
+    blobs: Vec<BlobRow>,
+    what: &str,
+    depth: codec::Depth<'_>,
+) -> Result<Value, ModelError> {
     let Value::Map(mut entries) = codec::from_json(checkpoint) else {
         return Err(ModelError::Malformed {
             what: what.to_owned(),
@@ -447,15 +464,25 @@ pub(crate) fn postgres_body(
             set_value(&mut values, &b.channel, v);
             continue;
         }
-        let bytes = b.blob.unwrap_or_default();
-        let v =
-            codec::decode_typed(Some(&b.type_tag), bytes).map_err(|source| ModelError::Decode {
-                what: format!(
-                    "{what}: blob of channel '{}' (type {})",
-                    b.channel, b.type_tag
-                ),
-                source,
-            })?;
+        let bytes = bytes::Bytes::from(b.blob.unwrap_or_default());
+        let shallow = match depth {
+            codec::Depth::Shallow { keep } => {
+                b.type_tag == "msgpack" && !keep.contains(&b.channel.as_str())
+            }
+            codec::Depth::Full => false,
+        };
+        let v = if shallow {
+            codec::decode_value_shallow(&bytes)
+        } else {
+            codec::decode_typed(Some(&b.type_tag), bytes)
+        }
+        .map_err(|source| ModelError::Decode {
+            what: format!(
+                "{what}: blob of channel '{}' (type {})",
+                b.channel, b.type_tag
+            ),
+            source,
+        })?;
         set_value(&mut values, &b.channel, v);
     }
     match pos {

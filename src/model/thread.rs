@@ -4,12 +4,13 @@
 //! then dropped, so memory follows the number of checkpoints of the largest thread, not
 //! its bytes.
 
-use super::{Checkpoint, MessagesEncoding, parse_metadata};
-use crate::codec::Value;
+use super::{Checkpoint, MODE_MARKER, MessagesEncoding, metadata_is_delta, parse_metadata};
+use crate::codec::{Depth, Value};
 use crate::error::{ModelError, StoreError};
 use crate::store::{Store, WriteRow};
 use serde_json::{Map, Value as Json};
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// One checkpoint of a loaded thread. Lineage works even when the body is unreadable.
 #[derive(Debug)]
@@ -20,8 +21,13 @@ pub struct Node {
     pub parent: Option<String>,
     /// Stored bytes (checkpoint + metadata).
     pub bytes: u64,
-    /// Metadata (empty when unreadable).
-    pub metadata: Map<String, Json>,
+    /// Metadata (empty when unreadable), the same allocation as the checkpoint's. Complete
+    /// only in a thread loaded with [`LoadedThread::load_full`]: a structural load keeps
+    /// just the [`MetaFacts`] (a metadata object costs about 1.5 KiB in memory, more than
+    /// everything else a node holds).
+    pub metadata: Arc<Map<String, Json>>,
+    /// What structural analysis reads from the metadata, in every load.
+    pub facts: MetaFacts,
     /// The decoded checkpoint (channel values reduced to their keys, except small
     /// bookkeeping channels), or why it could not be decoded.
     pub checkpoint: Result<Checkpoint, ModelError>,
@@ -38,12 +44,55 @@ pub struct Node {
 impl Node {
     /// `metadata.source`.
     pub fn source(&self) -> Option<&str> {
-        self.metadata.get("source").and_then(Json::as_str)
+        self.facts.source.as_deref()
     }
 
     /// `metadata.step`.
     pub fn step(&self) -> Option<i64> {
-        self.metadata.get("step").and_then(Json::as_i64)
+        self.facts.step
+    }
+}
+
+/// The metadata facts structural analysis (verify, lineage, prune) reads, kept per node in
+/// a few bytes.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MetaFacts {
+    /// `source`, when a string.
+    pub source: Option<Box<str>>,
+    /// `step`, when an integer.
+    pub step: Option<i64>,
+    /// DeerFlow's mode marker, any value (see [`MODE_MARKER`]).
+    pub marker: Option<Box<Json>>,
+    /// Delta by DeerFlow's metadata rule ([`metadata_is_delta`]).
+    pub delta: bool,
+    /// Has `run_durations` (DeerFlow's run-duration writer on Postgres).
+    pub run_durations: bool,
+    /// Has `writes.runtime_run_duration` (the same writer on SQLite).
+    pub duration_write: bool,
+    /// The metadata object is empty or unreadable.
+    pub empty: bool,
+}
+
+impl MetaFacts {
+    /// The facts of one metadata object.
+    pub fn of(meta: &Map<String, Json>) -> Self {
+        MetaFacts {
+            source: meta.get("source").and_then(Json::as_str).map(Into::into),
+            step: meta.get("step").and_then(Json::as_i64),
+            marker: meta.get(MODE_MARKER).cloned().map(Box::new),
+            delta: metadata_is_delta(meta),
+            run_durations: meta.contains_key("run_durations"),
+            duration_write: meta
+                .get("writes")
+                .and_then(Json::as_object)
+                .is_some_and(|w| w.contains_key("runtime_run_duration")),
+            empty: meta.is_empty(),
+        }
+    }
+
+    /// The marker is the string `"delta"`.
+    pub fn marked_delta(&self) -> bool {
+        self.marker.as_deref().and_then(Json::as_str) == Some("delta")
     }
 }
 
@@ -64,11 +113,14 @@ impl LoadVisitor for NoVisitor {}
 /// other value becomes nil (the key stays, so "stores a value" still holds).
 fn compact(ck: &mut Checkpoint) {
     for (name, v) in ck.channel_values.iter_mut() {
-        if name != "__pregel_tasks" {
+        if name != PREGEL_TASKS {
             *v = Value::Nil;
         }
     }
 }
+
+/// The channel of queued `Send`s, kept whole by [`compact`].
+const PREGEL_TASKS: &str = "__pregel_tasks";
 
 /// A whole (thread, ns).
 #[derive(Debug)]
@@ -113,6 +165,7 @@ impl LoadedThread {
         keep_values: bool,
     ) -> Result<Self, StoreError> {
         let mut nodes = Vec::new();
+        let empty = Arc::new(Map::new());
         let scan = if keep_values {
             Store::scan_thread_values
         } else {
@@ -123,24 +176,43 @@ impl LoadedThread {
                 "thread '{}' checkpoint {}",
                 row.thread_id, row.checkpoint_id
             );
-            // Metadata is plain JSON even when the body is encrypted or pickled.
-            let metadata = parse_metadata(&row.metadata, &what).unwrap_or_default();
             let id = row.checkpoint_id.clone();
             let parent = row.parent_checkpoint_id.clone();
             let bytes = row.bytes;
-            let mut checkpoint = Checkpoint::from_row(row);
+            let metadata_bytes = row.metadata.clone();
+            let mut checkpoint = if keep_values {
+                Checkpoint::from_row(row)
+            } else {
+                Checkpoint::from_row_at(
+                    row,
+                    Depth::Shallow {
+                        keep: &[PREGEL_TASKS],
+                    },
+                )
+            };
             let messages_encoding = checkpoint.as_ref().ok().map(Checkpoint::messages_encoding);
+            // Metadata is plain JSON even when the body is encrypted or pickled.
+            let mut metadata = match &checkpoint {
+                Ok(ck) => Arc::clone(&ck.metadata),
+                Err(_) => Arc::new(parse_metadata(&metadata_bytes, &what).unwrap_or_default()),
+            };
+            let facts = MetaFacts::of(&metadata);
             if let Ok(ck) = &mut checkpoint {
                 visitor.checkpoint(ck);
                 if !keep_values {
                     compact(ck);
+                    ck.metadata = Arc::clone(&empty);
                 }
+            }
+            if !keep_values {
+                metadata = Arc::clone(&empty);
             }
             nodes.push(Node {
                 id,
                 parent,
                 bytes,
                 metadata,
+                facts,
                 checkpoint,
                 messages_encoding,
                 writes: Vec::new(),
@@ -163,7 +235,19 @@ impl LoadedThread {
         }
         let mut writes = store.thread_writes(thread_id, ns)?;
         crate::store::sort_writes(&mut writes);
-        for mut w in writes {
+        // Each node's writes are sized exactly (most nodes hold one or two), and the read
+        // buffer shrinks as it empties, so the thread's writes are never held twice.
+        let mut per_node = vec![0usize; nodes.len()];
+        for w in &writes {
+            if let Some(&i) = index.get(&w.checkpoint_id) {
+                per_node[i] += 1;
+            }
+        }
+        for (n, k) in nodes.iter_mut().zip(per_node) {
+            n.writes.reserve_exact(k);
+        }
+        writes.reverse();
+        while let Some(mut w) = writes.pop() {
             if let Some(&i) = index.get(&w.checkpoint_id) {
                 visitor.write(&w);
                 if !keep_values {
@@ -171,7 +255,11 @@ impl LoadedThread {
                 }
                 nodes[i].writes.push(w);
             }
+            if writes.len() < writes.capacity() / 4 {
+                writes.shrink_to_fit();
+            }
         }
+        nodes.shrink_to_fit();
         Ok(LoadedThread {
             thread_id: thread_id.to_owned(),
             checkpoint_ns: ns.to_owned(),

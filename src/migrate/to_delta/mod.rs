@@ -314,7 +314,7 @@ fn plan_one(
         let mut seen_versions = std::collections::HashSet::new();
         for c in &list {
             let n = &t.nodes[c.index];
-            let old_meta = serde_json::to_vec(&n.metadata).map_or(0, |v| v.len()) as i64;
+            let old_meta = serde_json::to_vec(&*n.metadata).map_or(0, |v| v.len()) as i64;
             let new_meta = serde_json::to_vec(&c.metadata).map_or(0, |v| v.len()) as i64;
             after += new_meta - old_meta;
             let first = !shared
