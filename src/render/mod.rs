@@ -4,6 +4,7 @@
 
 pub mod conversation;
 pub mod escape;
+mod json;
 mod full_to_delta;
 pub(crate) mod grid;
 pub mod meta;

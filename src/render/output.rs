@@ -4,13 +4,13 @@
 use super::Format;
 use crate::error::Error;
 use std::io::Write;
+use std::os::fd::AsFd;
 
 /// Fails when dfck was started with stdout closed (`dfck … >&-`). Rust's runtime reopens a
 /// closed stdout on /dev/null read-write before `main`, so every write would "succeed" with
 /// the output lost; a shell's `> /dev/null` opens it write-only, so the two differ.
 fn stdout_open() -> Result<(), Error> {
     use nix::fcntl::{FcntlArg, OFlag, fcntl};
-    use std::os::fd::AsFd;
     let out = std::io::stdout();
     let fd = out.as_fd();
     let closed_at_start = fcntl(fd, FcntlArg::F_GETFL)
@@ -56,11 +56,18 @@ pub fn output<T: serde::Serialize>(
         }
         Format::Json => {
             stdout_open()?;
-            let mut w = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
-            let r = serde_json::to_writer(&mut w, report)
-                .map_err(|e| match e.io_error_kind() {
-                    Some(kind) => Error::Io(kind.into()),
-                    None => Error::Render(e.to_string()),
+            // A duplicate of the stdout descriptor: large documents skip the line buffer
+            // of `std::io::stdout()`, which searches every block for a newline.
+            let out = std::io::stdout().lock();
+            let sink: Box<dyn Write> = match out.as_fd().try_clone_to_owned() {
+                Ok(fd) => Box::new(std::fs::File::from(fd)),
+                Err(_) => Box::new(out),
+            };
+            let mut w = std::io::BufWriter::with_capacity(1 << 16, sink);
+            let r = super::json::to_writer(&mut w, report)
+                .map_err(|e| match e {
+                    super::json::JsonError::Io(e) => Error::Io(e),
+                    super::json::JsonError::Value(m) => Error::Render(m),
                 })
                 .and_then(|()| {
                     w.write_all(b"\n")?;

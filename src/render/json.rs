@@ -1,0 +1,606 @@
+//! Compact JSON output: a `serde::Serializer` writing the same bytes as
+//! `serde_json::to_writer` (same escaping, number and float formatting, map-key rules),
+//! with string escaping that skips eight bytes at a time. A 10,000-message state is about
+//! 4 MB of JSON, nearly all of it string contents; escaping them byte by byte was a fifth of
+//! `inspect --state` (docs/performance.md). `tests` compare it with serde_json.
+
+use serde::ser::{self, Serialize};
+use std::fmt::Display;
+use std::io::Write;
+
+/// A serialization failure: the writer failed, or the value cannot be JSON.
+#[derive(Debug)]
+pub enum JsonError {
+    /// The writer failed.
+    Io(std::io::Error),
+    /// The value has no JSON form (e.g. a map key that is not a string or number).
+    Value(String),
+}
+
+impl Display for JsonError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            JsonError::Io(e) => e.fmt(f),
+            JsonError::Value(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for JsonError {}
+
+impl ser::Error for JsonError {
+    fn custom<T: Display>(msg: T) -> Self {
+        JsonError::Value(msg.to_string())
+    }
+}
+
+impl From<std::io::Error> for JsonError {
+    fn from(e: std::io::Error) -> Self {
+        JsonError::Io(e)
+    }
+}
+
+type Result<T = ()> = std::result::Result<T, JsonError>;
+
+/// Writes `value` as compact JSON, byte for byte what `serde_json::to_writer` writes.
+pub fn to_writer<W: Write, T: Serialize + ?Sized>(w: W, value: &T) -> Result {
+    value.serialize(&mut Json { w })
+}
+
+/// Per byte: 0 when it is written as is, else the letter of its escape (`u` for `\u00XX`).
+static ESCAPE: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 0x20 {
+        t[i] = b'u';
+        i += 1;
+    }
+    t[0x08] = b'b';
+    t[0x09] = b't';
+    t[0x0a] = b'n';
+    t[0x0c] = b'f';
+    t[0x0d] = b'r';
+    t[b'"' as usize] = b'"';
+    t[b'\\' as usize] = b'\\';
+    t
+};
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGHS: u64 = 0x8080_8080_8080_8080;
+
+/// Whether any of the eight bytes may need an escape (a control byte, `"` or `\`).
+fn chunk_needs_escape(x: u64) -> bool {
+    let zero_in = |v: u64| v.wrapping_sub(ONES) & !v & HIGHS;
+    let control = x.wrapping_sub(ONES * 0x20) & !x & HIGHS;
+    (control | zero_in(x ^ (ONES * u64::from(b'"'))) | zero_in(x ^ (ONES * u64::from(b'\\'))))
+        != 0
+}
+
+fn write_str<W: Write>(w: &mut W, s: &str) -> Result {
+    let bytes = s.as_bytes();
+    w.write_all(b"\"")?;
+    let mut start = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        if let Some(chunk) = bytes.get(i..i + 8) {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            if !chunk_needs_escape(u64::from_le_bytes(word)) {
+                i += 8;
+                continue;
+            }
+        }
+        let b = bytes[i];
+        let esc = ESCAPE[b as usize];
+        i += 1;
+        if esc == 0 {
+            continue;
+        }
+        w.write_all(&bytes[start..i - 1])?;
+        start = i;
+        match esc {
+            b'u' => {
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                w.write_all(&[
+                    b'\\',
+                    b'u',
+                    b'0',
+                    b'0',
+                    HEX[(b >> 4) as usize],
+                    HEX[(b & 0xf) as usize],
+                ])?;
+            }
+            letter => w.write_all(&[b'\\', letter])?,
+        }
+    }
+    w.write_all(&bytes[start..])?;
+    w.write_all(b"\"")?;
+    Ok(())
+}
+
+struct Json<W> {
+    w: W,
+}
+
+impl<W: Write> Json<W> {
+    fn raw(&mut self, b: &[u8]) -> Result {
+        Ok(self.w.write_all(b)?)
+    }
+
+    fn int(&mut self, v: impl itoa::Integer) -> Result {
+        self.raw(itoa::Buffer::new().format(v).as_bytes())
+    }
+}
+
+/// An open `[…]` or `{…}`; `first` until the first element is written.
+struct Compound<'a, W> {
+    ser: &'a mut Json<W>,
+    first: bool,
+    /// Closing bytes (`]`, `}`, or `}}` / `]}` for enum variants).
+    close: &'static [u8],
+}
+
+impl<W: Write> Compound<'_, W> {
+    fn comma(&mut self) -> Result {
+        if self.first {
+            self.first = false;
+            Ok(())
+        } else {
+            self.ser.raw(b",")
+        }
+    }
+
+    fn end_compound(self) -> Result {
+        self.ser.raw(self.close)
+    }
+}
+
+impl<'a, W: Write> ser::Serializer for &'a mut Json<W> {
+    type Ok = ();
+    type Error = JsonError;
+    type SerializeSeq = Compound<'a, W>;
+    type SerializeTuple = Compound<'a, W>;
+    type SerializeTupleStruct = Compound<'a, W>;
+    type SerializeTupleVariant = Compound<'a, W>;
+    type SerializeMap = Compound<'a, W>;
+    type SerializeStruct = Compound<'a, W>;
+    type SerializeStructVariant = Compound<'a, W>;
+
+    fn serialize_bool(self, v: bool) -> Result {
+        self.raw(if v { b"true" } else { b"false" })
+    }
+    fn serialize_i8(self, v: i8) -> Result {
+        self.int(v)
+    }
+    fn serialize_i16(self, v: i16) -> Result {
+        self.int(v)
+    }
+    fn serialize_i32(self, v: i32) -> Result {
+        self.int(v)
+    }
+    fn serialize_i64(self, v: i64) -> Result {
+        self.int(v)
+    }
+    fn serialize_i128(self, v: i128) -> Result {
+        self.int(v)
+    }
+    fn serialize_u8(self, v: u8) -> Result {
+        self.int(v)
+    }
+    fn serialize_u16(self, v: u16) -> Result {
+        self.int(v)
+    }
+    fn serialize_u32(self, v: u32) -> Result {
+        self.int(v)
+    }
+    fn serialize_u64(self, v: u64) -> Result {
+        self.int(v)
+    }
+    fn serialize_u128(self, v: u128) -> Result {
+        self.int(v)
+    }
+    fn serialize_f32(self, v: f32) -> Result {
+        if v.is_finite() {
+            self.raw(zmij::Buffer::new().format_finite(v).as_bytes())
+        } else {
+            self.raw(b"null")
+        }
+    }
+    fn serialize_f64(self, v: f64) -> Result {
+        if v.is_finite() {
+            self.raw(zmij::Buffer::new().format_finite(v).as_bytes())
+        } else {
+            self.raw(b"null")
+        }
+    }
+    fn serialize_char(self, v: char) -> Result {
+        write_str(&mut self.w, v.encode_utf8(&mut [0; 4]))
+    }
+    fn serialize_str(self, v: &str) -> Result {
+        write_str(&mut self.w, v)
+    }
+    fn serialize_bytes(self, v: &[u8]) -> Result {
+        let mut seq = ser::Serializer::serialize_seq(self, Some(v.len()))?;
+        for b in v {
+            ser::SerializeSeq::serialize_element(&mut seq, b)?;
+        }
+        ser::SerializeSeq::end(seq)
+    }
+    fn serialize_none(self) -> Result {
+        self.raw(b"null")
+    }
+    fn serialize_some<T: Serialize + ?Sized>(self, v: &T) -> Result {
+        v.serialize(self)
+    }
+    fn serialize_unit(self) -> Result {
+        self.raw(b"null")
+    }
+    fn serialize_unit_struct(self, _: &'static str) -> Result {
+        self.raw(b"null")
+    }
+    fn serialize_unit_variant(self, _: &'static str, _: u32, variant: &'static str) -> Result {
+        write_str(&mut self.w, variant)
+    }
+    fn serialize_newtype_struct<T: Serialize + ?Sized>(self, _: &'static str, v: &T) -> Result {
+        v.serialize(self)
+    }
+    fn serialize_newtype_variant<T: Serialize + ?Sized>(
+        self,
+        _: &'static str,
+        _: u32,
+        variant: &'static str,
+        v: &T,
+    ) -> Result {
+        self.raw(b"{")?;
+        write_str(&mut self.w, variant)?;
+        self.raw(b":")?;
+        v.serialize(&mut *self)?;
+        self.raw(b"}")
+    }
+    fn serialize_seq(self, _: Option<usize>) -> Result<Self::SerializeSeq> {
+        self.raw(b"[")?;
+        Ok(Compound {
+            ser: self,
+            first: true,
+            close: b"]",
+        })
+    }
+    fn serialize_tuple(self, len: usize) -> Result<Self::SerializeTuple> {
+        self.serialize_seq(Some(len))
+    }
+    fn serialize_tuple_struct(self, _: &'static str, len: usize) -> Result<Self::SerializeSeq> {
+        self.serialize_seq(Some(len))
+    }
+    fn serialize_tuple_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        variant: &'static str,
+        _: usize,
+    ) -> Result<Self::SerializeSeq> {
+        self.raw(b"{")?;
+        write_str(&mut self.w, variant)?;
+        self.raw(b":[")?;
+        Ok(Compound {
+            ser: self,
+            first: true,
+            close: b"]}",
+        })
+    }
+    fn serialize_map(self, _: Option<usize>) -> Result<Self::SerializeMap> {
+        self.raw(b"{")?;
+        Ok(Compound {
+            ser: self,
+            first: true,
+            close: b"}",
+        })
+    }
+    fn serialize_struct(self, _: &'static str, len: usize) -> Result<Self::SerializeMap> {
+        self.serialize_map(Some(len))
+    }
+    fn serialize_struct_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        variant: &'static str,
+        _: usize,
+    ) -> Result<Self::SerializeMap> {
+        self.raw(b"{")?;
+        write_str(&mut self.w, variant)?;
+        self.raw(b":{")?;
+        Ok(Compound {
+            ser: self,
+            first: true,
+            close: b"}}",
+        })
+    }
+}
+
+macro_rules! seq_like {
+    ($trait:ident, $method:ident) => {
+        impl<W: Write> ser::$trait for Compound<'_, W> {
+            type Ok = ();
+            type Error = JsonError;
+            fn $method<T: Serialize + ?Sized>(&mut self, v: &T) -> Result {
+                self.comma()?;
+                v.serialize(&mut *self.ser)
+            }
+            fn end(self) -> Result {
+                self.end_compound()
+            }
+        }
+    };
+}
+
+seq_like!(SerializeSeq, serialize_element);
+seq_like!(SerializeTuple, serialize_element);
+seq_like!(SerializeTupleStruct, serialize_field);
+seq_like!(SerializeTupleVariant, serialize_field);
+
+impl<W: Write> ser::SerializeMap for Compound<'_, W> {
+    type Ok = ();
+    type Error = JsonError;
+    fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result {
+        self.comma()?;
+        key.serialize(MapKey { ser: &mut *self.ser })
+    }
+    fn serialize_value<T: Serialize + ?Sized>(&mut self, v: &T) -> Result {
+        self.ser.raw(b":")?;
+        v.serialize(&mut *self.ser)
+    }
+    fn end(self) -> Result {
+        self.end_compound()
+    }
+}
+
+macro_rules! struct_like {
+    ($trait:ident) => {
+        impl<W: Write> ser::$trait for Compound<'_, W> {
+            type Ok = ();
+            type Error = JsonError;
+            fn serialize_field<T: Serialize + ?Sized>(
+                &mut self,
+                key: &'static str,
+                v: &T,
+            ) -> Result {
+                self.comma()?;
+                write_str(&mut self.ser.w, key)?;
+                self.ser.raw(b":")?;
+                v.serialize(&mut *self.ser)
+            }
+            fn end(self) -> Result {
+                self.end_compound()
+            }
+        }
+    };
+}
+
+struct_like!(SerializeStruct);
+struct_like!(SerializeStructVariant);
+
+/// A map key: strings as they are, numbers and booleans quoted, anything else refused
+/// (serde_json's rules).
+struct MapKey<'a, W> {
+    ser: &'a mut Json<W>,
+}
+
+fn key_error() -> JsonError {
+    JsonError::Value("key must be a string".into())
+}
+
+macro_rules! quoted_int {
+    ($($method:ident: $t:ty),*) => {
+        $(fn $method(self, v: $t) -> Result {
+            self.ser.raw(b"\"")?;
+            self.ser.int(v)?;
+            self.ser.raw(b"\"")
+        })*
+    };
+}
+
+impl<W: Write> ser::Serializer for MapKey<'_, W> {
+    type Ok = ();
+    type Error = JsonError;
+    type SerializeSeq = ser::Impossible<(), JsonError>;
+    type SerializeTuple = ser::Impossible<(), JsonError>;
+    type SerializeTupleStruct = ser::Impossible<(), JsonError>;
+    type SerializeTupleVariant = ser::Impossible<(), JsonError>;
+    type SerializeMap = ser::Impossible<(), JsonError>;
+    type SerializeStruct = ser::Impossible<(), JsonError>;
+    type SerializeStructVariant = ser::Impossible<(), JsonError>;
+
+    fn serialize_str(self, v: &str) -> Result {
+        write_str(&mut self.ser.w, v)
+    }
+    fn serialize_char(self, v: char) -> Result {
+        write_str(&mut self.ser.w, v.encode_utf8(&mut [0; 4]))
+    }
+    fn serialize_bool(self, v: bool) -> Result {
+        self.ser.raw(if v { b"\"true\"" } else { b"\"false\"" })
+    }
+    quoted_int!(serialize_i8: i8, serialize_i16: i16, serialize_i32: i32, serialize_i64: i64,
+        serialize_i128: i128, serialize_u8: u8, serialize_u16: u16, serialize_u32: u32,
+        serialize_u64: u64, serialize_u128: u128);
+    fn serialize_f32(self, v: f32) -> Result {
+        if !v.is_finite() {
+            return Err(JsonError::Value("float key must be finite".into()));
+        }
+        self.ser.raw(b"\"")?;
+        self.ser.raw(zmij::Buffer::new().format_finite(v).as_bytes())?;
+        self.ser.raw(b"\"")
+    }
+    fn serialize_f64(self, v: f64) -> Result {
+        if !v.is_finite() {
+            return Err(JsonError::Value("float key must be finite".into()));
+        }
+        self.ser.raw(b"\"")?;
+        self.ser.raw(zmij::Buffer::new().format_finite(v).as_bytes())?;
+        self.ser.raw(b"\"")
+    }
+    fn serialize_unit_variant(self, _: &'static str, _: u32, variant: &'static str) -> Result {
+        write_str(&mut self.ser.w, variant)
+    }
+    fn serialize_newtype_struct<T: Serialize + ?Sized>(self, _: &'static str, v: &T) -> Result {
+        v.serialize(self)
+    }
+    fn serialize_bytes(self, _: &[u8]) -> Result {
+        Err(key_error())
+    }
+    fn serialize_none(self) -> Result {
+        Err(key_error())
+    }
+    fn serialize_some<T: Serialize + ?Sized>(self, _: &T) -> Result {
+        Err(key_error())
+    }
+    fn serialize_unit(self) -> Result {
+        Err(key_error())
+    }
+    fn serialize_unit_struct(self, _: &'static str) -> Result {
+        Err(key_error())
+    }
+    fn serialize_newtype_variant<T: Serialize + ?Sized>(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: &T,
+    ) -> Result {
+        Err(key_error())
+    }
+    fn serialize_seq(self, _: Option<usize>) -> Result<Self::SerializeSeq> {
+        Err(key_error())
+    }
+    fn serialize_tuple(self, _: usize) -> Result<Self::SerializeTuple> {
+        Err(key_error())
+    }
+    fn serialize_tuple_struct(
+        self,
+        _: &'static str,
+        _: usize,
+    ) -> Result<Self::SerializeTupleStruct> {
+        Err(key_error())
+    }
+    fn serialize_tuple_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: usize,
+    ) -> Result<Self::SerializeTupleVariant> {
+        Err(key_error())
+    }
+    fn serialize_map(self, _: Option<usize>) -> Result<Self::SerializeMap> {
+        Err(key_error())
+    }
+    fn serialize_struct(self, _: &'static str, _: usize) -> Result<Self::SerializeStruct> {
+        Err(key_error())
+    }
+    fn serialize_struct_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: usize,
+    ) -> Result<Self::SerializeStructVariant> {
+        Err(key_error())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::collections::BTreeMap;
+
+    fn ours<T: Serialize + ?Sized>(v: &T) -> String {
+        let mut out = Vec::new();
+        to_writer(&mut out, v).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[derive(serde::Serialize)]
+    enum E {
+        Unit,
+        New(i32),
+        Tuple(u8, String),
+        Struct { a: Option<f64>, b: Vec<u8> },
+    }
+
+    #[derive(serde::Serialize)]
+    struct S<'a> {
+        name: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        gone: Option<u8>,
+        e: Vec<E>,
+        ints: BTreeMap<i64, bool>,
+        bools: BTreeMap<bool, char>,
+        tuple: (i128, u128, f32),
+        unit: (),
+        bytes: &'a serde_bytes_like::Bytes,
+    }
+
+    mod serde_bytes_like {
+        /// Serializes through `serialize_bytes`.
+        pub struct Bytes(pub Vec<u8>);
+        impl serde::Serialize for Bytes {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_bytes(&self.0)
+            }
+        }
+    }
+
+    #[test]
+    fn writes_what_serde_json_writes() {
+        let every_byte: String = (0u8..0x80).map(char::from).collect();
+        let s = S {
+            name: "héllo \"w\" \\ \u{7f} \u{2028} 😀",
+            gone: None,
+            e: vec![
+                E::Unit,
+                E::New(-7),
+                E::Tuple(3, every_byte.clone()),
+                E::Struct {
+                    a: Some(f64::NAN),
+                    b: vec![0, 255],
+                },
+                E::Struct {
+                    a: Some(1e-7),
+                    b: vec![],
+                },
+            ],
+            ints: [(-1, true), (i64::MAX, false)].into(),
+            bools: [(true, '\n'), (false, '"')].into(),
+            tuple: (i128::MIN, u128::MAX, 0.1),
+            unit: (),
+            bytes: &serde_bytes_like::Bytes(vec![1, 2, 3]),
+        };
+        assert_eq!(ours(&s), serde_json::to_string(&s).unwrap());
+        let v = json!({"a": [1.5, -0.0, 1e300, null, "x\u{1}y"], "b": {"": {}}, "c": []});
+        assert_eq!(ours(&v), serde_json::to_string(&v).unwrap());
+        let floats: BTreeMap<String, f64> = [("k".into(), 2.5)].into();
+        assert_eq!(ours(&floats), serde_json::to_string(&floats).unwrap());
+    }
+
+    #[test]
+    fn escapes_every_position_of_a_chunk() {
+        // Each escapable byte at each offset around the eight-byte chunks.
+        for special in [0u8, 0x08, 0x1f, b'"', b'\\', b'\n', 0x7f, b' '] {
+            for len in 0..20 {
+                for at in 0..len {
+                    let mut bytes = vec![b'a'; len];
+                    bytes[at] = special;
+                    let text = String::from_utf8(bytes).unwrap();
+                    assert_eq!(ours(&text), serde_json::to_string(&text).unwrap());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn refuses_what_serde_json_refuses() {
+        let bad: BTreeMap<Vec<u8>, u8> = [(vec![1], 1)].into();
+        assert!(serde_json::to_string(&bad).is_err());
+        let mut out = Vec::new();
+        assert!(to_writer(&mut out, &bad).is_err());
+    }
+}
