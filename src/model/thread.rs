@@ -110,13 +110,29 @@ pub struct NoVisitor;
 impl LoadVisitor for NoVisitor {}
 
 /// Keeps what structural analysis reads: trigger channels (nil) and queued `Send`s; every
-/// other value becomes nil (the key stays, so "stores a value" still holds).
+/// other value becomes nil (the key stays, so "stores a value" still holds). Of
+/// `versions_seen` only what pending-task detection compares is kept: what each node has
+/// seen of its own trigger channel, when that channel stores a value here
+/// (docs/storage-format.md#versions-seen).
 fn compact(ck: &mut Checkpoint) {
     for (name, v) in ck.channel_values.iter_mut() {
         if name != PREGEL_TASKS {
             *v = Value::Nil;
         }
     }
+    let stored = |ch: &str| ck.channel_values.iter().any(|(name, _)| name == ch);
+    let mut seen = std::mem::take(&mut ck.versions_seen);
+    seen.retain_mut(|(node, channels)| {
+        channels.retain(|(ch, _)| {
+            let trigger = ch.strip_prefix("branch:to:") == Some(node.as_str())
+                || (ch == "__start__" && node == "__start__");
+            trigger && stored(ch)
+        });
+        channels.shrink_to_fit();
+        !channels.is_empty()
+    });
+    seen.shrink_to_fit();
+    ck.versions_seen = seen;
 }
 
 /// The channel of queued `Send`s, kept whole by [`compact`].
