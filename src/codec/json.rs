@@ -10,6 +10,7 @@ use base64::Engine as _;
 use serde::ser::{Error as _, SerializeMap, SerializeSeq, SerializeTuple};
 use serde::{Serialize, Serializer};
 use serde_json::Value as Json;
+use std::cell::Cell;
 
 /// Renders a value as a `serde_json::Value`, exactly as docs/storage-format.md#json-rendering specifies.
 pub fn to_json(v: &Value) -> Json {
@@ -161,6 +162,146 @@ impl Serialize for Rendered<'_> {
 
 struct NodeJson<'a>(Node<'a>);
 
+/// `{"$ext": code, "$bytes": …}`: an ext value with no JSON form of its own.
+struct RawExt<'a>(i8, &'a [u8]);
+
+fn raw_ext_of(code: i8, raw: &[u8]) -> RawExt<'_> {
+    RawExt(code, raw)
+}
+
+impl Serialize for RawExt<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(2))?;
+        m.serialize_entry("$ext", &self.0)?;
+        m.serialize_entry("$bytes", &B64(self.1))?;
+        m.end()
+    }
+}
+
+/// Whether the `n` entries of a map starting at `c` all have string keys (read from the
+/// headers only: the bytes were validated when they were decoded).
+fn string_keys(mut c: Cur<'_>, n: usize) -> bool {
+    for _ in 0..n {
+        let is_str = matches!(c.buf.get(c.pos), Some(0xa0..=0xbf | 0xd9..=0xdb));
+        if !is_str || c.value_slice().is_err() || c.value_slice().is_err() {
+            return false;
+        }
+    }
+    true
+}
+
+/// Streams the msgpack value at a shared cursor as JSON and leaves the cursor after it: the
+/// undecoded counterpart of [`NodeJson`] for a message's fields, written in one pass over
+/// their bytes instead of a node list built per level (docs/performance.md). Scalars,
+/// lists and string-keyed maps are written here; anything else goes to [`NodeJson`].
+struct Stream<'a, 'c>(&'c Cell<Cur<'a>>);
+
+impl Serialize for Stream<'_, '_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let at = self.0.get();
+        let mut c = at;
+        let token = c.token().map_err(S::Error::custom)?;
+        match token {
+            Token::Nil => {}
+            Token::Bool(_) | Token::Int(_) | Token::UInt(_) | Token::F32(_) | Token::F64(_) => {}
+            Token::Str(_) | Token::Bin(_) => {}
+            Token::Array(n) => {
+                self.0.set(c);
+                let mut q = s.serialize_seq(Some(n))?;
+                for _ in 0..n {
+                    q.serialize_element(&Stream(self.0))?;
+                }
+                return q.end();
+            }
+            Token::Map(n) if string_keys(c, n) => {
+                self.0.set(c);
+                let mut m = s.serialize_map(Some(n))?;
+                for _ in 0..n {
+                    let mut k = self.0.get();
+                    let Token::Str(key) = k.token().map_err(S::Error::custom)? else {
+                        return Err(S::Error::custom("a map key is not a string"));
+                    };
+                    self.0.set(k);
+                    m.serialize_entry(key, &Stream(self.0))?;
+                }
+                return m.end();
+            }
+            Token::Map(_) | Token::Ext(..) => {
+                let mut end = at;
+                let bytes = end.value_slice().map_err(S::Error::custom)?;
+                self.0.set(end);
+                return NodeJson(Node::Raw(bytes)).serialize(s);
+            }
+        }
+        self.0.set(c);
+        match token {
+            Token::Nil => s.serialize_unit(),
+            Token::Bool(b) => s.serialize_bool(b),
+            Token::Int(i) => s.serialize_i64(i),
+            Token::UInt(u) => s.serialize_u64(u),
+            Token::F32(f) => float(s, f as f64),
+            Token::F64(f) => float(s, f),
+            Token::Str(x) => s.serialize_str(x),
+            Token::Bin(b) => {
+                let mut m = s.serialize_map(Some(1))?;
+                m.serialize_entry("$bytes", &B64(b))?;
+                m.end()
+            }
+            Token::Array(_) | Token::Map(_) | Token::Ext(..) => {
+                Err(S::Error::custom("unreachable container token"))
+            }
+        }
+    }
+}
+
+/// A pydantic model (ext 4 or 5) from its undecoded payload `[module, class, {fields}, …]`:
+/// `{"$class": "module.Class", field: value, …}`, or `"$fields"` when the fields are not a
+/// string-keyed map; the same JSON [`NodeJson`] writes from a decoded payload.
+fn pydantic_raw<'a, S: Serializer>(
+    s: S,
+    payload: &'a [u8],
+    raw_ext: impl FnOnce() -> RawExt<'a>,
+) -> Result<S::Ok, S::Error> {
+    let mut c = Cur::new(payload);
+    let n = match c.token().map_err(S::Error::custom)? {
+        Token::Array(n) => n,
+        _ => return raw_ext().serialize(s),
+    };
+    let mut item = |i: usize| -> Result<Option<&'a [u8]>, S::Error> {
+        if i < n {
+            c.value_slice().map(Some).map_err(S::Error::custom)
+        } else {
+            Ok(None)
+        }
+    };
+    let module = item(0)?.and_then(|b| Node::Raw(b).str_key());
+    let class = item(1)?.and_then(|b| Node::Raw(b).str_key());
+    let fields = item(2)?;
+    let mut m = s.serialize_map(None)?;
+    m.serialize_entry("$class", &ClassName(module, class))?;
+    let mut f = fields.map(Cur::new);
+    let keyed = match f.as_mut().map(Cur::token) {
+        Some(Ok(Token::Map(k))) => f.filter(|f| string_keys(*f, k)).map(|f| (f, k)),
+        Some(Err(e)) => return Err(S::Error::custom(e)),
+        _ => None,
+    };
+    match keyed {
+        Some((f, k)) => {
+            let cur = Cell::new(f);
+            for _ in 0..k {
+                let mut at = cur.get();
+                let Token::Str(key) = at.token().map_err(S::Error::custom)? else {
+                    return Err(S::Error::custom("a field name is not a string"));
+                };
+                cur.set(at);
+                m.serialize_entry(key, &Stream(&cur))?;
+            }
+        }
+        None => m.serialize_entry("$fields", &fields.map(|b| NodeJson(Node::Raw(b))))?,
+    }
+    m.end()
+}
+
 struct B64<'a>(&'a [u8]);
 
 impl Serialize for B64<'_> {
@@ -265,6 +406,9 @@ impl Serialize for NodeJson<'_> {
                 let Some(payload) = payload else {
                     return raw_ext(s);
                 };
+                if let (4 | 5, Node::Raw(bytes)) = (code, payload) {
+                    return pydantic_raw(s, bytes, || raw_ext_of(code, raw));
+                }
                 if code == super::EXT_DELTA_SNAPSHOT {
                     let mut m = s.serialize_map(Some(1))?;
                     m.serialize_entry("$delta_snapshot", &NodeJson(payload))?;

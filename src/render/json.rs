@@ -44,7 +44,14 @@ type Result<T = ()> = std::result::Result<T, JsonError>;
 
 /// Writes `value` as compact JSON, byte for byte what `serde_json::to_writer` writes.
 pub fn to_writer<W: Write, T: Serialize + ?Sized>(w: W, value: &T) -> Result {
-    value.serialize(&mut Json { w })
+    let mut json = Json {
+        w,
+        buf: Vec::with_capacity(BLOCK + BLOCK / 4),
+        scratch: String::new(),
+    };
+    value.serialize(&mut json)?;
+    json.w.write_all(&json.buf)?;
+    Ok(())
 }
 
 /// Per byte: 0 when it is written as is, else the letter of its escape (`u` for `\u00XX`).
@@ -72,59 +79,85 @@ const HIGHS: u64 = 0x8080_8080_8080_8080;
 fn chunk_needs_escape(x: u64) -> bool {
     let zero_in = |v: u64| v.wrapping_sub(ONES) & !v & HIGHS;
     let control = x.wrapping_sub(ONES * 0x20) & !x & HIGHS;
-    (control | zero_in(x ^ (ONES * u64::from(b'"'))) | zero_in(x ^ (ONES * u64::from(b'\\'))))
-        != 0
+    (control | zero_in(x ^ (ONES * u64::from(b'"'))) | zero_in(x ^ (ONES * u64::from(b'\\')))) != 0
 }
 
-fn write_str<W: Write>(w: &mut W, s: &str) -> Result {
-    let bytes = s.as_bytes();
-    w.write_all(b"\"")?;
-    let mut start = 0;
-    let mut i = 0;
-    while i < bytes.len() {
-        if let Some(chunk) = bytes.get(i..i + 8) {
-            let mut word = [0u8; 8];
-            word.copy_from_slice(chunk);
-            if !chunk_needs_escape(u64::from_le_bytes(word)) {
-                i += 8;
-                continue;
-            }
+/// The index of the first byte of `b` at or after `i` that needs an escape, or `b.len()`.
+fn next_escape(b: &[u8], mut i: usize) -> usize {
+    while let Some(chunk) = b.get(i..i + 8) {
+        let Ok(word) = <[u8; 8]>::try_from(chunk) else {
+            break;
+        };
+        if chunk_needs_escape(u64::from_le_bytes(word)) {
+            break;
         }
-        let b = bytes[i];
-        let esc = ESCAPE[b as usize];
+        i += 8;
+    }
+    while i < b.len() && ESCAPE[b[i] as usize] == 0 {
         i += 1;
-        if esc == 0 {
-            continue;
-        }
-        w.write_all(&bytes[start..i - 1])?;
-        start = i;
-        match esc {
+    }
+    i
+}
+
+fn write_str(out: &mut Vec<u8>, s: &str) {
+    let bytes = s.as_bytes();
+    out.reserve(bytes.len() + 2);
+    out.push(b'"');
+    let mut start = 0;
+    loop {
+        let at = next_escape(bytes, start);
+        out.extend_from_slice(&bytes[start..at]);
+        let Some(&b) = bytes.get(at) else {
+            break;
+        };
+        match ESCAPE[b as usize] {
             b'u' => {
                 const HEX: &[u8; 16] = b"0123456789abcdef";
-                w.write_all(&[
+                out.extend_from_slice(&[
                     b'\\',
                     b'u',
                     b'0',
                     b'0',
                     HEX[(b >> 4) as usize],
                     HEX[(b & 0xf) as usize],
-                ])?;
+                ]);
             }
-            letter => w.write_all(&[b'\\', letter])?,
+            letter => out.extend_from_slice(&[b'\\', letter]),
         }
+        start = at + 1;
     }
-    w.write_all(&bytes[start..])?;
-    w.write_all(b"\"")?;
-    Ok(())
+    out.push(b'"');
 }
+
+/// Output is gathered here and handed to the writer in blocks of this size.
+const BLOCK: usize = 1 << 16;
 
 struct Json<W> {
     w: W,
+    /// Bytes not yet handed to `w`.
+    buf: Vec<u8>,
+    /// Scratch text for `collect_str`.
+    scratch: String,
 }
 
 impl<W: Write> Json<W> {
     fn raw(&mut self, b: &[u8]) -> Result {
-        Ok(self.w.write_all(b)?)
+        self.buf.extend_from_slice(b);
+        self.spill()
+    }
+
+    fn string(&mut self, s: &str) -> Result {
+        write_str(&mut self.buf, s);
+        self.spill()
+    }
+
+    /// Hands full blocks to the writer.
+    fn spill(&mut self) -> Result {
+        if self.buf.len() >= BLOCK {
+            self.w.write_all(&self.buf)?;
+            self.buf.clear();
+        }
+        Ok(())
     }
 
     fn int(&mut self, v: impl itoa::Integer) -> Result {
@@ -214,10 +247,19 @@ impl<'a, W: Write> ser::Serializer for &'a mut Json<W> {
         }
     }
     fn serialize_char(self, v: char) -> Result {
-        write_str(&mut self.w, v.encode_utf8(&mut [0; 4]))
+        self.string(v.encode_utf8(&mut [0; 4]))
     }
     fn serialize_str(self, v: &str) -> Result {
-        write_str(&mut self.w, v)
+        self.string(v)
+    }
+    fn collect_str<T: Display + ?Sized>(self, v: &T) -> Result {
+        use std::fmt::Write as _;
+        let mut text = std::mem::take(&mut self.scratch);
+        text.clear();
+        write!(text, "{v}").map_err(|e| JsonError::Value(e.to_string()))?;
+        let r = self.string(&text);
+        self.scratch = text;
+        r
     }
     fn serialize_bytes(self, v: &[u8]) -> Result {
         let mut seq = ser::Serializer::serialize_seq(self, Some(v.len()))?;
@@ -239,7 +281,7 @@ impl<'a, W: Write> ser::Serializer for &'a mut Json<W> {
         self.raw(b"null")
     }
     fn serialize_unit_variant(self, _: &'static str, _: u32, variant: &'static str) -> Result {
-        write_str(&mut self.w, variant)
+        self.string(variant)
     }
     fn serialize_newtype_struct<T: Serialize + ?Sized>(self, _: &'static str, v: &T) -> Result {
         v.serialize(self)
@@ -252,7 +294,7 @@ impl<'a, W: Write> ser::Serializer for &'a mut Json<W> {
         v: &T,
     ) -> Result {
         self.raw(b"{")?;
-        write_str(&mut self.w, variant)?;
+        self.string(variant)?;
         self.raw(b":")?;
         v.serialize(&mut *self)?;
         self.raw(b"}")
@@ -279,7 +321,7 @@ impl<'a, W: Write> ser::Serializer for &'a mut Json<W> {
         _: usize,
     ) -> Result<Self::SerializeSeq> {
         self.raw(b"{")?;
-        write_str(&mut self.w, variant)?;
+        self.string(variant)?;
         self.raw(b":[")?;
         Ok(Compound {
             ser: self,
@@ -306,7 +348,7 @@ impl<'a, W: Write> ser::Serializer for &'a mut Json<W> {
         _: usize,
     ) -> Result<Self::SerializeMap> {
         self.raw(b"{")?;
-        write_str(&mut self.w, variant)?;
+        self.string(variant)?;
         self.raw(b":{")?;
         Ok(Compound {
             ser: self,
@@ -342,7 +384,9 @@ impl<W: Write> ser::SerializeMap for Compound<'_, W> {
     type Error = JsonError;
     fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result {
         self.comma()?;
-        key.serialize(MapKey { ser: &mut *self.ser })
+        key.serialize(MapKey {
+            ser: &mut *self.ser,
+        })
     }
     fn serialize_value<T: Serialize + ?Sized>(&mut self, v: &T) -> Result {
         self.ser.raw(b":")?;
@@ -364,7 +408,7 @@ macro_rules! struct_like {
                 v: &T,
             ) -> Result {
                 self.comma()?;
-                write_str(&mut self.ser.w, key)?;
+                self.ser.string(key)?;
                 self.ser.raw(b":")?;
                 v.serialize(&mut *self.ser)
             }
@@ -410,10 +454,10 @@ impl<W: Write> ser::Serializer for MapKey<'_, W> {
     type SerializeStructVariant = ser::Impossible<(), JsonError>;
 
     fn serialize_str(self, v: &str) -> Result {
-        write_str(&mut self.ser.w, v)
+        self.ser.string(v)
     }
     fn serialize_char(self, v: char) -> Result {
-        write_str(&mut self.ser.w, v.encode_utf8(&mut [0; 4]))
+        self.ser.string(v.encode_utf8(&mut [0; 4]))
     }
     fn serialize_bool(self, v: bool) -> Result {
         self.ser.raw(if v { b"\"true\"" } else { b"\"false\"" })
@@ -426,7 +470,8 @@ impl<W: Write> ser::Serializer for MapKey<'_, W> {
             return Err(JsonError::Value("float key must be finite".into()));
         }
         self.ser.raw(b"\"")?;
-        self.ser.raw(zmij::Buffer::new().format_finite(v).as_bytes())?;
+        self.ser
+            .raw(zmij::Buffer::new().format_finite(v).as_bytes())?;
         self.ser.raw(b"\"")
     }
     fn serialize_f64(self, v: f64) -> Result {
@@ -434,11 +479,12 @@ impl<W: Write> ser::Serializer for MapKey<'_, W> {
             return Err(JsonError::Value("float key must be finite".into()));
         }
         self.ser.raw(b"\"")?;
-        self.ser.raw(zmij::Buffer::new().format_finite(v).as_bytes())?;
+        self.ser
+            .raw(zmij::Buffer::new().format_finite(v).as_bytes())?;
         self.ser.raw(b"\"")
     }
     fn serialize_unit_variant(self, _: &'static str, _: u32, variant: &'static str) -> Result {
-        write_str(&mut self.ser.w, variant)
+        self.ser.string(variant)
     }
     fn serialize_newtype_struct<T: Serialize + ?Sized>(self, _: &'static str, v: &T) -> Result {
         v.serialize(self)

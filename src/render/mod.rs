@@ -4,9 +4,9 @@
 
 pub mod conversation;
 pub mod escape;
-mod json;
 mod full_to_delta;
 pub(crate) mod grid;
+mod json;
 pub mod meta;
 mod output;
 mod progress;
