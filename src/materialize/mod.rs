@@ -187,17 +187,26 @@ pub struct DeltaHistory {
 }
 
 impl DeltaHistory {
-    /// Moves the seed value out of the chain (copying only if the checkpoint is shared).
+    /// Moves the seed value out of the chain (copying only that value, and only if the
+    /// checkpoint is shared, e.g. by a reader's cache).
     pub fn take_seed(&mut self, channel: &str) -> Option<Value> {
         if !self.seeded {
             return None;
         }
         self.seeded = false;
         let holder = self.chain.pop()?;
-        let mut holder = owned(holder);
-        let v = take_value(&mut holder, channel);
-        self.chain.push(Rc::new(holder));
-        v
+        match Rc::try_unwrap(holder) {
+            Ok(mut holder) => {
+                let v = take_value(&mut holder, channel);
+                self.chain.push(Rc::new(holder));
+                v
+            }
+            Err(shared) => {
+                let v = shared.value(channel).cloned();
+                self.chain.push(shared);
+                v
+            }
+        }
     }
 }
 

@@ -273,68 +273,102 @@ fn id_index(state: &[Value]) -> HashMap<String, usize> {
 /// unknown id is an error; marked ids are dropped at the end of each write. Linear in the
 /// state plus the writes (the id index survives from one write to the next).
 pub fn deerflow_merge(state: Vec<Value>, writes: &[&Value]) -> Result<Vec<Value>, String> {
-    const NULL_ARG: &str =
-        "Must specify non-null arguments for both 'left' and 'right'. Only received: 'left'.";
-    let mut state: Vec<Value> = state
-        .into_iter()
-        .map(coerce_message)
-        .collect::<Result<_, _>>()?;
-    // id → position, kept across writes (linear time over many writes); rebuilt only after
-    // a reset or a removal moved positions.
-    let mut index: Option<HashMap<String, usize>> = None;
-    for w in writes {
-        if matches!(w, Value::Nil) {
-            return Err(NULL_ARG.into());
-        }
-        let items: Vec<Value> = match w {
-            Value::Array(items) => items
-                .iter()
-                .cloned()
-                .map(coerce_message)
-                .collect::<Result<_, _>>()?,
-            other => vec![coerce_message((*other).clone())?],
-        };
-        if let Some(last) = items
-            .iter()
-            .rposition(|m| is_remove(m) && message_id(m) == Some(REMOVE_ALL_MESSAGES))
-        {
-            state = items[last + 1..].to_vec();
-            index = None;
-            continue;
-        }
-        let index = index.get_or_insert_with(|| id_index(&state));
-        let mut removed: HashSet<String> = HashSet::new();
-        for m in items {
-            let Some(id) = message_id(&m).map(str::to_owned) else {
-                state.push(m);
-                continue;
+    let mut merged = DeerflowMessages::new(state)?;
+    merged.apply(writes)?;
+    Ok(merged.into_vec())
+}
+
+/// A message list kept open under DeerFlow's reducer: its items stay coerced and its id
+/// index survives from one batch to the next, so a writer that appends a few messages per
+/// step pays for those messages only, not for the whole list ([`deerflow_merge`] of every
+/// batch in turn gives the same list).
+#[derive(Debug, Clone, Default)]
+pub struct DeerflowMessages {
+    state: Vec<Value>,
+    /// id → position; rebuilt only after a reset or a removal moved positions.
+    index: Option<HashMap<String, usize>>,
+}
+
+impl DeerflowMessages {
+    /// Opens a list (its items coerced to messages).
+    pub fn new(state: Vec<Value>) -> Result<Self, String> {
+        let state = state
+            .into_iter()
+            .map(coerce_message)
+            .collect::<Result<_, _>>()?;
+        Ok(DeerflowMessages { state, index: None })
+    }
+
+    /// The current list.
+    pub fn messages(&self) -> &[Value] {
+        &self.state
+    }
+
+    /// The list, closed.
+    pub fn into_vec(self) -> Vec<Value> {
+        self.state
+    }
+
+    /// Merges one batch of writes. On an error the list may hold part of the batch;
+    /// callers drop it.
+    pub fn apply(&mut self, writes: &[&Value]) -> Result<(), String> {
+        const NULL_ARG: &str =
+            "Must specify non-null arguments for both 'left' and 'right'. Only received: 'left'.";
+        let state = &mut self.state;
+        for w in writes {
+            if matches!(w, Value::Nil) {
+                return Err(NULL_ARG.into());
+            }
+            let items: Vec<Value> = match w {
+                Value::Array(items) => items
+                    .iter()
+                    .cloned()
+                    .map(coerce_message)
+                    .collect::<Result<_, _>>()?,
+                other => vec![coerce_message((*other).clone())?],
             };
-            match index.get(&id) {
-                Some(&i) => {
-                    if is_remove(&m) {
-                        removed.insert(id);
-                    } else {
-                        removed.remove(&id);
-                        state[i] = m;
-                    }
-                }
-                None => {
-                    if is_remove(&m) {
-                        return Err(format!(
-                            "Attempting to delete a message with an ID that doesn't exist ('{id}')"
-                        ));
-                    }
-                    index.insert(id, state.len());
+            if let Some(last) = items
+                .iter()
+                .rposition(|m| is_remove(m) && message_id(m) == Some(REMOVE_ALL_MESSAGES))
+            {
+                *state = items[last + 1..].to_vec();
+                self.index = None;
+                continue;
+            }
+            let index = self.index.get_or_insert_with(|| id_index(state));
+            let mut removed: HashSet<String> = HashSet::new();
+            for m in items {
+                let Some(id) = message_id(&m).map(str::to_owned) else {
                     state.push(m);
+                    continue;
+                };
+                match index.get(&id) {
+                    Some(&i) => {
+                        if is_remove(&m) {
+                            removed.insert(id);
+                        } else {
+                            removed.remove(&id);
+                            state[i] = m;
+                        }
+                    }
+                    None => {
+                        if is_remove(&m) {
+                            return Err(format!(
+                                "Attempting to delete a message with an ID that doesn't exist ('{id}')"
+                            ));
+                        }
+                        index.insert(id, state.len());
+                        state.push(m);
+                    }
                 }
             }
+            if !removed.is_empty() {
+                state.retain(|m| message_id(m).is_none_or(|id| !removed.contains(id)));
+                *index = id_index(state);
+            }
         }
-        if !removed.is_empty() {
-            state.retain(|m| message_id(m).is_none_or(|id| !removed.contains(id)));
-            *index = id_index(&state);
-        }
+        Ok(())
     }
-    Ok(state)
 }
 
 #[cfg(test)]
@@ -432,6 +466,31 @@ mod tests {
         let before_reset = deerflow_merge(vec![], &refs[..6]).unwrap();
         assert_eq!(ids(&before_reset), ["c"]);
         assert_eq!(content(&before_reset[0]), "3''");
+    }
+
+    #[test]
+    fn open_list_equals_merging_each_write_from_scratch() {
+        // The writer keeps one list open across writes; after each write it must hold what
+        // merging that write into the previous list from scratch gives.
+        let writes = [
+            Value::Array(vec![msg("a", "1"), msg("b", "2")]),
+            msg("c", "3"),
+            msg("a", "1'"),
+            Value::Array(vec![rm("b")]),
+            msg("d", "4"),
+            Value::Array(vec![rm(REMOVE_ALL_MESSAGES), msg("e", "5")]),
+            msg("e", "5'"),
+            msg("f", "6"),
+        ];
+        let mut open = DeerflowMessages::new(vec![msg("z", "0")]).unwrap();
+        let mut scratch = vec![msg("z", "0")];
+        for w in &writes {
+            open.apply(&[w]).unwrap();
+            scratch = deerflow_merge(scratch, &[w]).unwrap();
+            assert_eq!(open.messages(), scratch.as_slice());
+        }
+        assert_eq!(ids(open.messages()), ["e", "f"]);
+        assert!(open.apply(&[&rm("nope")]).is_err());
     }
 
     #[test]

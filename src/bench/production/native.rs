@@ -24,6 +24,7 @@ use crate::bench::rows::{HistoryTiming, HistoryTimings, ProductionMetrics};
 use crate::bench::stats::merged_busy;
 use crate::codec::{Value, encode};
 use crate::materialize::Reducer;
+use crate::materialize::reducers::DeerflowMessages;
 use crate::model::{MESSAGES, MODE_MARKER};
 use crate::store::Store;
 use std::time::Instant;
@@ -109,8 +110,12 @@ pub enum Row {
 pub struct ProductionGraph {
     mode: ChannelMode,
     state: GraphState,
-    messages: Vec<Value>,
-    values: Vec<(String, Value)>,
+    /// The live list under DeerFlow's reducer, kept open so a turn's appends cost only
+    /// themselves.
+    messages: DeerflowMessages,
+    /// The other channels in update order, each with its encoding (made once per update,
+    /// not once per checkpoint).
+    values: Vec<(String, Value, Vec<u8>)>,
 }
 
 impl ProductionGraph {
@@ -137,14 +142,14 @@ impl ProductionGraph {
         ProductionGraph {
             mode,
             state: GraphState::new(channels, extra, clock),
-            messages: Vec::new(),
+            messages: DeerflowMessages::default(),
             values: Vec::new(),
         }
     }
 
     /// The live message list.
     pub fn messages(&self) -> &[Value] {
-        &self.messages
+        self.messages.messages()
     }
 
     fn stored(&self, updated: &[&str]) -> Vec<(String, Stored)> {
@@ -152,18 +157,18 @@ impl ProductionGraph {
         let versioned = self.state.version(MESSAGES).is_some() || updated.contains(&MESSAGES);
         if versioned {
             let v = match self.mode {
-                ChannelMode::Full => Some(Stored::Encoded(encode_list(&self.messages))),
+                ChannelMode::Full => Some(Stored::Encoded(encode_list(self.messages.messages()))),
                 ChannelMode::Delta => self
                     .state
                     .snapshot_due(MESSAGES, updated)
-                    .then(|| Stored::snapshot_of(&encode_list(&self.messages))),
+                    .then(|| Stored::snapshot_of(&encode_list(self.messages.messages()))),
             };
             if let Some(v) = v {
                 out.push((MESSAGES.to_owned(), v));
             }
         }
-        for (k, v) in &self.values {
-            out.push((k.clone(), Stored::Encoded(encode(v))));
+        for (k, _, encoded) in &self.values {
+            out.push((k.clone(), Stored::Encoded(encoded.clone())));
         }
         out
     }
@@ -171,16 +176,16 @@ impl ProductionGraph {
     fn apply(&mut self, writes: &[(&'static str, Value)]) -> Result<(), BenchError> {
         for (ch, v) in writes {
             if *ch == MESSAGES {
-                let state = std::mem::take(&mut self.messages);
-                self.messages = Reducer::Deerflow.apply(state, &[v])?;
+                self.messages.apply(&[v])?;
             } else {
                 let old = self
                     .values
                     .iter()
-                    .position(|(k, _)| k == ch)
+                    .position(|(k, _, _)| k == ch)
                     .map(|i| self.values.remove(i).1);
-                self.values
-                    .push(((*ch).to_owned(), reduce_channel(ch, old, v.clone())));
+                let new = reduce_channel(ch, old, v.clone());
+                let encoded = encode(&new);
+                self.values.push(((*ch).to_owned(), new, encoded));
             }
         }
         Ok(())

@@ -3,13 +3,18 @@
 //! dfck's materializer and renders the response JSON; with a cache it keeps decoded
 //! checkpoints, write rows and materialized states across requests (the counterpart of
 //! DeerFlow's accessor and checkpoint-history caches) and counts hits and misses.
+//!
+//! The cache is bounded by the largest state, not by the history limit times the state:
+//! cached states share each message (interned by its stored bytes) and each channel value
+//! equal to the previous state's, and a checkpoint leaves the checkpoint cache once its own
+//! state is cached (a history walk never asks for it again).
 
 use crate::bench::digest::{DigestMessage, wire_sha256};
 use crate::bench::error::BenchError;
 use crate::codec::{Value, to_json};
 use crate::materialize::Reducer;
 use crate::materialize::{Source, StoreSource, View, fixed, materialize};
-use crate::model::Checkpoint;
+use crate::model::{Checkpoint, MESSAGES};
 use crate::store::{Store, WriteRow};
 use serde_json::Value as Json;
 use std::collections::HashMap;
@@ -24,10 +29,83 @@ pub struct CacheStats {
     pub misses: u64,
 }
 
+/// One channel of a materialized state.
+enum Slot {
+    /// The `messages` list, its items shared between cached states.
+    Messages(Rc<[Rc<Value>]>),
+    /// Any other value (shared with the previous cached state when equal).
+    Value(Rc<Value>),
+}
+
 /// A materialized checkpoint: its channel values and its parent.
 struct State {
-    values: Vec<(String, Value)>,
+    values: Vec<(String, Slot)>,
     parent: Option<String>,
+}
+
+/// Messages by their stored bytes: one copy of each distinct message across cached states.
+#[derive(Default)]
+struct MessagePool {
+    by_hash: HashMap<u64, Vec<Rc<Value>>>,
+}
+
+impl MessagePool {
+    fn intern(&mut self, m: Value) -> Rc<Value> {
+        let Value::Ext(e) = &m else {
+            return Rc::new(m);
+        };
+        let mut h = xxhash_rust::xxh3::Xxh3::new();
+        h.update(&[e.code as u8]);
+        h.update(e.raw());
+        let bucket = self.by_hash.entry(h.digest()).or_default();
+        if let Some(found) = bucket.iter().find(|x| ***x == m) {
+            return found.clone();
+        }
+        let rc = Rc::new(m);
+        bucket.push(rc.clone());
+        rc
+    }
+}
+
+impl State {
+    /// Builds a state from materialized values; with a cache, its messages are interned
+    /// and values equal to `prev`'s are shared.
+    fn new(
+        values: Vec<(String, Value)>,
+        parent: Option<String>,
+        mut pool: Option<&mut MessagePool>,
+        prev: Option<&State>,
+    ) -> Self {
+        let prev_slot = |k: &str| prev.and_then(|p| p.values.iter().find(|(x, _)| x == k));
+        let values = values
+            .into_iter()
+            .map(|(k, v)| {
+                let slot = match v {
+                    Value::Array(items) if k == MESSAGES => {
+                        let list: Vec<Rc<Value>> = match pool.as_deref_mut() {
+                            Some(pool) => items.into_iter().map(|m| pool.intern(m)).collect(),
+                            None => items.into_iter().map(Rc::new).collect(),
+                        };
+                        match prev_slot(&k) {
+                            Some((_, Slot::Messages(old)))
+                                if old.len() == list.len()
+                                    && old.iter().zip(&list).all(|(a, b)| Rc::ptr_eq(a, b)) =>
+                            {
+                                Slot::Messages(old.clone())
+                            }
+                            _ => Slot::Messages(list.into()),
+                        }
+                    }
+                    v => match prev_slot(&k) {
+                        Some((_, Slot::Value(old))) if **old == v => Slot::Value(old.clone()),
+                        _ => Slot::Value(Rc::new(v)),
+                    },
+                };
+                (k, slot)
+            })
+            .collect();
+        State { values, parent }
+    }
 }
 
 #[derive(Default)]
@@ -35,6 +113,9 @@ struct Cache {
     checkpoints: HashMap<String, Rc<Checkpoint>>,
     writes: HashMap<(String, Option<String>), Vec<WriteRow>>,
     states: HashMap<String, Rc<State>>,
+    messages: MessagePool,
+    /// The state cached last (its values are shared by the next one when equal).
+    last: Option<Rc<State>>,
     stats: CacheStats,
 }
 
@@ -42,6 +123,9 @@ struct Cache {
 struct CachingSource<'a, 'c> {
     inner: StoreSource<'a>,
     cache: &'c mut Cache,
+    /// The checkpoint being materialized: once its state is cached nothing asks for it
+    /// again, so it is taken out of the cache (and not put in), not copied.
+    target: &'c str,
 }
 
 impl Source for CachingSource<'_, '_> {
@@ -53,13 +137,19 @@ impl Source for CachingSource<'_, '_> {
         &mut self,
         id: &str,
     ) -> Result<Option<Rc<Checkpoint>>, crate::error::MaterializeError> {
-        if let Some(c) = self.cache.checkpoints.get(id) {
+        let target = id == self.target;
+        let cached = if target {
+            self.cache.checkpoints.remove(id)
+        } else {
+            self.cache.checkpoints.get(id).cloned()
+        };
+        if let Some(c) = cached {
             self.cache.stats.hits += 1;
-            return Ok(Some(c.clone()));
+            return Ok(Some(c));
         }
         self.cache.stats.misses += 1;
         let c = self.inner.checkpoint(id)?;
-        if let Some(c) = &c {
+        if let (Some(c), false) = (&c, target) {
             self.cache.checkpoints.insert(id.to_owned(), c.clone());
         }
         Ok(c)
@@ -71,13 +161,21 @@ impl Source for CachingSource<'_, '_> {
         channel: Option<&str>,
     ) -> Result<Vec<WriteRow>, crate::error::MaterializeError> {
         let key = (id.to_owned(), channel.map(str::to_owned));
-        if let Some(w) = self.cache.writes.get(&key) {
+        let target = id == self.target;
+        let cached = if target {
+            self.cache.writes.remove(&key)
+        } else {
+            self.cache.writes.get(&key).cloned()
+        };
+        if let Some(w) = cached {
             self.cache.stats.hits += 1;
-            return Ok(w.clone());
+            return Ok(w);
         }
         self.cache.stats.misses += 1;
         let w = self.inner.write_rows(id, channel)?;
-        self.cache.writes.insert(key, w.clone());
+        if !target {
+            self.cache.writes.insert(key, w.clone());
+        }
         Ok(w)
     }
 }
@@ -101,18 +199,21 @@ pub struct Reader<'a> {
     cache: Option<Cache>,
 }
 
-fn messages_of(values: &[(String, Value)]) -> &[Value] {
+fn messages_of(values: &[(String, Slot)]) -> &[Rc<Value>] {
     values
         .iter()
-        .find(|(k, _)| k == "messages")
-        .and_then(|(_, v)| v.as_array())
+        .find(|(k, _)| k == MESSAGES)
+        .and_then(|(_, v)| match v {
+            Slot::Messages(list) => Some(&list[..]),
+            Slot::Value(_) => None,
+        })
         .unwrap_or(&[])
 }
 
 /// The wire digest of a message list (docs/bench-rows.md#production-reads-and-wire-digests).
-pub fn wire_digest(messages: &[Value]) -> String {
+pub fn wire_digest<'v>(messages: impl IntoIterator<Item = &'v Value>) -> String {
     let rendered: Vec<(String, String, Json)> = messages
-        .iter()
+        .into_iter()
         .map(|m| {
             let fields = m.model_fields();
             let get = |k: &str| fields.and_then(|f| f.get(k));
@@ -130,13 +231,59 @@ pub fn wire_digest(messages: &[Value]) -> String {
     )
 }
 
-fn public(values: &[(String, Value)], with_messages: bool) -> serde_json::Map<String, Json> {
+/// The channels a response shows: no internal (`__…`) or trigger (`branch:…`) channels, and
+/// `messages` only when asked.
+fn public(values: &[(String, Slot)], with_messages: bool) -> impl Iterator<Item = &(String, Slot)> {
     values
         .iter()
         .filter(|(k, _)| !k.starts_with("__") && !k.starts_with("branch:"))
-        .filter(|(k, _)| with_messages || k != "messages")
-        .map(|(k, v)| (k.clone(), to_json(v)))
-        .collect()
+        .filter(move |(k, _)| with_messages || k != MESSAGES)
+}
+
+/// Appends the JSON of a value: what [`to_json`] renders (`null` when it cannot be
+/// rendered), streamed without building the JSON tree.
+fn write_value_json(out: &mut Vec<u8>, v: &Value) {
+    let at = out.len();
+    if serde_json::to_writer(&mut *out, &crate::codec::Rendered(v)).is_err() {
+        out.truncate(at);
+        out.extend_from_slice(b"null");
+    }
+}
+
+fn write_str(out: &mut Vec<u8>, s: &str) -> Result<(), BenchError> {
+    serde_json::to_writer(&mut *out, s).map_err(|e| BenchError::from(e.to_string()))
+}
+
+/// Appends the `values` object of a response (the bytes `serde_json::to_vec` of the
+/// rendered map gives).
+fn write_values(
+    out: &mut Vec<u8>,
+    values: &[(String, Slot)],
+    with_messages: bool,
+) -> Result<(), BenchError> {
+    out.push(b'{');
+    for (i, (k, slot)) in public(values, with_messages).enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_str(out, k)?;
+        out.push(b':');
+        match slot {
+            Slot::Messages(list) => {
+                out.push(b'[');
+                for (j, m) in list.iter().enumerate() {
+                    if j > 0 {
+                        out.push(b',');
+                    }
+                    write_value_json(out, m);
+                }
+                out.push(b']');
+            }
+            Slot::Value(v) => write_value_json(out, v),
+        }
+    }
+    out.push(b'}');
+    Ok(())
 }
 
 impl<'a> Reader<'a> {
@@ -158,12 +305,9 @@ impl<'a> Reader<'a> {
     /// The state at `id` (the state view) and its parent id.
     fn state_at(&mut self, id: &str) -> Result<Rc<State>, BenchError> {
         let choose = fixed(self.reducer);
-        let materialized = |src: &mut dyn Source| -> Result<State, BenchError> {
+        let materialized = |src: &mut dyn Source| -> Result<_, BenchError> {
             let m = materialize(src, id, View::State, &choose).map_err(|e| e.to_string())?;
-            Ok(State {
-                parent: m.checkpoint.parent_checkpoint_id.clone(),
-                values: m.values,
-            })
+            Ok((m.values, m.checkpoint.parent_checkpoint_id.clone()))
         };
         match &mut self.cache {
             Some(cache) => {
@@ -175,14 +319,25 @@ impl<'a> Reader<'a> {
                 let mut src = CachingSource {
                     inner: StoreSource::new(self.store, &self.thread_id, ""),
                     cache,
+                    target: id,
                 };
-                let state = Rc::new(materialized(&mut src)?);
+                let (values, parent) = materialized(&mut src)?;
+                cache.writes.retain(|(w, _), _| w != id);
+                let prev = cache.last.take();
+                let state = Rc::new(State::new(
+                    values,
+                    parent,
+                    Some(&mut cache.messages),
+                    prev.as_deref(),
+                ));
                 cache.states.insert(id.to_owned(), state.clone());
+                cache.last = Some(state.clone());
                 Ok(state)
             }
             None => {
                 let mut src = StoreSource::new(self.store, &self.thread_id, "");
-                Ok(Rc::new(materialized(&mut src)?))
+                let (values, parent) = materialized(&mut src)?;
+                Ok(Rc::new(State::new(values, parent, None, None)))
             }
         }
     }
@@ -198,7 +353,10 @@ impl<'a> Reader<'a> {
     pub fn state_messages(&mut self) -> Result<Vec<Value>, BenchError> {
         let head = self.head()?;
         let state = self.state_at(&head)?;
-        Ok(messages_of(&state.values).to_vec())
+        Ok(messages_of(&state.values)
+            .iter()
+            .map(|m| (**m).clone())
+            .collect())
     }
 
     /// `GET /api/threads/{id}/state`: the head's values, rendered.
@@ -206,14 +364,15 @@ impl<'a> Reader<'a> {
         let head = self.head()?;
         let state = self.state_at(&head)?;
         let values = &state.values;
-        let body = serde_json::json!({
-            "values": public(values, true),
-            "checkpoint_id": head,
-        });
-        let bytes = serde_json::to_vec(&body).map_err(|e| e.to_string())?;
+        let mut bytes = Vec::new();
+        bytes.extend_from_slice(b"{\"values\":");
+        write_values(&mut bytes, values, true)?;
+        bytes.extend_from_slice(b",\"checkpoint_id\":");
+        write_str(&mut bytes, &head)?;
+        bytes.push(b'}');
         let msgs = messages_of(values);
         Ok(ReadResult {
-            wire_sha256: wire_digest(msgs),
+            wire_sha256: wire_digest(msgs.iter().map(|m| &**m)),
             message_count: msgs.len(),
             response_bytes: bytes.len(),
         })
@@ -223,28 +382,110 @@ impl<'a> Reader<'a> {
     /// states, messages on the newest entry only.
     pub fn history(&mut self, limit: u64) -> Result<ReadResult, BenchError> {
         let mut id = Some(self.head()?);
-        let mut entries = Vec::new();
-        let mut digest_msgs: Vec<Value> = Vec::new();
+        let mut entries = 0u64;
+        // The response is streamed entry by entry into one buffer (the bytes
+        // `serde_json::to_vec` of the whole array gives, without any JSON tree).
+        let mut bytes = vec![b'['];
+        let mut digest: Option<(String, usize)> = None;
         while let Some(cur) = id {
-            if entries.len() as u64 >= limit {
+            if entries >= limit {
                 break;
             }
             let state = self.state_at(&cur)?;
-            let newest = entries.is_empty();
+            let newest = entries == 0;
             if newest {
-                digest_msgs = messages_of(&state.values).to_vec();
+                let msgs = messages_of(&state.values);
+                digest = Some((wire_digest(msgs.iter().map(|m| &**m)), msgs.len()));
+            } else {
+                bytes.push(b',');
             }
-            entries.push(serde_json::json!({
-                "checkpoint_id": cur,
-                "values": public(&state.values, newest),
-            }));
+            bytes.extend_from_slice(b"{\"checkpoint_id\":");
+            write_str(&mut bytes, &cur)?;
+            bytes.extend_from_slice(b",\"values\":");
+            write_values(&mut bytes, &state.values, newest)?;
+            bytes.push(b'}');
+            entries += 1;
             id = state.parent.clone();
         }
-        let bytes = serde_json::to_vec(&entries).map_err(|e| e.to_string())?;
+        bytes.push(b']');
+        let (wire_sha256, message_count) =
+            digest.unwrap_or_else(|| (wire_digest(std::iter::empty()), 0));
         Ok(ReadResult {
-            wire_sha256: wire_digest(&digest_msgs),
-            message_count: digest_msgs.len(),
+            wire_sha256,
+            message_count,
             response_bytes: bytes.len(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::production::workload::{generated_turn, written_messages};
+    use crate::codec::{decode, encode};
+
+    /// A state's channels as a store would give them: messages decoded lazily from their
+    /// bytes, each other channel's last write.
+    fn values(turns: u64) -> Vec<(String, Value)> {
+        let turns: Vec<_> = (0..turns).map(|t| generated_turn(t, 16)).collect();
+        let msgs = Value::Array(written_messages(&turns));
+        let mut out = vec![(MESSAGES.to_owned(), decode(&encode(&msgs)).unwrap())];
+        for (ch, v) in turns.iter().flatten().flat_map(|s| s.writes.iter()) {
+            if *ch == MESSAGES {
+                continue;
+            }
+            out.retain(|(k, _)| k != ch);
+            out.push(((*ch).to_owned(), decode(&encode(v)).unwrap()));
+        }
+        out.push(("__start__".to_owned(), Value::Nil));
+        out.push(("branch:to:model".to_owned(), Value::Nil));
+        out.push(("ratio".to_owned(), Value::F64(0.1)));
+        out
+    }
+
+    #[test]
+    fn streamed_values_are_the_bytes_of_the_rendered_tree() {
+        let values = values(6);
+        let state = State::new(values.clone(), None, None, None);
+        for with_messages in [true, false] {
+            let tree: serde_json::Map<String, Json> = values
+                .iter()
+                .filter(|(k, _)| !k.starts_with("__") && !k.starts_with("branch:"))
+                .filter(|(k, _)| with_messages || k != MESSAGES)
+                .map(|(k, v)| (k.clone(), to_json(v)))
+                .collect();
+            let mut streamed = Vec::new();
+            write_values(&mut streamed, &state.values, with_messages).unwrap();
+            assert_eq!(
+                String::from_utf8(streamed).unwrap(),
+                serde_json::to_string(&tree).unwrap()
+            );
+        }
+    }
+
+    #[test]
+    fn cached_states_share_messages_and_equal_values() {
+        let mut pool = MessagePool::default();
+        let older = State::new(values(5), None, Some(&mut pool), None);
+        // Read again from other bytes, one turn longer: the five turns' messages and the
+        // unchanged channels are the older state's, not copies.
+        let newer = State::new(values(6), None, Some(&mut pool), Some(&older));
+        let (a, b) = (messages_of(&older.values), messages_of(&newer.values));
+        assert_eq!(b.len(), a.len() + 4);
+        assert!(a.iter().zip(b).all(|(x, y)| Rc::ptr_eq(x, y)));
+        let slot = |s: &State, k: &str| match s.values.iter().find(|(x, _)| x == k) {
+            Some((_, Slot::Value(v))) => v.clone(),
+            _ => panic!("no {k}"),
+        };
+        assert!(Rc::ptr_eq(
+            &slot(&older, "thread_data"),
+            &slot(&newer, "thread_data")
+        ));
+        assert!(!Rc::ptr_eq(&slot(&older, "todos"), &slot(&newer, "todos")));
+        let same = State::new(values(6), None, Some(&mut pool), Some(&newer));
+        match (&same.values[0].1, &newer.values[0].1) {
+            (Slot::Messages(x), Slot::Messages(y)) => assert!(Rc::ptr_eq(x, y)),
+            _ => panic!("messages"),
+        }
     }
 }
