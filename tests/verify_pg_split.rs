@@ -38,6 +38,9 @@ fn code_counts(stdout: &[u8]) -> Vec<(String, usize)> {
     counts.into_iter().collect()
 }
 
+/// A database, a thread of it, and the findings (code, count) it must have.
+type Case<'a> = (&'a str, &'a str, &'a [(&'a str, usize)]);
+
 #[test]
 fn a_split_thread_scan_reports_exactly_what_one_connection_reports() {
     let Some(uri) = require_postgres("verify with a split thread scan") else {
@@ -45,7 +48,7 @@ fn a_split_thread_scan_reports_exactly_what_one_connection_reports() {
     };
     // (database, thread, findings it must have): forks whose replay picks up a sibling's
     // writes, a blob that does not decode, a literal Overwrite, a message without an id.
-    let cases: [(&str, &str, &[(&str, usize)]); 5] = [
+    let cases: [Case; 5] = [
         (
             "dfck_delta_k10",
             "t-resume-old-update",
