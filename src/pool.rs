@@ -7,6 +7,12 @@
 use std::borrow::Borrow;
 use std::sync::Mutex;
 
+/// Connections each of `count` items may use when they run on `jobs` connections: the
+/// connections left over once every item has its worker, shared out evenly (at least one).
+pub fn connections_per_item(count: usize, jobs: usize) -> usize {
+    (jobs / count.max(1)).max(1)
+}
+
 /// Works `work(connection, index)` for every index in `0..count` on `jobs` workers.
 ///
 /// `first` is the caller's connection; `open` makes one for each extra worker, inside that
@@ -93,5 +99,15 @@ mod tests {
         let fails = || Err::<u32, String>("no connection".into());
         let e = run(5, 3, &0u32, &fails, &|_, i| Ok::<_, String>(i)).unwrap_err();
         assert_eq!(e, "no connection");
+    }
+
+    #[test]
+    fn spare_connections_go_to_the_items() {
+        assert_eq!(connections_per_item(1, 1), 1);
+        assert_eq!(connections_per_item(1, 4), 4);
+        assert_eq!(connections_per_item(2, 5), 2);
+        assert_eq!(connections_per_item(3, 4), 1);
+        assert_eq!(connections_per_item(10, 4), 1);
+        assert_eq!(connections_per_item(0, 3), 3);
     }
 }

@@ -309,8 +309,16 @@ pub fn verify_store<'s>(
     let ids = crate::store::select_threads(store, threads)?;
     crate::write::failpoint::Failpoints::from_env("verify").after_listing();
     progress.start("verifying threads", Some(ids.len() as u64));
+    // Connections the threads leave over split one thread's scan (docs/storage-format.md).
+    let split = crate::pool::connections_per_item(ids.len(), opts.jobs);
+    store.split_scans(split);
     // Extra workers' connections, as trait objects living as long as the caller's.
-    let open_more = || open().map(|b| -> Box<dyn Store + 's> { b });
+    let open_more = || {
+        open().map(|b| -> Box<dyn Store + 's> {
+            b.split_scans(split);
+            b
+        })
+    };
     let results = crate::pool::run(ids.len(), opts.jobs, store, &open_more, &|s, i| {
         let r = match verify_thread(s, &ids[i], opts) {
             Ok(fc) => Some(fc),

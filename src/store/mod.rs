@@ -390,6 +390,11 @@ pub trait Store {
         f: &mut dyn FnMut(CheckpointRow) -> Result<(), StoreError>,
     ) -> Result<(), StoreError>;
 
+    /// Lets one [`Store::scan_thread`] read over up to `jobs` connections (PostgreSQL: helper
+    /// connections inside this transaction's snapshot, for large threads); rows still come
+    /// in the same order. One by default; backends that cannot split ignore it.
+    fn split_scans(&self, _jobs: usize) {}
+
     /// The pending writes stored on one checkpoint, in canonical order; `channel`
     /// restricts them to one channel.
     fn writes(

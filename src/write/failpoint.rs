@@ -8,7 +8,10 @@
 //! - `backup-abort` — abort the process right after the `--backup` copy is written under
 //!   its temporary name, before it is renamed into place;
 //! - `pause-after-listing:MS` — sleep MS milliseconds after a command has listed its threads
-//!   (a test deletes a thread meanwhile, as DeerFlow's thread delete would).
+//!   (a test deletes a thread meanwhile, as DeerFlow's thread delete would);
+//! - `scan-chunk-rows:N` — split every PostgreSQL thread scan that may use several
+//!   connections into chunks of N checkpoints, however small the thread;
+//! - `scan-helper-fail:N` — the same, and every helper connection's chunk read fails.
 
 /// The failpoints of one run (all off without the `failpoints` feature).
 #[derive(Debug, Default, Clone, Copy)]
@@ -17,6 +20,8 @@ pub struct Failpoints {
     free_bytes: Option<u64>,
     abort_after_backup: bool,
     pause_after_listing_ms: Option<u64>,
+    scan_chunk_rows: Option<u64>,
+    scan_helper_fail: bool,
 }
 
 impl Failpoints {
@@ -34,6 +39,11 @@ impl Failpoints {
             pause_after_listing_ms: v
                 .strip_prefix("pause-after-listing:")
                 .and_then(|n| n.parse().ok()),
+            scan_chunk_rows: v
+                .strip_prefix("scan-chunk-rows:")
+                .or_else(|| v.strip_prefix("scan-helper-fail:"))
+                .and_then(|n| n.parse().ok()),
+            scan_helper_fail: v.starts_with("scan-helper-fail:"),
         }
     }
 
@@ -68,5 +78,15 @@ impl Failpoints {
     /// space at all.
     pub fn free_space(&self, measured: Option<u64>) -> Option<u64> {
         measured.map(|f| self.free_bytes.unwrap_or(f))
+    }
+
+    /// The forced chunk size of a split thread scan, in checkpoints.
+    pub fn scan_chunk_rows(&self) -> Option<u64> {
+        self.scan_chunk_rows
+    }
+
+    /// Whether a split scan's helper connections fail their reads.
+    pub fn scan_helper_fail(&self) -> bool {
+        self.scan_helper_fail
     }
 }

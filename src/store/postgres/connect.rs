@@ -52,6 +52,9 @@ impl PostgresStore {
             },
             password,
             cursor_seq: Cell::new(0),
+            reconnect: Box::new((url.to_owned(), schema.map(str::to_owned))),
+            scan_jobs: Cell::new(1),
+            fetching_ahead: Cell::new(false),
         })
     }
 

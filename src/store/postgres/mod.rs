@@ -12,6 +12,7 @@ mod copy;
 mod delete;
 pub use copy::TargetState;
 mod read;
+mod scan;
 mod space;
 mod write;
 pub use space::PgVacuumEnd;
@@ -19,6 +20,7 @@ pub use space::PgVacuumEnd;
 use super::StoreInfo;
 use crate::error::StoreError;
 use std::cell::Cell;
+use std::future::Future;
 use std::time::Duration;
 use tokio::runtime::Runtime;
 use tokio_postgres::error::SqlState;
@@ -39,17 +41,28 @@ pub struct PostgresStore {
     info: StoreInfo,
     password: Option<String>,
     cursor_seq: Cell<u64>,
+    /// The connection string and schema, for the helper connections of a split scan.
+    reconnect: Box<(String, Option<String>)>,
+    /// Connections one thread scan may use ([`crate::store::Store::split_scans`]).
+    scan_jobs: Cell<usize>,
+    /// A FETCH is in flight while the caller looks at the previous batch
+    /// ([`Self::cursor_ahead`]): queries are refused until it is read.
+    fetching_ahead: Cell<bool>,
 }
 
 /// dfck's own session limits, whatever the database or role defaults say: a statement
 /// (one cursor batch) may take [`STATEMENT_TIMEOUT_MS`], and so may the pause between two
 /// statements of one transaction (the caller's work between cursor batches), so that a tiny
 /// `statement_timeout` or `idle_in_transaction_session_timeout` default neither cancels
-/// dfck's reads nor lets a stalled dfck hold its transaction open for ever.
+/// dfck's reads nor lets a stalled dfck hold its transaction open for ever. JIT
+/// compilation is off where the server has it: the planner's row guess for a checkpoint's
+/// `channel_versions` makes every thread scan look costly enough to compile, which costs
+/// more than the scan of a typical thread (docs/storage-format.md, "Reading a thread").
 fn session_settings() -> String {
     format!(
         "SET statement_timeout = {STATEMENT_TIMEOUT_MS}; \
-         SET idle_in_transaction_session_timeout = {STATEMENT_TIMEOUT_MS};"
+         SET idle_in_transaction_session_timeout = {STATEMENT_TIMEOUT_MS}; \
+         SELECT set_config('jit', 'off', false) WHERE current_setting('jit', true) IS NOT NULL;"
     )
 }
 
@@ -159,6 +172,18 @@ impl PostgresStore {
             .map_err(|e| self.err("starting a read-only transaction", e))
     }
 
+    /// Refuses a query while a FETCH is in flight ([`Self::cursor_ahead`]): its answer
+    /// would queue behind rows nobody reads.
+    fn not_busy(&self, what: &str) -> Result<(), StoreError> {
+        if self.fetching_ahead.get() {
+            return Err(StoreError::Query {
+                what: format!("{}: {what}", self.info.location),
+                reason: "the connection is busy reading ahead for a thread scan".into(),
+            });
+        }
+        Ok(())
+    }
+
     /// Runs a query in one round trip (no separate prepare): every parameter is TEXT.
     pub(super) fn query(
         &self,
@@ -166,6 +191,7 @@ impl PostgresStore {
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<Row>, StoreError> {
+        self.not_busy(what)?;
         let typed: Vec<(&(dyn ToSql + Sync), Type)> =
             params.iter().map(|p| (*p, Type::TEXT)).collect();
         self.rt
@@ -173,7 +199,8 @@ impl PostgresStore {
             .map_err(|e| self.err(what, e))
     }
 
-    /// Runs `sql` through a server-side cursor, `batch` rows at a time.
+    /// Runs `sql` through a server-side cursor, `batch` rows at a time; `f` may run further
+    /// queries between rows.
     pub(super) fn cursor(
         &self,
         what: &str,
@@ -182,11 +209,38 @@ impl PostgresStore {
         batch: usize,
         f: &mut dyn FnMut(&Row) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
+        self.cursor_with(what, sql, params, batch, false, f)
+    }
+
+    /// Like [`Self::cursor`], but the next batch is requested before `f` sees the current
+    /// one, so that the server works while the caller does: `f` must not query this
+    /// connection (such a query fails).
+    pub(super) fn cursor_ahead(
+        &self,
+        what: &str,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        batch: usize,
+        f: &mut dyn FnMut(&Row) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        self.cursor_with(what, sql, params, batch, true, f)
+    }
+
+    fn cursor_with(
+        &self,
+        what: &str,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        batch: usize,
+        ahead: bool,
+        f: &mut dyn FnMut(&Row) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
         let n = self.cursor_seq.get() + 1;
         self.cursor_seq.set(n);
         let name = format!("dfck_cursor_{n}");
         let typed: Vec<(&(dyn ToSql + Sync), Type)> =
             params.iter().map(|p| (*p, Type::TEXT)).collect();
+        self.not_busy(what)?;
         self.rt
             .block_on(self.client.execute_typed(
                 &format!("DECLARE {name} NO SCROLL CURSOR FOR {sql}"),
@@ -194,19 +248,61 @@ impl PostgresStore {
             ))
             .map_err(|e| self.err(what, e))?;
         let fetch = format!("FETCH {batch} FROM {name}");
-        let result = (|| loop {
-            let rows = self.query(what, &fetch, &[])?;
-            if rows.is_empty() {
-                return Ok(());
-            }
-            for r in &rows {
-                f(r)?;
-            }
-        })();
+        let result = if ahead {
+            self.fetch_ahead(what, &fetch, f)
+        } else {
+            (|| loop {
+                let rows = self.query(what, &fetch, &[])?;
+                if rows.is_empty() {
+                    return Ok(());
+                }
+                for r in &rows {
+                    f(r)?;
+                }
+            })()
+        };
         // Closing is best-effort: the transaction ends with the connection anyway.
         let _ = self
             .rt
             .block_on(self.client.batch_execute(&format!("CLOSE {name}")));
         result
+    }
+
+    /// The FETCH loop of [`Self::cursor_ahead`]: one request always in flight.
+    fn fetch_ahead(
+        &self,
+        what: &str,
+        fetch: &str,
+        f: &mut dyn FnMut(&Row) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let request = || Box::pin(self.client.query_typed(fetch, &[]));
+        let mut next = request();
+        loop {
+            let rows = self
+                .rt
+                .block_on(next.as_mut())
+                .map_err(|e| self.err(what, e))?;
+            if rows.is_empty() {
+                return Ok(());
+            }
+            next = request();
+            // Polled once, the request is queued; the yield lets the connection send it.
+            self.rt.block_on(async {
+                std::future::poll_fn(|cx| {
+                    let _ = next.as_mut().poll(cx);
+                    std::task::Poll::Ready(())
+                })
+                .await;
+                tokio::task::yield_now().await;
+            });
+            self.fetching_ahead.set(true);
+            let seen = rows.iter().try_for_each(&mut *f);
+            self.fetching_ahead.set(false);
+            if let Err(e) = seen {
+                // The batch in flight is read and dropped, so the connection stays usable.
+                let _ = self.rt.block_on(next.as_mut());
+                return Err(e);
+            }
+        }
     }
 }

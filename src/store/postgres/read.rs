@@ -43,7 +43,7 @@ impl PostgresStore {
     }
 }
 
-fn get<'a, T: tokio_postgres::types::FromSql<'a>>(
+pub(super) fn get<'a, T: tokio_postgres::types::FromSql<'a>>(
     r: &'a Row,
     i: usize,
     what: &str,
@@ -67,48 +67,50 @@ fn write_row(r: &Row, what: &str) -> Result<WriteRow, StoreError> {
     })
 }
 
-fn nonneg(v: Option<i64>) -> u64 {
+pub(super) fn nonneg(v: Option<i64>) -> u64 {
     v.unwrap_or(0).max(0) as u64
 }
 
-/// A point read: checkpoint columns plus every blob at its channel versions, in full.
-const POINT_SELECT: &str = "SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, \
-    c.checkpoint, c.metadata::text, \
-    (pg_column_size(c.checkpoint) + pg_column_size(c.metadata))::int8, \
-    b.channels, b.types, b.blobs, b.complete \
-    FROM checkpoints c \
-    LEFT JOIN LATERAL ( \
-        SELECT array_agg(bl.channel::text) AS channels, array_agg(bl.type::text) AS types, \
-               array_agg(bl.blob) AS blobs, array_agg(true) AS complete \
-        FROM jsonb_each_text(CASE WHEN jsonb_typeof(c.checkpoint -> 'channel_versions') = 'object' \
-            THEN c.checkpoint -> 'channel_versions' END) cv \
-        JOIN checkpoint_blobs bl ON bl.thread_id = c.thread_id AND bl.checkpoint_ns = c.checkpoint_ns \
-            AND bl.channel = cv.key AND bl.version = cv.value \
-    ) b ON true";
+/// The blob row at one `channel_versions` entry `cv` of checkpoint `c`, looked up through
+/// the primary key. The `OFFSET 0` keeps the planner from turning the lookup into a join
+/// over every blob of the thread (which it prefers when one thread fills the table).
+macro_rules! blob_at {
+    () => {
+        "SELECT bl.channel::text AS channel, bl.type::text AS type, bl.blob \
+         FROM checkpoint_blobs bl WHERE bl.thread_id = c.thread_id \
+         AND bl.checkpoint_ns = c.checkpoint_ns AND bl.channel = cv.key \
+         AND bl.version = cv.value OFFSET 0"
+    };
+}
+pub(super) use blob_at;
 
-/// A scan: like [`POINT_SELECT`], but a blob the parent shares (same version) comes as its
-/// first 16 bytes only — enough to tell a snapshot from a list — so a thread scan reads each
-/// blob in full once, at the checkpoint that introduced it. The bytes column counts the
-/// blobs a checkpoint introduced.
-const SCAN_SELECT: &str = "SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, \
-    c.checkpoint, c.metadata::text, \
-    (pg_column_size(c.checkpoint) + pg_column_size(c.metadata))::int8 + coalesce(b.new_bytes, 0)::int8, \
-    b.channels, b.types, b.blobs, b.complete \
-    FROM checkpoints c \
-    LEFT JOIN checkpoints p ON p.thread_id = c.thread_id AND p.checkpoint_ns = c.checkpoint_ns \
-        AND p.checkpoint_id = c.parent_checkpoint_id \
-    LEFT JOIN LATERAL ( \
-        SELECT array_agg(bl.channel::text) AS channels, array_agg(bl.type::text) AS types, \
-               array_agg(CASE WHEN n.is_new THEN bl.blob ELSE substring(bl.blob FROM 1 FOR 16) END) AS blobs, \
-               array_agg(n.is_new) AS complete, \
-               sum(CASE WHEN n.is_new THEN octet_length(bl.blob) ELSE 0 END) AS new_bytes \
-        FROM jsonb_each_text(CASE WHEN jsonb_typeof(c.checkpoint -> 'channel_versions') = 'object' \
-            THEN c.checkpoint -> 'channel_versions' END) cv \
-        CROSS JOIN LATERAL (SELECT (p.checkpoint IS NULL \
-            OR (p.checkpoint -> 'channel_versions' ->> cv.key) IS DISTINCT FROM cv.value) AS is_new) n \
-        JOIN checkpoint_blobs bl ON bl.thread_id = c.thread_id AND bl.checkpoint_ns = c.checkpoint_ns \
-            AND bl.channel = cv.key AND bl.version = cv.value \
-    ) b ON true";
+/// The `channel_versions` entries (key, value) of checkpoint `c`, none when it is not an
+/// object; the caller names them `cv`.
+macro_rules! versions_of_c {
+    () => {
+        "jsonb_each_text(CASE WHEN jsonb_typeof(c.checkpoint -> 'channel_versions') = 'object' \
+         THEN c.checkpoint -> 'channel_versions' END)"
+    };
+}
+pub(super) use versions_of_c;
+
+/// A point read: checkpoint columns plus every blob at its channel versions, in full.
+const POINT_SELECT: &str = concat!(
+    "SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, \
+     c.checkpoint, c.metadata::text, \
+     (pg_column_size(c.checkpoint) + pg_column_size(c.metadata))::int8, \
+     b.channels, b.types, b.blobs, b.complete \
+     FROM checkpoints c \
+     LEFT JOIN LATERAL ( \
+        SELECT array_agg(bl.channel) AS channels, array_agg(bl.type) AS types, \
+               array_agg(bl.blob) AS blobs, array_agg(true) AS complete \
+        FROM ",
+    versions_of_c!(),
+    " cv JOIN LATERAL (",
+    blob_at!(),
+    ") bl ON true \
+     ) b ON true"
+);
 
 fn checkpoint_row(r: &Row, what: &str) -> Result<CheckpointRow, StoreError> {
     let channels: Option<Vec<String>> = get(r, 7, what)?;
@@ -399,14 +401,11 @@ impl Store for PostgresStore {
         ns: &str,
         f: &mut dyn FnMut(CheckpointRow) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
-        let what = "reading a thread's checkpoints";
-        self.cursor(
-            what,
-            &format!("{SCAN_SELECT} WHERE c.thread_id = $1 AND c.checkpoint_ns = $2"),
-            &[&thread_id, &ns],
-            32,
-            &mut |r| f(checkpoint_row(r, what)?),
-        )
+        self.scan_thread_split(thread_id, ns, f)
+    }
+
+    fn split_scans(&self, jobs: usize) {
+        self.scan_jobs.set(jobs.max(1));
     }
 
     fn writes(
