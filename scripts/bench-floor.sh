@@ -66,11 +66,13 @@ if [ -n "$PG" ]; then
     echo
     echo "## PostgreSQL verify of the 10,000-message delta thread against psql fetching its rows"
     echo
-    Q="\\copy (SELECT c.checkpoint, c.metadata FROM checkpoints c WHERE c.thread_id = 't-delta-10k') TO '/dev/null'"
-    QB="\\copy (SELECT b.blob FROM checkpoint_blobs b WHERE b.thread_id = 't-delta-10k') TO '/dev/null' WITH (FORMAT binary)"
-    QW="\\copy (SELECT w.blob FROM checkpoint_writes w WHERE w.thread_id = 't-delta-10k') TO '/dev/null' WITH (FORMAT binary)"
-    mapfile -t t < <(mean 3 "psql -q -X $PG -c \"$Q\" -c \"$QB\" -c \"$QW\"" "$DFCK --db $PG verify" "$DFCK --db $PG verify --jobs 2")
-    echo "| psql fetch (checkpoints, blobs, writes) | dfck verify | ratio | dfck --jobs 2 | ratio | dfck peak RSS |"
+    T="thread_id = 't-delta-10k'"
+    Q1="\\copy (SELECT blob FROM checkpoint_blobs WHERE $T) TO '/dev/null' WITH (FORMAT binary)"
+    Q2="\\copy (SELECT checkpoint_id, parent_checkpoint_id, checkpoint, metadata FROM checkpoints WHERE $T) TO '/dev/null' WITH (FORMAT binary)"
+    Q3="\\copy (SELECT * FROM checkpoint_writes WHERE $T) TO '/dev/null' WITH (FORMAT binary)"
+    printf '#!/bin/sh\npsql "%s" -q -X -c "%s" -c "%s" -c "%s"\n' "$PG" "$Q1" "$Q2" "$Q3" > "$OUT/floor.sh"
+    mapfile -t t < <(mean 5 "sh $OUT/floor.sh" "$DFCK --db $PG verify" "$DFCK --db $PG verify --jobs 2")
+    echo "| psql binary COPY of the thread's blobs, checkpoints and writes | dfck verify | ratio | dfck --jobs 2 | ratio | dfck peak RSS |"
     echo "|---|---|---|---|---|---|"
     echo "| $(fmt "${t[0]}") | $(fmt "${t[1]}") | $(ratio "${t[1]}" "${t[0]}") | $(fmt "${t[2]}") | $(ratio "${t[2]}" "${t[0]}") | $(rss_mib $DFCK --db "$PG" verify) MiB |"
 fi
