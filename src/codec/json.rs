@@ -276,10 +276,11 @@ fn pydantic_raw<'a, S: Serializer>(
     };
     let module = item(0)?.and_then(|b| Node::Raw(b).str_key());
     let class = item(1)?.and_then(|b| Node::Raw(b).str_key());
-    let fields = item(2)?;
+    // The fields are read where they start; their extent is only needed for "$fields".
+    let fields_at = (n > 2).then_some(c);
     let mut m = s.serialize_map(None)?;
     m.serialize_entry("$class", &ClassName(module, class))?;
-    let mut f = fields.map(Cur::new);
+    let mut f = fields_at;
     let keyed = match f.as_mut().map(Cur::token) {
         Some(Ok(Token::Map(k))) => f.filter(|f| string_keys(*f, k)).map(|f| (f, k)),
         Some(Err(e)) => return Err(S::Error::custom(e)),
@@ -297,7 +298,13 @@ fn pydantic_raw<'a, S: Serializer>(
                 m.serialize_entry(key, &Stream(&cur))?;
             }
         }
-        None => m.serialize_entry("$fields", &fields.map(|b| NodeJson(Node::Raw(b))))?,
+        None => {
+            let fields = match fields_at {
+                Some(mut at) => Some(at.value_slice().map_err(S::Error::custom)?),
+                None => None,
+            };
+            m.serialize_entry("$fields", &fields.map(|b| NodeJson(Node::Raw(b))))?
+        }
     }
     m.end()
 }

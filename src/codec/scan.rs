@@ -67,6 +67,11 @@ impl<'a> Cur<'a> {
     fn str(&mut self, n: usize) -> Result<Token<'a>, CodecError> {
         let at = self.pos;
         let s = self.take(n)?;
+        // The field names and type tags every message repeats are recognised by their
+        // bytes, which is cheaper than validating a short string (docs/performance.md).
+        if let Some(known) = known_str(s) {
+            return Ok(Token::Str(known));
+        }
         // SIMD validation: the scanner checks every string of every value it reads.
         simdutf8::basic::from_utf8(s)
             .map(Token::Str)
@@ -252,6 +257,45 @@ impl<'a> Cur<'a> {
     }
 }
 
+/// Strings that LangChain messages repeat in every message: their fields, type tags, and
+/// modules and classes. Equal bytes are valid UTF-8, so a match needs no validation.
+fn known_str(b: &[u8]) -> Option<&'static str> {
+    Some(match b {
+        b"content" => "content",
+        b"additional_kwargs" => "additional_kwargs",
+        b"response_metadata" => "response_metadata",
+        b"type" => "type",
+        b"name" => "name",
+        b"id" => "id",
+        b"example" => "example",
+        b"tool_calls" => "tool_calls",
+        b"invalid_tool_calls" => "invalid_tool_calls",
+        b"usage_metadata" => "usage_metadata",
+        b"tool_call_id" => "tool_call_id",
+        b"artifact" => "artifact",
+        b"status" => "status",
+        b"human" => "human",
+        b"ai" => "ai",
+        b"tool" => "tool",
+        b"system" => "system",
+        b"text" => "text",
+        b"args" => "args",
+        b"success" => "success",
+        b"HumanMessage" => "HumanMessage",
+        b"AIMessage" => "AIMessage",
+        b"ToolMessage" => "ToolMessage",
+        b"SystemMessage" => "SystemMessage",
+        b"langchain_core.messages.human" => "langchain_core.messages.human",
+        b"langchain_core.messages.ai" => "langchain_core.messages.ai",
+        b"langchain_core.messages.tool" => "langchain_core.messages.tool",
+        b"langchain_core.messages.system" => "langchain_core.messages.system",
+        b"model_validate_json" => "model_validate_json",
+        b"_DeltaSnapshot" => "_DeltaSnapshot",
+        b"langgraph.channels.delta" => "langgraph.channels.delta",
+        _ => return None,
+    })
+}
+
 /// Validates that `buf` is exactly one msgpack document.
 pub(crate) fn validate_document(buf: &[u8], depth: usize) -> Result<(), CodecError> {
     let mut c = Cur::new(buf);
@@ -410,6 +454,29 @@ mod tests {
 
     fn s(x: &str) -> Value {
         Value::Str(x.to_owned())
+    }
+
+    #[test]
+    fn known_strings_read_as_themselves_and_others_are_still_validated() {
+        for known in [
+            "content",
+            "langchain_core.messages.human",
+            "ai",
+            "tool_call_id",
+        ] {
+            let bytes = encode(&s(known));
+            assert!(matches!(Cur::new(&bytes).token(), Ok(Token::Str(x)) if x == known));
+            assert!(known_str(known.as_bytes()).is_some());
+        }
+        // Same length as "content", not one of the known strings, invalid UTF-8.
+        let mut bytes = encode(&s("contenu"));
+        let last = bytes.len() - 1;
+        bytes[last] = 0xff;
+        assert!(matches!(
+            Cur::new(&bytes).token(),
+            Err(CodecError::InvalidUtf8 { offset: 1 })
+        ));
+        assert!(known_str(b"contenu").is_none());
     }
 
     #[test]
