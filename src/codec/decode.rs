@@ -22,13 +22,7 @@ pub fn decode_shared(bytes: &Bytes) -> Result<Value, CodecError> {
         cur: Cur::new(bytes),
     };
     let v = r.value(0)?;
-    if r.cur.pos != bytes.len() {
-        return Err(CodecError::TrailingBytes {
-            offset: r.cur.pos,
-            len: bytes.len(),
-        });
-    }
-    Ok(v)
+    r.finish(v)
 }
 
 /// How much of a checkpoint's channel values [`decode_checkpoint`] builds.
@@ -78,13 +72,7 @@ pub fn decode_checkpoint(bytes: &Bytes, depth: Depth<'_>) -> Result<Value, Codec
         }
         _ => r.value(0)?,
     };
-    if r.cur.pos != bytes.len() {
-        return Err(CodecError::TrailingBytes {
-            offset: r.cur.pos,
-            len: bytes.len(),
-        });
-    }
-    Ok(v)
+    r.finish(v)
 }
 
 /// Decodes one channel value (a Postgres blob) shallowly, as [`Depth::Shallow`] describes;
@@ -95,13 +83,7 @@ pub fn decode_value_shallow(bytes: &Bytes) -> Result<Value, CodecError> {
         cur: Cur::new(bytes),
     };
     let v = r.shallow(0)?;
-    if r.cur.pos != bytes.len() {
-        return Err(CodecError::TrailingBytes {
-            offset: r.cur.pos,
-            len: bytes.len(),
-        });
-    }
-    Ok(v)
+    r.finish(v)
 }
 
 struct Reader<'a> {
@@ -110,6 +92,17 @@ struct Reader<'a> {
 }
 
 impl Reader<'_> {
+    /// `v`, if the whole input was read; trailing bytes are an error.
+    fn finish(&self, v: Value) -> Result<Value, CodecError> {
+        if self.cur.pos != self.src.len() {
+            return Err(CodecError::TrailingBytes {
+                offset: self.cur.pos,
+                len: self.src.len(),
+            });
+        }
+        Ok(v)
+    }
+
     /// The `channel_values` map (depth 1) with its values shallow, except `keep`.
     fn channel_values(&mut self, keep: &[&str]) -> Result<Value, CodecError> {
         let mut probe = self.cur;

@@ -163,6 +163,15 @@ impl<W: Write> Json<W> {
     fn int(&mut self, v: impl itoa::Integer) -> Result {
         self.raw(itoa::Buffer::new().format(v).as_bytes())
     }
+
+    /// A float as serde_json writes it: shortest round-trip digits, `null` when not finite.
+    fn float(&mut self, v: impl zmij::Float, finite: bool) -> Result {
+        if finite {
+            self.raw(zmij::Buffer::new().format_finite(v).as_bytes())
+        } else {
+            self.raw(b"null")
+        }
+    }
 }
 
 /// An open `[…]` or `{…}`; `first` until the first element is written.
@@ -188,6 +197,14 @@ impl<W: Write> Compound<'_, W> {
     }
 }
 
+macro_rules! plain_int {
+    ($($method:ident: $t:ty),*) => {
+        $(fn $method(self, v: $t) -> Result {
+            self.int(v)
+        })*
+    };
+}
+
 impl<'a, W: Write> ser::Serializer for &'a mut Json<W> {
     type Ok = ();
     type Error = JsonError;
@@ -202,49 +219,14 @@ impl<'a, W: Write> ser::Serializer for &'a mut Json<W> {
     fn serialize_bool(self, v: bool) -> Result {
         self.raw(if v { b"true" } else { b"false" })
     }
-    fn serialize_i8(self, v: i8) -> Result {
-        self.int(v)
-    }
-    fn serialize_i16(self, v: i16) -> Result {
-        self.int(v)
-    }
-    fn serialize_i32(self, v: i32) -> Result {
-        self.int(v)
-    }
-    fn serialize_i64(self, v: i64) -> Result {
-        self.int(v)
-    }
-    fn serialize_i128(self, v: i128) -> Result {
-        self.int(v)
-    }
-    fn serialize_u8(self, v: u8) -> Result {
-        self.int(v)
-    }
-    fn serialize_u16(self, v: u16) -> Result {
-        self.int(v)
-    }
-    fn serialize_u32(self, v: u32) -> Result {
-        self.int(v)
-    }
-    fn serialize_u64(self, v: u64) -> Result {
-        self.int(v)
-    }
-    fn serialize_u128(self, v: u128) -> Result {
-        self.int(v)
-    }
+    plain_int!(serialize_i8: i8, serialize_i16: i16, serialize_i32: i32, serialize_i64: i64,
+        serialize_i128: i128, serialize_u8: u8, serialize_u16: u16, serialize_u32: u32,
+        serialize_u64: u64, serialize_u128: u128);
     fn serialize_f32(self, v: f32) -> Result {
-        if v.is_finite() {
-            self.raw(zmij::Buffer::new().format_finite(v).as_bytes())
-        } else {
-            self.raw(b"null")
-        }
+        self.float(v, v.is_finite())
     }
     fn serialize_f64(self, v: f64) -> Result {
-        if v.is_finite() {
-            self.raw(zmij::Buffer::new().format_finite(v).as_bytes())
-        } else {
-            self.raw(b"null")
-        }
+        self.float(v, v.is_finite())
     }
     fn serialize_char(self, v: char) -> Result {
         self.string(v.encode_utf8(&mut [0; 4]))
