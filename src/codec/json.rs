@@ -165,10 +165,6 @@ struct NodeJson<'a>(Node<'a>);
 /// `{"$ext": code, "$bytes": …}`: an ext value with no JSON form of its own.
 struct RawExt<'a>(i8, &'a [u8]);
 
-fn raw_ext_of(code: i8, raw: &[u8]) -> RawExt<'_> {
-    RawExt(code, raw)
-}
-
 impl Serialize for RawExt<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut m = s.serialize_map(Some(2))?;
@@ -190,6 +186,24 @@ fn string_keys(mut c: Cur<'_>, n: usize) -> bool {
     true
 }
 
+/// Writes the `n` entries of a string-keyed map whose first key is at `cur` (checked with
+/// [`string_keys`]), each value streamed, leaving `cur` after the map.
+fn stream_entries<M: SerializeMap>(
+    m: &mut M,
+    cur: &Cell<Cur<'_>>,
+    n: usize,
+) -> Result<(), M::Error> {
+    for _ in 0..n {
+        let mut at = cur.get();
+        let Token::Str(key) = at.token().map_err(M::Error::custom)? else {
+            return Err(M::Error::custom("a map key is not a string"));
+        };
+        cur.set(at);
+        m.serialize_entry(key, &Stream(cur))?;
+    }
+    Ok(())
+}
+
 /// Streams the msgpack value at a shared cursor as JSON and leaves the cursor after it: the
 /// undecoded counterpart of [`NodeJson`] for a message's fields, written in one pass over
 /// their bytes instead of a node list built per level (docs/performance.md). Scalars,
@@ -201,38 +215,6 @@ impl Serialize for Stream<'_, '_> {
         let at = self.0.get();
         let mut c = at;
         let token = c.token().map_err(S::Error::custom)?;
-        match token {
-            Token::Nil => {}
-            Token::Bool(_) | Token::Int(_) | Token::UInt(_) | Token::F32(_) | Token::F64(_) => {}
-            Token::Str(_) | Token::Bin(_) => {}
-            Token::Array(n) => {
-                self.0.set(c);
-                let mut q = s.serialize_seq(Some(n))?;
-                for _ in 0..n {
-                    q.serialize_element(&Stream(self.0))?;
-                }
-                return q.end();
-            }
-            Token::Map(n) if string_keys(c, n) => {
-                self.0.set(c);
-                let mut m = s.serialize_map(Some(n))?;
-                for _ in 0..n {
-                    let mut k = self.0.get();
-                    let Token::Str(key) = k.token().map_err(S::Error::custom)? else {
-                        return Err(S::Error::custom("a map key is not a string"));
-                    };
-                    self.0.set(k);
-                    m.serialize_entry(key, &Stream(self.0))?;
-                }
-                return m.end();
-            }
-            Token::Map(_) | Token::Ext(..) => {
-                let mut end = at;
-                let bytes = end.value_slice().map_err(S::Error::custom)?;
-                self.0.set(end);
-                return NodeJson(Node::Raw(bytes)).serialize(s);
-            }
-        }
         self.0.set(c);
         match token {
             Token::Nil => s.serialize_unit(),
@@ -247,8 +229,23 @@ impl Serialize for Stream<'_, '_> {
                 m.serialize_entry("$bytes", &B64(b))?;
                 m.end()
             }
-            Token::Array(_) | Token::Map(_) | Token::Ext(..) => {
-                Err(S::Error::custom("unreachable container token"))
+            Token::Array(n) => {
+                let mut q = s.serialize_seq(Some(n))?;
+                for _ in 0..n {
+                    q.serialize_element(&Stream(self.0))?;
+                }
+                q.end()
+            }
+            Token::Map(n) if string_keys(c, n) => {
+                let mut m = s.serialize_map(Some(n))?;
+                stream_entries(&mut m, self.0, n)?;
+                m.end()
+            }
+            Token::Map(_) | Token::Ext(..) => {
+                let mut end = at;
+                let bytes = end.value_slice().map_err(S::Error::custom)?;
+                self.0.set(end);
+                NodeJson(Node::Raw(bytes)).serialize(s)
             }
         }
     }
@@ -256,16 +253,17 @@ impl Serialize for Stream<'_, '_> {
 
 /// A pydantic model (ext 4 or 5) from its undecoded payload `[module, class, {fields}, …]`:
 /// `{"$class": "module.Class", field: value, …}`, or `"$fields"` when the fields are not a
-/// string-keyed map; the same JSON [`NodeJson`] writes from a decoded payload.
+/// string-keyed map; the same JSON [`NodeJson`] writes from a decoded payload (`raw` when
+/// the payload is not a list).
 fn pydantic_raw<'a, S: Serializer>(
     s: S,
     payload: &'a [u8],
-    raw_ext: impl FnOnce() -> RawExt<'a>,
+    raw: RawExt<'a>,
 ) -> Result<S::Ok, S::Error> {
     let mut c = Cur::new(payload);
     let n = match c.token().map_err(S::Error::custom)? {
         Token::Array(n) => n,
-        _ => return raw_ext().serialize(s),
+        _ => return raw.serialize(s),
     };
     let mut item = |i: usize| -> Result<Option<&'a [u8]>, S::Error> {
         if i < n {
@@ -287,17 +285,7 @@ fn pydantic_raw<'a, S: Serializer>(
         _ => None,
     };
     match keyed {
-        Some((f, k)) => {
-            let cur = Cell::new(f);
-            for _ in 0..k {
-                let mut at = cur.get();
-                let Token::Str(key) = at.token().map_err(S::Error::custom)? else {
-                    return Err(S::Error::custom("a field name is not a string"));
-                };
-                cur.set(at);
-                m.serialize_entry(key, &Stream(&cur))?;
-            }
-        }
+        Some((f, k)) => stream_entries(&mut m, &Cell::new(f), k)?,
         None => {
             let fields = match fields_at {
                 Some(mut at) => Some(at.value_slice().map_err(S::Error::custom)?),
@@ -404,17 +392,12 @@ impl Serialize for NodeJson<'_> {
                 }
             },
             Kind::Ext(code, raw, payload) => {
-                let raw_ext = |s: S| {
-                    let mut m = s.serialize_map(Some(2))?;
-                    m.serialize_entry("$ext", &code)?;
-                    m.serialize_entry("$bytes", &B64(raw))?;
-                    m.end()
-                };
+                let raw_ext = |s: S| RawExt(code, raw).serialize(s);
                 let Some(payload) = payload else {
                     return raw_ext(s);
                 };
                 if let (4 | 5, Node::Raw(bytes)) = (code, payload) {
-                    return pydantic_raw(s, bytes, || raw_ext_of(code, raw));
+                    return pydantic_raw(s, bytes, RawExt(code, raw));
                 }
                 if code == super::EXT_DELTA_SNAPSHOT {
                     let mut m = s.serialize_map(Some(1))?;

@@ -45,7 +45,8 @@ pub struct Checkpoint {
     pub channel_versions: Vec<(String, String)>,
     /// `versions_seen`: per node (or special key), the channel versions it had seen.
     pub versions_seen: Vec<(String, Vec<(String, String)>)>,
-    /// Metadata JSON object (shared with the loaded thread's node).
+    /// Metadata JSON object, shared with the loaded thread's node; empty in a structural
+    /// load, whose nodes keep only [`thread::MetaFacts`].
     pub metadata: Arc<Map<String, Json>>,
     /// Stored bytes (checkpoint + metadata).
     pub bytes: u64,
@@ -249,11 +250,17 @@ impl Checkpoint {
     /// [`Checkpoint::from_row`] building channel values only to `depth` (see
     /// [`codec::Depth`]); the same rows fail, with the same errors.
     pub fn from_row_at(row: CheckpointRow, depth: codec::Depth<'_>) -> Result<Self, ModelError> {
-        let what = format!(
-            "thread '{}' checkpoint {}",
-            row.thread_id, row.checkpoint_id
-        );
-        let metadata = Arc::new(parse_metadata(&row.metadata, &what)?);
+        let metadata = parse_metadata(&row.metadata, &row_what(&row))?;
+        Self::from_row_parsed(row, Arc::new(metadata), depth)
+    }
+
+    /// [`Checkpoint::from_row_at`] with the row's metadata already parsed.
+    pub(crate) fn from_row_parsed(
+        row: CheckpointRow,
+        metadata: Arc<Map<String, Json>>,
+        depth: codec::Depth<'_>,
+    ) -> Result<Self, ModelError> {
+        let what = row_what(&row);
         let malformed = |reason: &str| ModelError::Malformed {
             what: what.clone(),
             reason: reason.to_owned(),
@@ -401,6 +408,14 @@ impl Checkpoint {
     pub fn step(&self) -> Option<i64> {
         self.metadata.get("step").and_then(Json::as_i64)
     }
+}
+
+/// How errors name a checkpoint row.
+pub(crate) fn row_what(row: &CheckpointRow) -> String {
+    format!(
+        "thread '{}' checkpoint {}",
+        row.thread_id, row.checkpoint_id
+    )
 }
 
 /// Rebuilds a Postgres checkpoint the way `PostgresSaver.get_tuple` does: the inline JSONB

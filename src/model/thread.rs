@@ -69,8 +69,6 @@ pub struct MetaFacts {
     pub run_durations: bool,
     /// Has `writes.runtime_run_duration` (the same writer on SQLite).
     pub duration_write: bool,
-    /// The metadata object is empty or unreadable.
-    pub empty: bool,
 }
 
 impl MetaFacts {
@@ -86,7 +84,6 @@ impl MetaFacts {
                 .get("writes")
                 .and_then(Json::as_object)
                 .is_some_and(|w| w.contains_key("runtime_run_duration")),
-            empty: meta.is_empty(),
         }
     }
 
@@ -188,30 +185,27 @@ impl LoadedThread {
             Store::scan_thread
         };
         scan(store, thread_id, ns, &mut |row| {
-            let what = format!(
-                "thread '{}' checkpoint {}",
-                row.thread_id, row.checkpoint_id
-            );
             let id = row.checkpoint_id.clone();
             let parent = row.parent_checkpoint_id.clone();
             let bytes = row.bytes;
-            let metadata_bytes = row.metadata.clone();
-            let mut checkpoint = if keep_values {
-                Checkpoint::from_row(row)
-            } else {
-                Checkpoint::from_row_at(
-                    row,
-                    Depth::Shallow {
-                        keep: &[PREGEL_TASKS],
-                    },
-                )
-            };
+            // Metadata is plain JSON even when the body is encrypted or pickled; unreadable
+            // metadata leaves the node's empty and the checkpoint unreadable.
+            let (mut metadata, mut checkpoint) =
+                match parse_metadata(&row.metadata, &super::row_what(&row)) {
+                    Ok(m) => {
+                        let m = Arc::new(m);
+                        let depth = if keep_values {
+                            Depth::Full
+                        } else {
+                            Depth::Shallow {
+                                keep: &[PREGEL_TASKS],
+                            }
+                        };
+                        (Arc::clone(&m), Checkpoint::from_row_parsed(row, m, depth))
+                    }
+                    Err(e) => (Arc::clone(&empty), Err(e)),
+                };
             let messages_encoding = checkpoint.as_ref().ok().map(Checkpoint::messages_encoding);
-            // Metadata is plain JSON even when the body is encrypted or pickled.
-            let mut metadata = match &checkpoint {
-                Ok(ck) => Arc::clone(&ck.metadata),
-                Err(_) => Arc::new(parse_metadata(&metadata_bytes, &what).unwrap_or_default()),
-            };
             let facts = MetaFacts::of(&metadata);
             if let Ok(ck) = &mut checkpoint {
                 visitor.checkpoint(ck);

@@ -174,6 +174,18 @@ impl<W: Write> Json<W> {
     }
 }
 
+impl<W: Write> Json<W> {
+    /// Writes `open` and starts a compound that `close` ends.
+    fn open(&mut self, open: &[u8], close: &'static [u8]) -> Result<Compound<'_, W>> {
+        self.raw(open)?;
+        Ok(Compound {
+            ser: self,
+            first: true,
+            close,
+        })
+    }
+}
+
 /// An open `[…]` or `{…}`; `first` until the first element is written.
 struct Compound<'a, W> {
     ser: &'a mut Json<W>,
@@ -282,12 +294,7 @@ impl<'a, W: Write> ser::Serializer for &'a mut Json<W> {
         self.raw(b"}")
     }
     fn serialize_seq(self, _: Option<usize>) -> Result<Self::SerializeSeq> {
-        self.raw(b"[")?;
-        Ok(Compound {
-            ser: self,
-            first: true,
-            close: b"]",
-        })
+        self.open(b"[", b"]")
     }
     fn serialize_tuple(self, len: usize) -> Result<Self::SerializeTuple> {
         self.serialize_seq(Some(len))
@@ -304,20 +311,10 @@ impl<'a, W: Write> ser::Serializer for &'a mut Json<W> {
     ) -> Result<Self::SerializeSeq> {
         self.raw(b"{")?;
         self.string(variant)?;
-        self.raw(b":[")?;
-        Ok(Compound {
-            ser: self,
-            first: true,
-            close: b"]}",
-        })
+        self.open(b":[", b"]}")
     }
     fn serialize_map(self, _: Option<usize>) -> Result<Self::SerializeMap> {
-        self.raw(b"{")?;
-        Ok(Compound {
-            ser: self,
-            first: true,
-            close: b"}",
-        })
+        self.open(b"{", b"}")
     }
     fn serialize_struct(self, _: &'static str, len: usize) -> Result<Self::SerializeMap> {
         self.serialize_map(Some(len))
@@ -331,12 +328,7 @@ impl<'a, W: Write> ser::Serializer for &'a mut Json<W> {
     ) -> Result<Self::SerializeMap> {
         self.raw(b"{")?;
         self.string(variant)?;
-        self.raw(b":{")?;
-        Ok(Compound {
-            ser: self,
-            first: true,
-            close: b"}}",
-        })
+        self.open(b":{", b"}}")
     }
 }
 

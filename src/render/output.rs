@@ -58,13 +58,12 @@ pub fn output<T: serde::Serialize>(
             stdout_open()?;
             // A duplicate of the stdout descriptor: large documents skip the line buffer of
             // `std::io::stdout()`, which searches every block for a newline.
+            // The serializer hands the descriptor 64 KiB blocks itself.
             let out = std::io::stdout().lock();
-            let sink: Box<dyn Write> = match out.as_fd().try_clone_to_owned() {
+            let mut w: Box<dyn Write> = match out.as_fd().try_clone_to_owned() {
                 Ok(fd) => Box::new(std::fs::File::from(fd)),
                 Err(_) => Box::new(out),
             };
-            // The serializer hands the descriptor 64 KiB blocks itself.
-            let mut w = sink;
             let r = super::json::to_writer(&mut w, report)
                 .map_err(|e| match e {
                     super::json::JsonError::Io(e) => Error::Io(e),
