@@ -20,8 +20,12 @@ in the thread's mode must give:
   (d) no orphan rows: every write sits on a checkpoint, every Postgres blob is named by a
       checkpoint's channel_versions.
 
-Runs: `prune --all --branches --apply` (trailing duration-only leaves and leaf branches),
-and `prune --all --keep-last-turns 2 --apply` (history trimming). Exit 1 on any mismatch.
+Runs on the retention fixture: `prune --all --branches --apply` (trailing duration-only
+leaves and leaf branches), and `prune --all --keep-last-turns 2 --apply` (history trimming).
+On the retention_race fixture (DeerFlow's run worker wrote its duration-only checkpoint after
+the user edited an older turn, so the newest checkpoint sits on the older branch): the default
+prune and `--branches` must leave the latest state where the user was, and
+`--keep-last-turns` refuses those threads (exit 1). Exit 1 on any mismatch.
 """
 
 from __future__ import annotations
@@ -47,10 +51,14 @@ from langgraph.types import Command  # noqa: E402
 import fixturelib  # noqa: E402
 from graphs import build_conv_graph, messages_annotation  # noqa: E402
 
+# (fixture stem, arguments, the exit codes dfck may give)
 RUNS = [
-    ["prune", "--all", "--branches", "--apply"],
-    ["prune", "--all", "--keep-last-turns", "2", "--apply"],
-    ["prune", "r-cut-full", "r-cut-delta", "r-linear-delta", "--keep-last-turns", "1", "--apply"],
+    ("retention", ["prune", "--all", "--branches", "--apply"], (0,)),
+    ("retention", ["prune", "--all", "--keep-last-turns", "2", "--apply"], (0,)),
+    ("retention", ["prune", "r-cut-full", "r-cut-delta", "r-linear-delta", "--keep-last-turns", "1", "--apply"], (0,)),
+    ("retention_race", ["prune", "--all", "--apply"], (0,)),
+    ("retention_race", ["prune", "--all", "--branches", "--apply"], (0,)),
+    ("retention_race", ["prune", "--all", "--keep-last-turns", "1", "--apply"], (1,)),
 ]
 
 
@@ -131,27 +139,26 @@ def compare_store(label: str, open_saver: Callable[[str], Any], pruned: str, unt
     return n
 
 
-def run_dfck(dfck: str, target: str, args: list[str], label: str, errs: list[str]) -> str:
+def run_dfck(dfck: str, target: str, args: list[str], label: str, errs: list[str], codes: tuple = (0,)) -> str:
     proc = subprocess.run([dfck, "--db", target, *args, "--format", "json"], capture_output=True, text=True)
-    if proc.returncode != 0:
+    if proc.returncode not in codes:
         errs.append(f"{label}: dfck {' '.join(args)} exited {proc.returncode}: {proc.stderr.strip()[:300]}")
         return "failed"
     r = json.loads(proc.stdout)
-    return f"{r['pruned']} threads pruned, {r['checkpoints']} checkpoints deleted"
+    return f"{r['pruned']} threads pruned, {r['refused']} refused, {r['checkpoints']} checkpoints deleted"
 
 
 def check_sqlite(dfck: str, fixtures: Path, tmp: Path, errs: list[str]) -> None:
-    src = fixtures / "sqlite" / "retention.db"
-
     def open_saver(path: str) -> Any:
         return SqliteSaver(sqlite3.connect(path, check_same_thread=False, isolation_level=None))
 
-    for k, args in enumerate(RUNS):
+    for k, (stem, args, codes) in enumerate(RUNS):
+        src = fixtures / "sqlite" / f"{stem}.db"
         pruned, untouched = tmp / f"pruned{k}.db", tmp / f"untouched{k}.db"
         shutil.copyfile(src, pruned)
         shutil.copyfile(src, untouched)
-        label = f"sqlite [{' '.join(args[1:-1])}]"
-        summary = run_dfck(dfck, str(pruned), args, label, errs)
+        label = f"sqlite {stem} [{' '.join(args[1:-1])}]"
+        summary = run_dfck(dfck, str(pruned), args, label, errs, codes)
         conn = sqlite3.connect(pruned)
         orphans = conn.execute(
             "SELECT count(*) FROM writes w WHERE NOT EXISTS (SELECT 1 FROM checkpoints c WHERE "
@@ -182,15 +189,15 @@ def check_postgres(dfck: str, server: str, errs: list[str]) -> None:
         conns.append(c)
         return PostgresSaver(c)
 
-    for k, args in enumerate(RUNS):
+    for k, (stem, args, codes) in enumerate(RUNS):
         names = [f"dfck_pycheck_pruned{k}", f"dfck_pycheck_untouched{k}"]
         with psycopg.connect(server, autocommit=True) as admin:
             for name in names:
                 admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-                admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "dfck_retention"')
+                admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "dfck_{stem}"')
         pruned, untouched = (with_db(server, n) for n in names)
-        label = f"postgres [{' '.join(args[1:-1])}]"
-        summary = run_dfck(dfck, pruned, args, label, errs)
+        label = f"postgres {stem} [{' '.join(args[1:-1])}]"
+        summary = run_dfck(dfck, pruned, args, label, errs, codes)
         with psycopg.connect(pruned) as c:
             ow = c.execute(
                 "SELECT count(*) FROM checkpoint_writes w WHERE NOT EXISTS (SELECT 1 FROM checkpoints c WHERE "

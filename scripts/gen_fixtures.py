@@ -956,6 +956,7 @@ DBS: list[tuple[str, Any, Any]] = [
     ("forks_delta_k1", lambda st: gen_forks(st, "delta", 1), None),
     ("forks_delta_k4", lambda st: gen_forks(st, "delta", 4), None),
     ("retention", lambda st: __import__("retention").gen_retention(st), None),
+    ("retention_race", lambda st: __import__("retention").gen_retention_race(st), None),
     ("exit", gen_exit, None),
     ("subgraph", gen_subgraph, None),
     ("values", gen_values, None),

@@ -305,6 +305,7 @@ STORES: list[tuple[str, Any, Any, bool]] = [
     ("forks_delta_k1", lambda st: gf.gen_forks(st, "delta", 1), PostgresSaver, True),
     ("forks_delta_k4", lambda st: gf.gen_forks(st, "delta", 4), PostgresSaver, True),
     ("retention", lambda st: __import__("retention").gen_retention(st), PostgresSaver, True),
+    ("retention_race", lambda st: __import__("retention").gen_retention_race(st), PostgresSaver, True),
     ("exit", gf.gen_exit, PostgresSaver, True),
     ("subgraph", gf.gen_subgraph, PostgresSaver, True),
     ("values", gf.gen_values, PostgresSaver, True),

@@ -3,7 +3,8 @@
 store while dfck reads (and writes) it.
 
     .venv/bin/python scripts/live_writer.py --db PATH.db | --pg-url URL \
-        [--threads t-live-0,t-live-1] [--mode delta|full] [--seconds 10] [--stop-file F]
+        [--threads t-live-0,t-live-1] [--mode delta|full] [--seconds 10] [--stop-file F] \
+        [--busy-timeout S] [--tolerate-busy]
 
 Each turn opens a fresh connection and saver, invokes a real StateGraph once (a human+AI pair
 appended to `messages`, DeltaChannel with snapshot_frequency 3 in delta mode), and closes the
@@ -11,6 +12,11 @@ connection again, as a DeerFlow gateway does across requests. Threads are writte
 It stops after --seconds or when --stop-file appears, then prints one JSON line on stdout:
 {"turns": N, "threads": {"t-live-0": n_messages, ...}}. The message list of every thread is
 deterministic (ids h-<thread>-<i> / ai-<thread>-<i>), so a reader can check what it saw.
+
+SQLite connections wait --busy-timeout seconds for a lock (30 by default; DeerFlow's own is 5).
+With --tolerate-busy a turn that fails with "database is locked" (expected beside a VACUUM)
+is counted in "busy" and tried again; any other error — above all a corruption error such
+as "database disk image is malformed" — ends the writer with exit 3 and the error on stderr.
 """
 
 from __future__ import annotations
@@ -36,10 +42,10 @@ def turn_messages(thread: str, i: int) -> list:
     ]
 
 
-def sqlite_turn(path: str, ann, thread: str, i: int) -> None:
+def sqlite_turn(path: str, ann, thread: str, i: int, timeout: float) -> None:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    conn = sqlite3.connect(path, check_same_thread=False, timeout=30)
+    conn = sqlite3.connect(path, check_same_thread=False, timeout=timeout)
     try:
         saver = SqliteSaver(conn)
         saver.setup()
@@ -67,6 +73,8 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--stop-file")
     ap.add_argument("--max-turns", type=int, default=100000)
+    ap.add_argument("--busy-timeout", type=float, default=30.0)
+    ap.add_argument("--tolerate-busy", action="store_true")
     a = ap.parse_args()
     if bool(a.db) == bool(a.pg_url):
         ap.error("give exactly one of --db and --pg-url")
@@ -75,18 +83,30 @@ def main() -> int:
     counts = {t: 0 for t in threads}
     deadline = time.monotonic() + a.seconds
     turns = 0
+    busy = 0
     while time.monotonic() < deadline and turns < a.max_turns:
         if a.stop_file and os.path.exists(a.stop_file):
             break
         t = threads[turns % len(threads)]
         i = counts[t] // 2
-        if a.db:
-            sqlite_turn(a.db, ann, t, i)
-        else:
-            pg_turn(a.pg_url, ann, t, i)
+        try:
+            if a.db:
+                sqlite_turn(a.db, ann, t, i, a.busy_timeout)
+            else:
+                pg_turn(a.pg_url, ann, t, i)
+        except sqlite3.OperationalError as e:
+            if a.tolerate_busy and "locked" in str(e):
+                busy += 1
+                time.sleep(0.05)
+                continue
+            print(f"live writer: turn {i} of {t}: {type(e).__name__}: {e}", file=sys.stderr)
+            return 3
+        except sqlite3.DatabaseError as e:
+            print(f"live writer: turn {i} of {t}: {type(e).__name__}: {e}", file=sys.stderr)
+            return 3
         counts[t] += 2
         turns += 1
-    print(json.dumps({"turns": turns, "threads": counts}), flush=True)
+    print(json.dumps({"turns": turns, "threads": counts, "busy": busy}), flush=True)
     return 0
 
 

@@ -5,6 +5,8 @@
 #   scripts/pg-test-server.sh env     # print the URI of the running server again
 #   scripts/pg-test-server.sh stop    # stop the server and remove its directory
 #   scripts/pg-test-server.sh status  # exit 0 iff the server is running
+#   scripts/pg-test-server.sh standby # a hot standby of the running server (streaming
+#                                     # replication, read-only), print its URI
 #
 # Layout under ${DFCK_PG_DIR:-/tmp/dfck-pg} (wiped by start and stop):
 #   data/   the cluster (initdb), fsync=off, listen_addresses=127.0.0.1 only
@@ -105,7 +107,13 @@ pick_port() {
 
 uri_of() { echo "postgresql://$ROLE:$PASSWORD@127.0.0.1:$1/postgres"; }
 
+STANDBY="$PG_DIR/standby"
+
 do_stop() {
+    if [[ -f "$STANDBY/postmaster.pid" ]]; then
+        say "stopping the standby in $STANDBY"
+        as_owner "$PG_BIN/pg_ctl" -D "$STANDBY" -m immediate -w -t 30 stop >&2 || true
+    fi
     if [[ -d "$DATA" ]] && [[ -f "$DATA/postmaster.pid" ]]; then
         say "stopping server in $DATA"
         as_owner "$PG_BIN/pg_ctl" -D "$DATA" -m fast -w -t 30 stop >&2 || {
@@ -171,6 +179,7 @@ EOF
     # TCP only from 127.0.0.1, password (scram) only; dfck_tls only over TLS; unix socket: trust
     as_owner tee "$DATA/pg_hba.conf" >/dev/null <<EOF
 local      all   all                     trust
+local      replication all               trust
 hostnossl  all   dfck_tls  127.0.0.1/32  reject
 hostssl    all   dfck_tls  127.0.0.1/32  scram-sha-256
 host       all   all       127.0.0.1/32  scram-sha-256
@@ -225,10 +234,45 @@ do_env() {
     sed -n 's/^export TEST_POSTGRES_URI=//p' "$PG_DIR/env"
 }
 
+# A hot standby of the running server: a base backup over the unix socket, streaming from
+# the primary (primary_conninfo written by -R), read-only; same roles and databases.
+do_standby() {
+    need_bins
+    is_running || die "server in $DATA is not running (run: $0 start)"
+    PORT=$(cat "$PG_DIR/port")
+    local sport
+    PORT_FROM=$((PORT + 1))
+    if [[ -f "$STANDBY/postmaster.pid" ]]; then
+        as_owner "$PG_BIN/pg_ctl" -D "$STANDBY" -m immediate -w -t 30 stop >&2 || true
+    fi
+    sport=$(pick_port)
+    rm -rf -- "$STANDBY"
+    as_owner "$PG_BIN/pg_basebackup" -D "$STANDBY" -R -X stream -c fast -h "$SOCK" -p "$PORT" -U postgres \
+        >"$PG_DIR/standby.log" 2>&1 || { cat "$PG_DIR/standby.log" >&2; die "pg_basebackup failed"; }
+    printf '\n# pg-test-server.sh standby\nport = %s\nhot_standby = on\n' "$sport" \
+        | as_owner tee -a "$STANDBY/postgresql.conf" >/dev/null
+    if ! as_owner "$PG_BIN/pg_ctl" -D "$STANDBY" -l "$PG_DIR/standby-server.log" -w -t 30 start >&2; then
+        tail -n 30 "$PG_DIR/standby-server.log" >&2
+        die "the standby did not start"
+    fi
+    local i
+    for ((i = 0; i < 100; i++)); do
+        if PGPASSWORD="$PASSWORD" "$PG_BIN/psql" -X -q -w -h 127.0.0.1 -p "$sport" -U "$ROLE" \
+            -d postgres -tAc "SELECT pg_is_in_recovery()" 2>/dev/null | grep -q t; then
+            say "standby ready on 127.0.0.1:$sport"
+            uri_of "$sport"
+            return 0
+        fi
+        sleep 0.1
+    done
+    die "the standby does not answer"
+}
+
 case "${1:-}" in
     start) do_start ;;
     stop) need_bins; do_stop; say "stopped" ;;
     env) need_bins; do_env ;;
+    standby) do_standby ;;
     status) need_bins; if is_running; then say "running ($(cat "$PG_DIR/port" 2>/dev/null))"; else say "not running"; exit 1; fi ;;
-    *) echo "usage: $0 start|stop|env|status" >&2; exit 2 ;;
+    *) echo "usage: $0 start|stop|env|status|standby" >&2; exit 2 ;;
 esac

@@ -16,6 +16,15 @@ Every thread exists twice: `…-full` (add_messages) and `…-delta` (DeltaChann
   r-interrupt  a turn; a branch from its end that stops at an interrupt (a leaf that
                owns pending writes); then a new turn from the end of the first turn
   r-cut        five turns, for --keep-last-turns
+
+The race fixture (retention_race.db / retention_race.sql, gen_retention_race) holds the shape
+in which DeerFlow's run worker writes its duration-only checkpoint late:
+
+  r-late-duration  a turn; a second run whose worker read "latest" at its end (Z); then the
+               user edits the second message (a new run from the end of turn 1, E, with its
+               own duration-only checkpoint); only then does the first worker write its
+               duration-only copy of Z. The newest checkpoint, the one LangGraph resumes, is
+               that copy, on the older branch: pruning it would switch the conversation to E.
 """
 
 from __future__ import annotations
@@ -39,9 +48,11 @@ def latest(st: Any, tid: str) -> Any:
     return st.saver.get_tuple({"configurable": {"thread_id": tid, "checkpoint_ns": ""}})
 
 
-def add_duration_only(st: Any, tid: str, seconds: float) -> None:
-    """DeerFlow's duration-only checkpoint after a run (see the module docstring)."""
-    tup = latest(st, tid)
+def add_duration_only(st: Any, tid: str, seconds: float, tup: Any = None) -> None:
+    """DeerFlow's duration-only checkpoint after a run (see the module docstring): a copy of
+    the latest checkpoint, or of `tup` (the one the run's worker read when the run ended)."""
+    if tup is None:
+        tup = latest(st, tid)
     ck = dict(tup.checkpoint)
     ck["id"] = str(uuid6())
     ck["ts"] = datetime.now(timezone.utc).isoformat()
@@ -98,6 +109,17 @@ def r_cut(g: Any, st: Any, tid: str) -> None:
         turn(g, st, tid, text, f"h-{n}")
 
 
+def r_late_duration(g: Any, st: Any, tid: str) -> None:
+    st.register(tid, g)
+    turn(g, st, tid, "calc 1+1", "h-0")
+    end_of_turn_1 = latest(st, tid).config
+    cfg = st.cfg(tid)
+    g.invoke({"messages": [h("hello there", "h-1")]}, cfg, **SYNC)
+    run_2_end = latest(st, tid)
+    turn(g, st, tid, "hello there, edited", "h-1e", at=end_of_turn_1)
+    add_duration_only(st, tid, 2.5, run_2_end)
+
+
 SCENARIOS = [("r-linear", r_linear), ("r-branch", r_branch), ("r-interrupt", r_interrupt), ("r-cut", r_cut)]
 
 
@@ -106,3 +128,9 @@ def gen_retention(st: Any) -> None:
         g = build_conv_graph(messages_annotation(mode, k), st.saver)
         for tid, fn in SCENARIOS:
             fn(g, st, f"{tid}-{mode}")
+
+
+def gen_retention_race(st: Any) -> None:
+    for mode, k in (("full", None), ("delta", 3)):
+        g = build_conv_graph(messages_annotation(mode, k), st.saver)
+        r_late_duration(g, st, f"r-late-duration-{mode}")

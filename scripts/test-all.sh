@@ -24,6 +24,9 @@ TEST_POSTGRES_URI="$(scripts/pg-test-server.sh start | tail -n 1)"
 export TEST_POSTGRES_URI
 export DFCK_REQUIRE_POSTGRES=1
 echo "test-all: PostgreSQL test server at ${TEST_POSTGRES_URI//dfck-test-pw/***}" >&2
+# A hot standby of it (streaming replication): write commands must refuse it up front.
+TEST_POSTGRES_STANDBY_URI="$(scripts/pg-test-server.sh standby | tail -n 1)"
+export TEST_POSTGRES_STANDBY_URI
 
 # The pinned Python LangGraph (installed into .venv once) serves the tests that compare dfck
 # with the real library: the langgraph bench engine, Python reading native-engine stores.

@@ -72,3 +72,69 @@ pub fn hint_error(store: &dyn Store, e: crate::error::Error) -> crate::error::Er
         other => other,
     }
 }
+
+/// Resolves `--protect` values the way `--checkpoint` is resolved: each must name exactly
+/// one checkpoint of the selected threads (every thread when `threads` is empty), by its id
+/// or a unique prefix of it. A value that names nothing or several checkpoints is a usage
+/// error, before any work: a checkpoint meant to be kept is never deleted because its id was
+/// mistyped.
+pub fn protected_checkpoints<'a>(
+    store: &dyn Store,
+    threads: &[String],
+    given: impl IntoIterator<Item = &'a str>,
+) -> Result<std::collections::HashSet<String>, crate::error::Error> {
+    let mut out = std::collections::HashSet::new();
+    let mut given: Vec<&str> = given.into_iter().collect();
+    given.sort_unstable();
+    for value in given {
+        let prefix = value.trim();
+        let mut found: Vec<(String, String, String)> = Vec::new();
+        if !prefix.is_empty() {
+            if threads.is_empty() {
+                found = store.checkpoints_with_prefix(prefix, SHOWN_CANDIDATES + 1)?;
+            } else {
+                for t in threads {
+                    for ns in store.namespaces(t)? {
+                        for id in store.checkpoint_ids_with_prefix(
+                            t,
+                            &ns,
+                            prefix,
+                            SHOWN_CANDIDATES + 1,
+                        )? {
+                            found.push((t.clone(), ns.clone(), id));
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(exact) = found.iter().find(|(_, _, id)| id == prefix) {
+            out.insert(exact.2.clone());
+            continue;
+        }
+        match found.as_slice() {
+            [(_, _, id)] => {
+                out.insert(id.clone());
+            }
+            [] => {
+                return Err(crate::error::Error::Usage(format!(
+                    "--protect '{value}' names no checkpoint of the selected threads (give a checkpoint id, or a unique prefix of one)"
+                )));
+            }
+            many => {
+                let mut shown: Vec<String> = many
+                    .iter()
+                    .take(SHOWN_CANDIDATES)
+                    .map(|(t, _, id)| format!("{id} ({t})"))
+                    .collect();
+                if many.len() > SHOWN_CANDIDATES {
+                    shown.push("…".into());
+                }
+                return Err(crate::error::Error::Usage(format!(
+                    "--protect '{value}' names several checkpoints: {}; give more of the id",
+                    shown.join(", ")
+                )));
+            }
+        }
+    }
+    Ok(out)
+}

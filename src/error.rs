@@ -131,6 +131,14 @@ pub enum StoreError {
         /// The database's message.
         reason: String,
     },
+    /// A write command against a server that cannot write.
+    #[error("{path}: {reason}: run write commands against the primary")]
+    ReadOnlyServer {
+        /// The redacted URL.
+        path: String,
+        /// "this server is a read-only standby", or why the session is read-only.
+        reason: String,
+    },
     /// No checkpoint of this thread exists.
     #[error("thread '{thread_id}' not found (no checkpoints in namespace '{checkpoint_ns}')")]
     ThreadNotFound {

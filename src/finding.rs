@@ -90,6 +90,8 @@ finding_codes! {
     DeltaForkAmbiguous = "delta.fork_ambiguous", Warning;
     /// A stored `langgraph.types.Overwrite` wrapper.
     ValueLiteralOverwrite = "value.literal_overwrite", Error;
+    /// A stored `messages` value that is not a list (nor a snapshot of one).
+    ValueMessagesNotAList = "value.messages_not_a_list", Error;
     /// A blob or write value that cannot be decoded.
     ValueUndecodable = "value.undecodable", Error;
     /// A serializer tag dfck cannot read.

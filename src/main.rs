@@ -4,6 +4,7 @@
 use clap::error::ErrorKind;
 use dfck::cli::{help, run};
 use dfck::outcome::Outcome;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// mimalloc keeps freed memory for reuse: reading a store allocates and frees a buffer per
 /// checkpoint, each larger than the last on a growing thread, which glibc's malloc serves
@@ -11,7 +12,33 @@ use dfck::outcome::Outcome;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// Whether stdout (fd 1) was closed when the process was executed (`dfck … >&-`), read
+/// before Rust's runtime reopens a closed standard descriptor on `/dev/null` (read-write,
+/// before `main`) — after that, a closed stdout looks exactly like a `/dev/null` a parent
+/// opened read-write on purpose (Python's `subprocess.DEVNULL`, many supervisors).
+static STDOUT_CLOSED_AT_EXEC: AtomicBool = AtomicBool::new(false);
+
+/// Runs from the ELF `.init_array`, which the C runtime calls before `main` and so before
+/// Rust's runtime touches the standard descriptors.
+extern "C" fn probe_stdout() {
+    use nix::errno::Errno;
+    use nix::fcntl::{FcntlArg, fcntl};
+    // SAFETY: fd 1 is only borrowed for this one `fcntl(F_GETFD)` call, which neither
+    // closes nor otherwise changes it; nothing else runs in the process yet.
+    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(1) };
+    let closed = fcntl(fd, FcntlArg::F_GETFD) == Err(Errno::EBADF);
+    STDOUT_CLOSED_AT_EXEC.store(closed, Ordering::Relaxed);
+}
+
+/// Registers [`probe_stdout`] as a constructor.
+// SAFETY: a function pointer of the C ABI with no arguments is exactly what `.init_array`
+// entries are; the function only reads fd 1's flags.
+#[used]
+#[unsafe(link_section = ".init_array")]
+static PROBE_STDOUT: extern "C" fn() = probe_stdout;
+
 fn main() {
+    dfck::render::stdout_closed_at_exec(STDOUT_CLOSED_AT_EXEC.load(Ordering::Relaxed));
     let code = match help::parse() {
         Ok(cli) => match run(cli) {
             Ok(Outcome::Clean) => 0,

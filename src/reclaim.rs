@@ -264,6 +264,7 @@ pub fn reclaim_sqlite(path: &Path, opts: &ReclaimOptions<'_>) -> Result<ReclaimR
                 .into(),
         );
     }
+    fp.hold();
     let after = store.space_facts()?;
     Ok(r.done(StoreSpace::Sqlite(after)))
 }
@@ -278,6 +279,12 @@ fn reclaim_into(path: &Path, into: &Path, apply: bool) -> Result<ReclaimReport, 
     );
     r.dry_run = !apply;
     r.into = Some(into.display().to_string());
+    if let Some(which) = crate::store::files::store_file_named(path, into) {
+        return Ok(r.refuse(format!(
+            "--into {} is {which}: SQLite would take the copy for the store's own file; write it under another name",
+            into.display()
+        )));
+    }
     if into.exists() || into.symlink_metadata().is_ok() {
         return Ok(r.refuse(format!(
             "{} already exists: reclaim --into writes a new file and never overwrites one",
@@ -310,19 +317,18 @@ fn reclaim_into(path: &Path, into: &Path, apply: bool) -> Result<ReclaimReport, 
         .tempfile_in(&dir)
         .map_err(|e| io("creating a temporary file for", e))?;
     store.vacuum_into(tmp.path())?;
+    Failpoints::from_env("reclaim").hold();
     // The copy gets the store's permissions (the temporary file is private).
     if let Ok(m) = std::fs::metadata(path) {
         let _ = std::fs::set_permissions(tmp.path(), m.permissions());
     }
-    std::fs::File::open(tmp.path())
-        .and_then(|f| f.sync_all())
+    tmp.as_file()
+        .sync_all()
         .map_err(|e| io("making durable", e))?;
     tmp.persist_noclobber(into)
         .map_err(|e| io("moving the copy to", e.error))?;
-    if let Ok(d) = std::fs::File::open(&dir) {
-        let _ = d.sync_all();
-    }
-    let after = crate::store::sqlite_space::file_space(into).map_err(|e| io("measuring", e))?;
+    crate::store::files::sync_dir(&dir);
+    let after = crate::store::sqlite_space::file_space(into)?;
     Ok(r.done(StoreSpace::Sqlite(after)))
 }
 

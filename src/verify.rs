@@ -119,6 +119,18 @@ impl ValueChecks {
 
 impl LoadVisitor for ValueChecks {
     fn checkpoint(&mut self, ck: &Checkpoint) {
+        if let Some(kind) = ck
+            .value(MESSAGES)
+            .and_then(|v| crate::model::messages_not_a_list(v, false))
+        {
+            self.push(
+                FindingCode::ValueMessagesNotAList,
+                &ck.checkpoint_id,
+                format!(
+                    "channel 'messages' stores {kind}, not a list of messages: LangGraph hands it to the messages reducer as it is, which fails or shows it as the conversation"
+                ),
+            );
+        }
         for (ch, v) in &ck.channel_values {
             if v.ext_class() == Some(("langgraph.types", "Overwrite")) {
                 self.push(

@@ -317,7 +317,7 @@ fn dfck_backend_waiting(watch: &Session, db: &str) -> i32 {
         let rows = watch
             .rt
             .block_on(watch.client.query(
-                "SELECT pid FROM pg_stat_activity WHERE application_name = 'dfck' AND datname = $1 \
+                "SELECT pid FROM pg_stat_activity WHERE application_name LIKE 'dfck %' AND datname = $1 \
                  AND wait_event_type = 'Lock'",
                 &[&db],
             ))

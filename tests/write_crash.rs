@@ -18,7 +18,7 @@ use common::*;
 use rusqlite::Connection;
 use serde_json::Value as Json;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -573,37 +573,6 @@ fn postgres_write_commands_survive_sigkill_at_any_moment() {
 }
 
 // ---- full disk ----------------------------------------------------------------------
-
-fn free_bytes(p: &Path) -> u64 {
-    let s = nix::sys::statvfs::statvfs(p).unwrap();
-    s.blocks_available() as u64 * s.fragment_size() as u64
-}
-
-/// A small tmpfs, unmounted on drop.
-struct Tmpfs(tempfile::TempDir);
-
-impl Tmpfs {
-    fn mount(bytes: u64) -> Option<Tmpfs> {
-        let uid = Command::new("id").arg("-u").output().ok()?;
-        if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
-            return None;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let ok = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "tmpfs"])
-            .arg(dir.path())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        ok.then_some(Tmpfs(dir))
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(self.0.path()).status();
-    }
-}
 
 #[test]
 fn a_full_sqlite_disk_refuses_what_does_not_fit_and_is_not_left_full() {

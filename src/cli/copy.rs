@@ -57,6 +57,7 @@ fn same_store(a: &Target, b: &Target) -> bool {
     match (a, b) {
         (Target::Sqlite(x), Target::Sqlite(y)) => {
             x == y
+                || crate::store::files::store_file_named(x, y) == Some("the store itself")
                 || matches!(
                     (std::fs::canonicalize(x), std::fs::canonicalize(y)),
                     (Ok(p), Ok(q)) if p == q
@@ -90,6 +91,14 @@ pub fn run(global: &GlobalArgs, args: &CopyArgs) -> Result<Outcome, Error> {
         return Err(Error::Usage(
             "--to names the source store itself; copy into another store".into(),
         ));
+    }
+    if let (Target::Sqlite(src), Target::Sqlite(dst)) = (&source, &target) {
+        if let Some(which) = crate::store::files::store_file_named(src, dst) {
+            return Err(Error::Usage(format!(
+                "--to {} is {which}: SQLite would take the copy for the source's own file; copy into another store",
+                dst.display()
+            )));
+        }
     }
     let backend = match target {
         Target::Sqlite(_) => Backend::Sqlite,

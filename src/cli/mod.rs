@@ -308,7 +308,29 @@ pub fn run(cli: Cli) -> Result<Outcome, Error> {
     })
 }
 
+/// The command's name as `pg_stat_activity` shows it (`dfck <name>`).
+fn command_name(command: &Command) -> &'static str {
+    match command {
+        Command::Inspect(_) => "inspect",
+        Command::Verify(_) => "verify",
+        Command::Lineage(_) => "lineage",
+        Command::Migrate(m) => match m.direction {
+            migrate::Direction::DeltaToFull(_) => "migrate delta-to-full",
+            migrate::Direction::FullToDelta(_) => "migrate full-to-delta",
+        },
+        Command::Prune(_) => "prune",
+        Command::Reclaim(_) => "reclaim",
+        Command::Copy(_) => "copy",
+        Command::Bench(_) => "bench",
+        Command::Diff(_) => "diff",
+        Command::Completions(_) => "completions",
+        Command::Manpage(_) => "manpage",
+        Command::Explain(_) => "explain",
+    }
+}
+
 fn run_command(cli: &Cli) -> Result<Outcome, Error> {
+    crate::store::postgres::set_command(command_name(&cli.command));
     match &cli.command {
         Command::Inspect(args) => inspect::run(&cli.global, args),
         Command::Verify(args) => verify::run(&cli.global, args),

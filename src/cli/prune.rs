@@ -27,10 +27,12 @@ pub struct PruneArgs {
     /// branches; a client may still hold one as a resume target: protect those).
     #[arg(long)]
     pub branches: bool,
-    /// Delete whole threads whose first checkpoint is older than this (e.g. 180d, 12w).
+    /// Delete whole threads whose first checkpoint is older than this: a number and a unit
+    /// s, m, h, d or w (e.g. 180d, 12w).
     #[arg(long, value_name = "DURATION")]
     pub older_than: Option<String>,
-    /// Delete whole threads whose last checkpoint is older than this (e.g. 90d, 36h).
+    /// Delete whole threads whose last checkpoint is older than this: a number and a unit
+    /// (e.g. 90d, 36h).
     #[arg(long, value_name = "DURATION")]
     pub idle: Option<String>,
     /// Keep only the last N turns of each thread's resume lineage: the checkpoint that
@@ -38,8 +40,8 @@ pub struct PruneArgs {
     /// before it goes. Older turns can no longer be branched from or regenerated.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub keep_last_turns: Option<u32>,
-    /// Never delete this checkpoint (nor its ancestors); an id or a prefix of one (a prefix
-    /// naming several checkpoints protects them all); repeatable.
+    /// Never delete this checkpoint (nor its ancestors): its id or a unique prefix of it
+    /// among the selected threads (a value naming none or several is an error); repeatable.
     #[arg(long, value_name = "ID", num_args = 1..)]
     pub protect: Vec<String>,
     /// Delete: one transaction per thread, verified before commit.

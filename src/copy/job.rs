@@ -8,7 +8,7 @@ use super::{CopyOptions, CopyStatus, CopyThread};
 use crate::error::{Error, StoreError};
 use crate::store::postgres::PostgresStore;
 use crate::store::sqlite::SqliteStore;
-use crate::store::{BatchTuning, Store, ThreadLock, WalLeft, WriteStore};
+use crate::store::{BackupPlan, BatchTuning, Store, ThreadLock, WalLeft, WriteStore};
 use crate::write::{ApplyContext, Planned, Refusal, ThreadJob};
 
 /// The store a copy writes.
@@ -51,6 +51,10 @@ impl WriteStore for CopyConn {
         self.target.write().lock_thread(thread_id)
     }
 
+    fn begin_read(&self) -> Result<(), StoreError> {
+        self.target.write().begin_read()
+    }
+
     fn commit(&self) -> Result<(), StoreError> {
         self.target.write().commit()
     }
@@ -65,6 +69,10 @@ impl WriteStore for CopyConn {
 
     fn backup_to(&self, dest: &std::path::Path) -> Result<(), StoreError> {
         self.target.write().backup_to(dest)
+    }
+
+    fn backup_plan(&self, dest: &std::path::Path) -> Result<BackupPlan, StoreError> {
+        self.target.write().backup_plan(dest)
     }
 
     fn begin_batch(&self, background: bool) -> BatchTuning {

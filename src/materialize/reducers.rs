@@ -125,6 +125,38 @@ fn make_message(role: &str, content: Value, extra: &Value) -> Option<Value> {
     ))
 }
 
+/// The message classes every LangGraph reader can rebuild: LangChain's own, from
+/// `langchain_core.messages` (the module or one of its submodules, as the serializer stores
+/// `__module__`). A message of another class is rebuilt only where its module imports; where
+/// it does not, LangGraph's reader falls back to the class's fields as a plain dict, which
+/// the messages reducer turns into a message of the type its `type` field names — so a
+/// delta reader and a full-mode list can show it differently.
+pub fn rebuildable_message_class(module: &str, class: &str) -> bool {
+    const CLASSES: [&str; 7] = [
+        "AIMessage",
+        "HumanMessage",
+        "SystemMessage",
+        "ToolMessage",
+        "ChatMessage",
+        "FunctionMessage",
+        "RemoveMessage",
+    ];
+    let core = module == "langchain_core.messages"
+        || module
+            .strip_prefix("langchain_core.messages.")
+            .is_some_and(|sub| !sub.is_empty());
+    core && CLASSES.contains(&class.strip_suffix("Chunk").unwrap_or(class))
+}
+
+/// The first message model in `items` whose class is not [`rebuildable_message_class`],
+/// as `module.Class`.
+pub fn unrebuildable_message<'a>(items: impl IntoIterator<Item = &'a Value>) -> Option<String> {
+    items.into_iter().find_map(|m| {
+        let (module, class) = m.ext_class().filter(|_| m.is_model())?;
+        (!rebuildable_message_class(module, class)).then(|| format!("{module}.{class}"))
+    })
+}
+
 /// `convert_to_messages` for one item: messages pass through (chunks become messages);
 /// strings, `(role, content)` pairs and role dicts become messages; anything else is an
 /// error, as it is for LangGraph (`Unsupported message type`).

@@ -8,6 +8,7 @@ use crate::error::{Error, StoreError};
 use crate::finding::FindingCode;
 use crate::lineage::{fork_analysis, integrity};
 use crate::materialize::for_each_stored_messages;
+use crate::materialize::reducers::unrebuildable_message;
 use crate::model::thread::{LoadedThread, Node};
 use crate::model::{DELTA_COUNTERS, MESSAGES, MessagesEncoding, metadata_is_delta};
 use crate::store::Store;
@@ -137,12 +138,62 @@ pub(super) fn plan_thread_keeping(
             }
         }
         for n in &t.nodes {
-            if let Err(e) = &n.checkpoint {
-                return Ok(refuse(plan, format!("unreadable checkpoint: {e}")));
+            let ck = match &n.checkpoint {
+                Ok(ck) => ck,
+                Err(e) => return Ok(refuse(plan, format!("unreadable checkpoint: {e}"))),
+            };
+            if let Some(kind) = ck
+                .value(MESSAGES)
+                .and_then(|v| crate::model::messages_not_a_list(v, true))
+            {
+                return Ok(refuse(
+                    plan,
+                    format!(
+                        "{} stores {kind} as 'messages', not a list: a full-mode list would show something else (dfck verify reports it as value.messages_not_a_list)",
+                        n.id
+                    ),
+                ));
+            }
+            let stored = ck.value(MESSAGES).map(|v| match v {
+                Value::Ext(e) if e.code == EXT_DELTA_SNAPSHOT => e.inner(),
+                other => Some(other),
+            });
+            if let Some(class) = stored
+                .flatten()
+                .and_then(Value::as_array)
+                .and_then(unrebuildable_message)
+            {
+                return Ok(refuse(
+                    plan,
+                    format!(
+                        "{} stores a {class} message: LangGraph rebuilds it only where that class imports (else as a plain message by its 'type'), so a full-mode list may not read back as the delta view does; not converted",
+                        n.id
+                    ),
+                ));
             }
             for w in &n.writes {
-                if let Err(e) = codec::decode_typed(w.type_tag.as_deref(), w.value.clone()) {
-                    return Ok(refuse(plan, format!("unreadable write on {}: {e}", n.id)));
+                let v = match codec::decode_typed(w.type_tag.as_deref(), w.value.clone()) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        return Ok(refuse(plan, format!("unreadable write on {}: {e}", n.id)));
+                    }
+                };
+                if w.channel != MESSAGES {
+                    continue;
+                }
+                let v = v.overwrite_value().cloned().unwrap_or(v);
+                let items = match &v {
+                    Value::Array(items) => items.iter().collect::<Vec<_>>(),
+                    other => vec![other],
+                };
+                if let Some(class) = unrebuildable_message(items) {
+                    return Ok(refuse(
+                        plan,
+                        format!(
+                            "a messages write on {} holds a {class} message: LangGraph's delta reader rebuilds it only where that class imports (else as a plain message by its 'type'), so a full-mode list may not read back as the delta view does; not converted",
+                            n.id
+                        ),
+                    ));
                 }
             }
             if let Some(Json::Object(c)) = n.metadata.get(DELTA_COUNTERS) {

@@ -208,6 +208,38 @@ fn python_nonfinite_as_strings(bytes: &[u8]) -> Option<Vec<u8>> {
     changed.then_some(out)
 }
 
+/// What a stored `messages` value is when it cannot be a message list: `Some("a bool")` for
+/// `True`, `Some("a string")` for `"oops"`, … A list, `None` (an empty channel), a
+/// `langgraph.types.Overwrite` (reported as `value.literal_overwrite`) and a
+/// `_DeltaSnapshot` are not reported; a snapshot's wrapped value is looked at when it is
+/// already decoded, or always with `decode`. LangGraph would hand such a value to the
+/// reducer as it is, so a conversion that wrapped it into a list would change what the
+/// thread shows.
+pub fn messages_not_a_list(v: &Value, decode: bool) -> Option<&'static str> {
+    match v {
+        Value::Array(_) | Value::Nil => None,
+        Value::Bool(_) => Some("a bool"),
+        Value::Int(_) | Value::UInt(_) => Some("an integer"),
+        Value::F32(_) | Value::F64(_) => Some("a float"),
+        Value::Str(_) => Some("a string"),
+        Value::Bin(_) => Some("bytes"),
+        Value::Map(_) => Some("a map"),
+        Value::Ext(e) if e.code == codec::EXT_DELTA_SNAPSHOT => {
+            let inner = if decode {
+                e.inner()
+            } else {
+                e.inner_if_decoded().and_then(Option::as_ref)
+            };
+            match inner {
+                Some(inner) if !inner.is_delta_snapshot() => messages_not_a_list(inner, decode),
+                _ => None,
+            }
+        }
+        Value::Ext(_) if v.overwrite_value().is_some() => None,
+        Value::Ext(_) => Some("an object that is not a list"),
+    }
+}
+
 /// DeerFlow's detection rule (`checkpoint_metadata_uses_delta`): delta iff the marker is
 /// exactly `"delta"` or the counters object has a `messages` key.
 pub fn metadata_is_delta(meta: &Map<String, Json>) -> bool {

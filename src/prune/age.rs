@@ -2,25 +2,27 @@
 //! `12h`, `2w`, `30m`, `45s`) and checkpoint `ts` values (ISO 8601 with an offset, as
 //! LangGraph writes them) as Unix seconds.
 
-/// Seconds in a duration such as `30d`, `12h`, `2w`, `90m`, `45s` (a bare number is
-/// seconds).
+/// The forms a duration takes, for error messages.
+const FORMS: &str = "a number and a unit: s, m, h, d or w (e.g. 45s, 30m, 12h, 90d, 2w)";
+
+/// Seconds in a duration such as `30d`, `12h`, `2w`, `90m`, `45s`. The unit is required: a
+/// bare number (`--older-than 90`) is an error, never read as seconds.
 pub fn parse_duration(s: &str) -> Result<u64, String> {
     let s = s.trim();
     let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
     let n: u64 = num
         .parse()
-        .map_err(|_| format!("invalid duration '{s}': expected e.g. 30d, 12h, 2w, 90m, 45s"))?;
+        .map_err(|_| format!("invalid duration '{s}': expected {FORMS}"))?;
     let mult = match unit {
-        "" | "s" => 1,
+        "" => return Err(format!("duration '{s}' has no unit: expected {FORMS}")),
+        "s" => 1,
         "m" | "min" => 60,
         "h" => 3600,
         "d" => 86_400,
         "w" => 7 * 86_400,
         _ => {
-            return Err(format!(
-                "invalid duration unit in '{s}': use s, m, h, d or w"
-            ));
+            return Err(format!("invalid duration unit in '{s}': expected {FORMS}"));
         }
     };
     n.checked_mul(mult)
@@ -80,7 +82,9 @@ mod tests {
     fn durations() {
         assert_eq!(parse_duration("90d"), Ok(90 * 86_400));
         assert_eq!(parse_duration("12h"), Ok(43_200));
-        assert_eq!(parse_duration("45"), Ok(45));
+        assert_eq!(parse_duration("45s"), Ok(45));
+        assert!(parse_duration("45").unwrap_err().contains("no unit"));
+        assert!(parse_duration("90").is_err());
         assert!(parse_duration("3y").is_err());
         assert!(parse_duration("d").is_err());
     }

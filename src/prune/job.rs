@@ -26,6 +26,9 @@ pub struct NsWork {
     delete: Vec<String>,
     reducer: Reducer,
     kept: StateFingerprints,
+    /// The newest checkpoint's state before the prune: what `get_state` without a
+    /// checkpoint id shows, which the newest checkpoint left must still show.
+    latest: Option<u128>,
     /// Checkpoints `verify` already calls contaminated: pruning must add none.
     contaminated: Vec<String>,
 }
@@ -166,6 +169,12 @@ fn plan_namespace(
     report: &mut ThreadPrune,
 ) -> Result<Option<NsWork>, String> {
     let sel = select(t, &opts.protect, opts.branches)?;
+    if let Some(note) = &sel.note {
+        report.note = Some(match report.note.take() {
+            Some(earlier) => format!("{earlier}; {note}"),
+            None => note.clone(),
+        });
+    }
     // History trimming applies to the root graph's lineage, where turns are.
     let trim = match opts.keep_turns {
         Some(k) if t.checkpoint_ns.is_empty() => cut(t, k, &opts.protect, opts.branches)?,
@@ -200,6 +209,7 @@ fn plan_namespace(
     }
     let reducer = MigrateOptions::default().reducer_for(t);
     let mut kept = fingerprints(t, reducer).map_err(|r| r.0)?;
+    let latest = newest_id(t).and_then(|id| kept.get(id).copied());
     let delete: Vec<String> = delete.keys().map(|&i| t.nodes[i].id.clone()).collect();
     kept.retain(|id, _| !delete.contains(id));
     let root = match &trim {
@@ -229,8 +239,14 @@ fn plan_namespace(
         delete,
         reducer,
         kept,
+        latest,
         contaminated: contaminated(t),
     }))
+}
+
+/// The id of the namespace's newest checkpoint: where LangGraph resumes.
+fn newest_id(t: &LoadedThread) -> Option<&str> {
+    t.nodes.iter().map(|n| n.id.as_str()).max()
 }
 
 /// The checkpoints whose delta replay picks up another branch's writes, by the fork
@@ -405,7 +421,16 @@ impl<C: DeleteRows + ?Sized> ThreadJob<C> for Prune<'_> {
                     {
                         return fail(format!("kept checkpoint {} lost its parent", n.id));
                     }
-                    compare_states(&ns.kept, &fingerprints(&after, ns.reducer)?)?;
+                    let shown = fingerprints(&after, ns.reducer)?;
+                    compare_states(&ns.kept, &shown)?;
+                    // What LangGraph resumes from shows the same conversation.
+                    let now = newest_id(&after).and_then(|id| shown.get(id).copied());
+                    if now != ns.latest {
+                        return fail(format!(
+                            "the latest state (get_state without a checkpoint id, now at {}) would change",
+                            newest_id(&after).unwrap_or("no checkpoint")
+                        ));
+                    }
                     // The fork analysis judges a replay by its siblings: deleting one must
                     // not leave a kept checkpoint looking contaminated.
                     if let Some(id) = contaminated(&after)
@@ -431,5 +456,52 @@ impl<C: DeleteRows + ?Sized> ThreadJob<C> for Prune<'_> {
         report.orphans_before = Some(done.orphans_before);
         report.orphans_after = Some(0);
         report
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::sqlite::SqliteStore;
+    use crate::store::{ThreadLock, WriteStore};
+
+    /// Verification compares the latest state too: a plan that deleted the newest
+    /// checkpoint, and so moved what `get_state` resumes, is refused before commit.
+    #[test]
+    fn deleting_the_newest_checkpoint_fails_verification() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("race.db");
+        std::fs::copy(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("fixtures/sqlite/retention_race.db"),
+            &db,
+        )
+        .unwrap();
+        let store = SqliteStore::open_read_write(&db).unwrap();
+        let thread = "r-late-duration-delta";
+        let newest = store.head_id(thread, "").unwrap().unwrap();
+        let opts = PruneOptions::default();
+        let job = Prune { opts: &opts };
+        assert!(matches!(
+            store.lock_thread(thread).unwrap(),
+            ThreadLock::Held
+        ));
+        let Planned::Write { work, .. } = job.plan(&store, thread).unwrap() else {
+            panic!("nothing planned");
+        };
+        let Work::Checkpoints(mut namespaces) = work else {
+            panic!("a whole-thread plan");
+        };
+        assert!(!namespaces[0].delete.contains(&newest), "the plan keeps it");
+        namespaces[0].delete.push(newest.clone());
+        namespaces[0].kept.remove(&newest);
+        let cx = ApplyContext::for_tests();
+        let done = job
+            .apply(&store, thread, Work::Checkpoints(namespaces), &cx)
+            .unwrap();
+        let refusal = job.verify(&store, thread, &done).unwrap_err();
+        assert!(refusal.0.contains("latest state"), "{refusal}");
+        WriteStore::rollback(&store).unwrap();
+        assert_eq!(store.head_id(thread, "").unwrap(), Some(newest));
     }
 }

@@ -30,7 +30,8 @@ pub struct PruneOptions {
     pub older_than: Option<u64>,
     /// Delete whole threads whose last checkpoint is older than this many seconds.
     pub idle: Option<u64>,
-    /// Checkpoint ids that are never deleted (nor their ancestors).
+    /// Checkpoints that are never deleted (nor their ancestors): as given (an id or a
+    /// unique prefix of one), resolved to whole ids before any work.
     pub protect: HashSet<String>,
     /// Keep only the last N turns of each thread's resume lineage (history trimming).
     pub keep_turns: Option<usize>,
@@ -79,6 +80,9 @@ pub struct ThreadPrune {
     pub status: PruneStatus,
     /// Why the thread is refused or skipped.
     pub reason: Option<String>,
+    /// Why a checkpoint that looked deletable is kept (the protected head).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
     /// The whole thread goes (`--older-than` / `--idle`).
     pub whole_thread: bool,
     /// Checkpoints deleted (would be).
@@ -117,6 +121,7 @@ impl ThreadPrune {
             thread_id: thread_id.to_owned(),
             status,
             reason: None,
+            note: None,
             whole_thread: false,
             checkpoints: 0,
             writes: 0,
@@ -181,6 +186,29 @@ impl PruneReport {
     }
 }
 
+/// `opts` with every `--protect` value resolved to the one checkpoint it names (a usage
+/// error when it names none or several).
+fn resolve_protect(
+    store: &dyn Store,
+    threads: &[String],
+    all: bool,
+    opts: &PruneOptions,
+) -> Result<PruneOptions, Error> {
+    if opts.protect.is_empty() {
+        return Ok(opts.clone());
+    }
+    let selected = if all { &[][..] } else { threads };
+    let protect = crate::address::protected_checkpoints(
+        store,
+        selected,
+        opts.protect.iter().map(String::as_str),
+    )?;
+    Ok(PruneOptions {
+        protect,
+        ..opts.clone()
+    })
+}
+
 /// The dry run: what a prune of the given threads (every thread with `all`) would delete.
 pub fn plan(
     store: &dyn Store,
@@ -189,6 +217,7 @@ pub fn plan(
     opts: &PruneOptions,
     progress: &dyn Progress,
 ) -> Result<PruneReport, Error> {
+    let opts = &resolve_protect(store, threads, all, opts)?;
     let ids = crate::store::select_threads(store, if all { &[] } else { threads })?;
     progress.start("planning threads", Some(ids.len() as u64));
     let mut out = Vec::with_capacity(ids.len());
@@ -208,6 +237,7 @@ pub fn apply<C: DeleteRows + Send>(
     opts: &PruneOptions,
     run: &RunOptions<'_>,
 ) -> Result<PruneReport, Error> {
+    let opts = &resolve_protect(conns.first.store(), threads, all, opts)?;
     let job = Prune { opts };
     let out = crate::write::run(&job, conns, if all { &[] } else { threads }, run)?;
     Ok(PruneReport::new(false, out))

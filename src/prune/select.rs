@@ -6,7 +6,9 @@
 //! duration-only) and its whole ancestor chain, every checkpoint the user protects, and
 //! every leaf that still owns pending writes or has pending tasks (an interrupted or
 //! errored branch head) — each with its ancestors, so a kept checkpoint never loses its
-//! parent. Outside that set:
+//! parent. The newest checkpoint of any kind, where LangGraph resumes, joins the set when
+//! deleting it would leave a checkpoint of another conversation the newest (the protected
+//! head: a late duration-only checkpoint on an older branch). Outside that set:
 //! - **duration-only leaves** (always): duration-only checkpoints with only duration-only
 //!   descendants — clones of their parent that no later run forked from;
 //! - **leaf branches** (`--branches`): everything else outside the set.
@@ -37,14 +39,14 @@ pub struct Selection {
     pub delete: Vec<(usize, Shape)>,
     /// Node indexes kept.
     pub kept: Vec<usize>,
+    /// Why something that looked deletable is kept (the protected head).
+    pub note: Option<String>,
 }
 
-/// Whether `--protect` names checkpoint `id`: by its id or a prefix of it. A prefix that
-/// names several checkpoints protects them all (protecting more is the safe side).
+/// Whether `--protect` names checkpoint `id` (the values are resolved to whole ids before
+/// any work, see [`crate::address::protected_checkpoints`]).
 pub fn is_protected(protect: &HashSet<String>, id: &str) -> bool {
-    protect
-        .iter()
-        .any(|p| !p.is_empty() && id.starts_with(p.as_str()))
+    protect.contains(id)
 }
 
 /// Why a checkpoint is protected beside the resume head.
@@ -78,6 +80,39 @@ fn resume_head(t: &LoadedThread, duration: &[bool]) -> Option<usize> {
         .max_by(|&a, &b| t.nodes[a].id.cmp(&t.nodes[b].id))
 }
 
+/// The newest checkpoint by id among those `keep` admits: where LangGraph resumes
+/// (`get_state` without a checkpoint id).
+fn newest(t: &LoadedThread, keep: impl Fn(usize) -> bool) -> Option<usize> {
+    (0..t.nodes.len())
+        .filter(|&i| keep(i))
+        .max_by(|&a, &b| t.nodes[a].id.cmp(&t.nodes[b].id))
+}
+
+/// The nearest ancestor of `i` (itself included) that is not duration-only.
+fn anchor(t: &LoadedThread, duration: &[bool], i: usize) -> Option<usize> {
+    let mut cur = Some(i);
+    let mut steps = 0;
+    while let Some(c) = cur {
+        if !duration[c] {
+            return Some(c);
+        }
+        steps += 1;
+        if steps > t.nodes.len() {
+            return None;
+        }
+        cur = t.nodes[c].parent_index;
+    }
+    None
+}
+
+/// Why the newest checkpoint is kept although it is a deletable duration-only leaf.
+fn head_note(t: &LoadedThread, newest: usize, head: usize) -> String {
+    format!(
+        "kept {}: the newest checkpoint, where LangGraph resumes, is a duration-only checkpoint on another branch than the newest turn ({}); deleting it would switch the conversation",
+        t.nodes[newest].id, t.nodes[head].id
+    )
+}
+
 /// History trimming (`--keep-last-turns N`): the new oldest checkpoint and what goes
 /// before it.
 #[derive(Debug)]
@@ -106,6 +141,12 @@ pub fn cut(
     let Some(head) = resume_head(t, &duration) else {
         return Ok(None);
     };
+    if let Some(n) = newest(t, |_| true).filter(|&n| anchor(t, &duration, n) != Some(head)) {
+        return Err(format!(
+            "the newest checkpoint {}, where LangGraph resumes, is a duration-only checkpoint on another branch than the newest turn ({}): the turns to keep cannot be told apart; prune without --keep-last-turns keeps both lineages",
+            t.nodes[n].id, t.nodes[head].id
+        ));
+    }
     let mut chain = Vec::new();
     let mut on_chain = vec![false; n];
     let mut cur = Some(head);
@@ -192,6 +233,7 @@ pub fn select(
         return Ok(Selection {
             delete: Vec::new(),
             kept: (0..n).collect(),
+            note: None,
         });
     };
     let mut seeds = vec![head];
@@ -200,8 +242,30 @@ pub fn select(
             .into_iter()
             .map(|(i, _)| i),
     );
+    let mut out = choose(t, &seeds, &duration, branches);
+    // The protected head: LangGraph resumes from the newest checkpoint of any kind. A
+    // duration-only one may go only when its nearest non-duration ancestor is then the
+    // newest; otherwise it stays, with its lineage (and the resume head's).
+    if let Some(n) = newest(t, |_| true) {
+        if out.delete.iter().any(|&(i, _)| i == n) {
+            let gone: HashSet<usize> = out.delete.iter().map(|&(i, _)| i).collect();
+            let after = newest(t, |i| !gone.contains(&i));
+            if after.is_none() || after != anchor(t, &duration, n) {
+                seeds.push(n);
+                out = choose(t, &seeds, &duration, branches);
+                out.note = Some(head_note(t, n, head));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The selection given the protected seeds: each seed and its ancestors kept, trailing
+/// duration-only leaves deleted, other checkpoints deleted as branches when `branches`.
+fn choose(t: &LoadedThread, seeds: &[usize], duration: &[bool], branches: bool) -> Selection {
+    let n = t.nodes.len();
     let mut kept = vec![false; n];
-    for s in seeds {
+    for &s in seeds {
         // The lineage is acyclic here, so each walk ends at a root or a kept checkpoint.
         let mut cur = Some(s);
         while let Some(i) = cur {
@@ -263,5 +327,5 @@ pub fn select(
     }
     // Every kept checkpoint keeps its parent: a kept branch (no --branches) is not
     // duration-only, so no ancestor of it is a trailing duration-only leaf.
-    Ok(out)
+    out
 }

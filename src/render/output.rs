@@ -6,21 +6,22 @@ use crate::error::Error;
 use std::io::Write;
 use std::os::fd::AsFd;
 
-/// Fails when dfck was started with stdout closed (`dfck … >&-`). Rust's runtime reopens a
-/// closed stdout on /dev/null read-write before `main`, so every write would "succeed" with
-/// the output lost; a shell's `> /dev/null` opens it write-only, so the two differ.
+/// Whether stdout was closed when dfck was executed, as the binary saw it before Rust's
+/// runtime reopened it (see `main.rs`).
+static CLOSED_AT_EXEC: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Tells the output layer that stdout was closed at exec (`dfck … >&-`): the binary calls
+/// this first thing, with what it read before Rust's runtime put `/dev/null` there.
+pub fn stdout_closed_at_exec(closed: bool) {
+    CLOSED_AT_EXEC.store(closed, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Fails when dfck was started with stdout closed: every write would "succeed" into the
+/// `/dev/null` Rust's runtime put there, with the output lost. A `/dev/null` the parent
+/// opened on purpose (a shell's `> /dev/null`, Python's `subprocess.DEVNULL`, systemd's
+/// `StandardOutput=null`) is an ordinary stdout.
 fn stdout_open() -> Result<(), Error> {
-    use nix::fcntl::{FcntlArg, OFlag, fcntl};
-    let out = std::io::stdout();
-    let fd = out.as_fd();
-    let closed_at_start = fcntl(fd, FcntlArg::F_GETFL)
-        .is_ok_and(|fl| OFlag::from_bits_truncate(fl) & OFlag::O_ACCMODE == OFlag::O_RDWR)
-        && nix::sys::stat::fstat(fd).is_ok_and(|st| {
-            st.st_mode & nix::libc::S_IFMT == nix::libc::S_IFCHR
-                && nix::sys::stat::major(st.st_rdev) == 1
-                && nix::sys::stat::minor(st.st_rdev) == 3
-        });
-    if closed_at_start {
+    if CLOSED_AT_EXEC.load(std::sync::atomic::Ordering::Relaxed) {
         return Err(Error::Io(std::io::Error::other(
             "standard output is closed: nowhere to write the output",
         )));

@@ -52,7 +52,10 @@ pub fn prune_table(r: &PruneReport) -> String {
                 p.kept.to_string(),
                 p.writes.to_string(),
                 human_bytes(p.bytes_freed),
-                p.reason.clone().unwrap_or_else(|| "-".into()),
+                p.reason
+                    .clone()
+                    .or_else(|| p.note.clone())
+                    .unwrap_or_else(|| "-".into()),
             ],
         );
     }

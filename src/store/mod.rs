@@ -3,6 +3,7 @@
 //! drives). This is the only layer that speaks SQL; everything above it works on rows.
 
 pub mod delete;
+pub mod files;
 pub mod native;
 pub mod postgres;
 pub mod space;
@@ -328,6 +329,14 @@ pub trait Store {
         limit: usize,
     ) -> Result<Vec<String>, StoreError>;
 
+    /// Up to `limit` checkpoints anywhere in the store whose id starts with `prefix`, as
+    /// (thread, namespace, id), sorted by id (`prune --all --protect`).
+    fn checkpoints_with_prefix(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<(String, String, String)>, StoreError>;
+
     /// The greatest checkpoint id in (thread, ns): LangGraph's "latest".
     fn head_id(&self, thread_id: &str, ns: &str) -> Result<Option<String>, StoreError>;
 
@@ -418,8 +427,9 @@ pub trait Store {
 pub enum ThreadLock {
     /// The thread is locked inside a fresh transaction.
     Held,
-    /// Another dfck holds the thread; no transaction is open.
-    Busy,
+    /// Another dfck holds the thread; no transaction is open. The text names the holder as
+    /// far as the server says (its command and process), `None` when it cannot be read.
+    Busy(Option<String>),
     /// Another writer kept the lock for the whole bounded wait; no transaction is open.
     /// The text names that writer, as far as the backend can tell.
     Contended(String),
@@ -431,6 +441,18 @@ pub enum ThreadLock {
 pub struct WalLeft {
     /// The log's size in bytes.
     pub bytes: u64,
+}
+
+/// What a `--backup` needs (see [`WriteStore::backup_plan`]).
+#[derive(Debug, Clone, Copy)]
+pub struct BackupPlan {
+    /// The size of the copy: the store's pages in use.
+    pub bytes: u64,
+    /// Free bytes where the copy goes, when known.
+    pub free: Option<u64>,
+    /// The copy goes to the file system the store grows on: the copy and the work share
+    /// its free space.
+    pub shares_store_space: bool,
 }
 
 /// What [`WriteStore::begin_batch`] changed on the connection, undone by
@@ -462,6 +484,11 @@ pub trait WriteStore {
     /// lock timeout). [`ThreadLock::Busy`]: another dfck holds it; nothing is open then.
     fn lock_thread(&self, thread_id: &str) -> Result<ThreadLock, StoreError>;
 
+    /// Opens a read transaction (one snapshot, no write lock) for planning without writing:
+    /// SQLite `BEGIN` (deferred), PostgreSQL `REPEATABLE READ READ ONLY`. Closed with
+    /// [`WriteStore::rollback`].
+    fn begin_read(&self) -> Result<(), StoreError>;
+
     /// Commits the thread's transaction.
     fn commit(&self) -> Result<(), StoreError>;
 
@@ -475,6 +502,15 @@ pub trait WriteStore {
 
     /// Writes a consistent copy of the store to `dest` before anything changes.
     fn backup_to(&self, dest: &std::path::Path) -> Result<(), StoreError>;
+
+    /// What a `--backup` to `dest` needs, checked before anything is written: an error when
+    /// `dest` cannot be a backup (it exists, or names the store or one of its files).
+    fn backup_plan(&self, dest: &std::path::Path) -> Result<BackupPlan, StoreError> {
+        let _ = dest;
+        Err(StoreError::Target(
+            "--backup is for SQLite stores; back a PostgreSQL store up with pg_dump first".into(),
+        ))
+    }
 
     /// Prepares the connection for a batch of thread transactions; `background`: a spare
     /// connection will call [`WriteStore::background_step`] while the batch runs.

@@ -7,7 +7,6 @@ use super::{
 };
 use crate::error::StoreError;
 use rusqlite::{Connection, OpenFlags, Row, params};
-use std::io::Read;
 use std::path::Path;
 
 /// Page cache of a read-write connection, in KiB (SQLite's negative `cache_size`).
@@ -115,22 +114,17 @@ impl SqliteStore {
         if !meta.is_file() {
             return Err(open_err("not a regular file".into()));
         }
-        let mut header = [0u8; 100];
-        let n = std::fs::File::open(path)
-            .and_then(|mut f| f.read(&mut header))
-            .map_err(|e| open_err(e.to_string()))?;
-        if n == 0 {
+        if meta.len() == 0 {
             return Err(StoreError::NotLangGraph {
                 path: shown,
                 reason: "the file is empty".into(),
             });
         }
-        if n < 100 || &header[..16] != b"SQLite format 3\0" {
-            return Err(StoreError::NotLangGraph {
-                path: shown,
-                reason: "not a SQLite database".into(),
-            });
-        }
+        // The header is checked by SQLite itself (SQLITE_NOTADB at the first read), never by
+        // reading the file here: on Linux, closing any descriptor of the file drops every POSIX
+        // lock this process holds on it, including those of dfck's other open connections, and
+        // a live DeerFlow may then checkpoint and delete the WAL under them
+        // (docs/reliability.md, "No file handles beside SQLite's").
         // Read-only opens use SQLite's normal locking (`mode=ro`), so a live writer (DeerFlow
         // opens and closes connections all the time) can never tear what dfck reads. Only a
         // store nobody else can be writing is opened `immutable`: one whose directory dfck
@@ -153,7 +147,11 @@ impl SqliteStore {
         };
         let conn = Connection::open_with_flags(&uri, flags).map_err(|e| {
             match schema_error(&e, &shown) {
-                StoreError::NotLangGraph { .. } => open_err(e.to_string()),
+                StoreError::NotLangGraph { .. }
+                    if e.sqlite_error_code() != Some(rusqlite::ErrorCode::NotADatabase) =>
+                {
+                    open_err(e.to_string())
+                }
                 other => other,
             }
         })?;
@@ -517,6 +515,32 @@ impl Store for SqliteStore {
         let mut out = Vec::new();
         while let Some(r) = rows.next().map_err(q(what))? {
             out.push(text_col(r, 0).map_err(q(what))?);
+        }
+        Ok(out)
+    }
+
+    fn checkpoints_with_prefix(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<(String, String, String)>, StoreError> {
+        let what = "finding checkpoints by id prefix";
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints \
+                 WHERE substr(checkpoint_id, 1, length(?1)) = ?1 ORDER BY checkpoint_id LIMIT ?2",
+            )
+            .map_err(q(what))?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let mut rows = st.query(params![prefix, limit]).map_err(q(what))?;
+        let mut out = Vec::new();
+        while let Some(r) = rows.next().map_err(q(what))? {
+            out.push((
+                text_col(r, 0).map_err(q(what))?,
+                text_col(r, 1).map_err(q(what))?,
+                text_col(r, 2).map_err(q(what))?,
+            ));
         }
         Ok(out)
     }

@@ -56,6 +56,10 @@ pub(super) fn schema_error(e: &rusqlite::Error, shown: &str) -> StoreError {
                 journal.display()
             ))
         }
+        Some(C::NotADatabase) => StoreError::NotLangGraph {
+            path: shown.to_owned(),
+            reason: "not a SQLite database".into(),
+        },
         Some(C::DiskFull) => open(format!("the disk is full ({e})")),
         Some(C::DatabaseBusy | C::DatabaseLocked) => {
             open(format!("the store is locked by another process ({e})"))

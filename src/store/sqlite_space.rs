@@ -64,21 +64,7 @@ pub fn sqlite_temp_dir() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("."))
 }
 
-/// The directory holding `path` (`.` for a bare file name).
-pub fn parent_dir(path: &Path) -> PathBuf {
-    match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    }
-}
-
-/// Free bytes on the file system holding `dir`, and its device id.
-pub fn dir_space(dir: &Path) -> Option<(u64, u64)> {
-    use std::os::unix::fs::MetadataExt;
-    let free = fs4::available_space(dir).ok()?;
-    let dev = std::fs::metadata(dir).ok()?.dev();
-    Some((free, dev))
-}
+pub use super::files::{dir_space, parent_dir};
 
 impl SqliteStore {
     fn pragma_u64(&self, name: &'static str) -> Result<u64, StoreError> {
@@ -216,25 +202,32 @@ impl SqliteStore {
     }
 }
 
-/// The space facts of a SQLite file nobody has open, read from its header (page size,
-/// page count, freelist) without opening it (no sidecars appear next to it).
-pub fn file_space(path: &Path) -> std::io::Result<SqliteSpace> {
-    use std::io::Read;
-    let file_bytes = std::fs::metadata(path)?.len();
-    let mut h = [0u8; 100];
-    std::fs::File::open(path)?.read_exact(&mut h)?;
-    let be32 = |o: usize| u64::from(u32::from_be_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]]));
-    let page_size = match u16::from_be_bytes([h[16], h[17]]) {
-        1 => 65536,
-        n => u64::from(n).max(512),
+/// The space facts of a SQLite file dfck has just written and nobody else has open (a
+/// `reclaim --into` copy), read through SQLite with `immutable=1`, so no sidecars appear
+/// next to it.
+pub fn file_space(path: &Path) -> Result<SqliteSpace, StoreError> {
+    let measuring = |e: String| StoreError::Query {
+        what: format!("measuring {}", path.display()),
+        reason: e,
     };
-    // The header's page count is valid when its version stamp matches the change counter.
-    let page_count = if be32(92) == be32(24) && be32(28) > 0 {
-        be32(28)
-    } else {
-        file_bytes / page_size
+    let file_bytes = std::fs::metadata(path)
+        .map_err(|e| measuring(e.to_string()))?
+        .len();
+    let conn = rusqlite::Connection::open_with_flags(
+        super::sqlite_open::file_uri(path, true),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
+            | rusqlite::OpenFlags::SQLITE_OPEN_URI
+            | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|e| measuring(e.to_string()))?;
+    let pragma = |name: &str| -> Result<u64, StoreError> {
+        conn.query_row(&format!("PRAGMA {name}"), [], |r| r.get::<_, i64>(0))
+            .map(|v| v.max(0) as u64)
+            .map_err(|e| measuring(e.to_string()))
     };
-    let freelist_pages = be32(36);
+    let page_size = pragma("page_size")?;
+    let page_count = pragma("page_count")?;
+    let freelist_pages = pragma("freelist_count")?;
     Ok(SqliteSpace {
         file_bytes,
         wal_bytes: 0,

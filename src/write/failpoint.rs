@@ -11,7 +11,11 @@
 //!   (a test deletes a thread meanwhile, as DeerFlow's thread delete would);
 //! - `scan-chunk-rows:N` — split every PostgreSQL thread scan that may use several
 //!   connections into chunks of N checkpoints, however small the thread;
-//! - `scan-helper-fail:N` — the same, and every helper connection's chunk read fails.
+//! - `scan-helper-fail:N` — the same, and every helper connection's chunk read fails;
+//! - `hold:PATH` — with every connection of a write command open (inside the first thread
+//!   transaction that writes, its locks held; or after `reclaim`'s VACUUM), write the process
+//!   id to PATH and wait until a test removes it (at most two minutes): the test meanwhile
+//!   looks at the locks dfck holds, or runs a second command against them.
 
 /// The failpoints of one run (all off without the `failpoints` feature).
 #[derive(Debug, Default, Clone, Copy)]
@@ -22,6 +26,7 @@ pub struct Failpoints {
     pause_after_listing_ms: Option<u64>,
     scan_chunk_rows: Option<u64>,
     scan_helper_fail: bool,
+    hold: bool,
 }
 
 impl Failpoints {
@@ -44,6 +49,7 @@ impl Failpoints {
                 .or_else(|| v.strip_prefix("scan-helper-fail:"))
                 .and_then(|n| n.parse().ok()),
             scan_helper_fail: v.starts_with("scan-helper-fail:"),
+            hold: v.starts_with("hold:"),
         }
     }
 
@@ -64,6 +70,25 @@ impl Failpoints {
     pub fn after_listing(&self) {
         if let Some(ms) = self.pause_after_listing_ms {
             std::thread::sleep(std::time::Duration::from_millis(ms));
+        }
+    }
+
+    /// Holds at the `hold:PATH` failpoint: writes the process id to PATH, then waits until
+    /// PATH is gone (at most two minutes).
+    pub fn hold(&self) {
+        if !self.hold {
+            return;
+        }
+        let v = std::env::var("DFCK_FAILPOINT").unwrap_or_default();
+        let Some(path) = v.strip_prefix("hold:") else {
+            return;
+        };
+        if std::fs::write(path, std::process::id().to_string()).is_err() {
+            return;
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while std::path::Path::new(path).exists() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
         }
     }
 

@@ -16,7 +16,7 @@ pub mod failpoint;
 
 use crate::error::{Error, StoreError};
 use crate::progress::Progress;
-use crate::store::{ThreadLock, WalLeft, WriteStore};
+use crate::store::{BackupPlan, ThreadLock, WalLeft, WriteStore};
 use failpoint::Failpoints;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -93,6 +93,7 @@ pub trait ThreadJob<C: ?Sized>: Sync {
 pub struct ApplyContext {
     rows: AtomicUsize,
     failpoints: Failpoints,
+    held: AtomicBool,
 }
 
 impl ApplyContext {
@@ -100,6 +101,17 @@ impl ApplyContext {
         ApplyContext {
             rows: AtomicUsize::new(0),
             failpoints: Failpoints::from_env(command),
+            held: AtomicBool::new(false),
+        }
+    }
+
+    /// A context without failpoints, for unit tests of a job's apply and verify steps.
+    #[cfg(test)]
+    pub(crate) fn for_tests() -> Self {
+        ApplyContext {
+            rows: AtomicUsize::new(0),
+            failpoints: Failpoints::default(),
+            held: AtomicBool::new(false),
         }
     }
 
@@ -162,11 +174,18 @@ where
 {
     let first = conns.first;
     let cx = ApplyContext::new(job.name());
+    let ids = first.list_threads(threads)?;
     if let Some(dest) = opts.backup {
+        let plan = first.backup_plan(dest)?;
+        if let Some(reason) = backup_space(job, first, &ids, &plan, &cx)? {
+            return Ok(ids
+                .iter()
+                .map(|id| job.refuse(job.untouched(id), Refusal(reason.clone())))
+                .collect());
+        }
         backup(first, dest, &cx.failpoints)?;
         (opts.events)(WriteEvent::BackupWritten(dest));
     }
-    let ids = first.list_threads(threads)?;
     opts.progress.start(opts.phase, Some(ids.len() as u64));
     let tuning = first.begin_batch(conns.spare.is_some());
     let done = AtomicBool::new(false);
@@ -209,6 +228,71 @@ fn space_needed(growth: u64, written: u64) -> u64 {
     log.saturating_add(growth).saturating_add(SPACE_RESERVE)
 }
 
+/// Checks, before writing either, that the disk holds the backup and the work: the work is
+/// sized by planning every thread in a read transaction (no lock, nothing written): the
+/// growth of all of them and the largest transaction's log. `Some(reason)` when it does not
+/// fit: the run then refuses every thread and writes nothing.
+fn backup_space<C, J>(
+    job: &J,
+    conn: &C,
+    ids: &[String],
+    plan: &BackupPlan,
+    cx: &ApplyContext,
+) -> Result<Option<String>, Error>
+where
+    C: WriteStore,
+    J: ThreadJob<C>,
+{
+    let (mut growth, mut written) = (0u64, 0u64);
+    for id in ids {
+        conn.begin_read()?;
+        let planned = job.plan(conn, id);
+        conn.rollback()?;
+        if let Planned::Write {
+            growth: g,
+            written: w,
+            ..
+        } = planned?
+        {
+            growth = growth.saturating_add(g);
+            written = written.max(w);
+        }
+    }
+    let work = space_needed(growth, written);
+    let mib = |b: u64| b.div_ceil(1 << 20);
+    let store_free = cx.failpoints.free_space(conn.free_space());
+    let backup_free = cx.failpoints.free_space(plan.free);
+    let short = |need: u64, free: Option<u64>| free.is_some_and(|f| need > f);
+    let reason = if plan.shares_store_space {
+        let need = plan.bytes.saturating_add(work);
+        short(need, store_free).then(|| {
+            format!(
+                "not enough disk space for the backup and the work: the backup needs about {} MiB and {} about {} MiB, {} MiB are free; back up to another file system or free space first",
+                mib(plan.bytes),
+                job.verb(),
+                mib(work),
+                store_free.map_or(0, |f| f >> 20)
+            )
+        })
+    } else if short(plan.bytes.saturating_add(SPACE_RESERVE), backup_free) {
+        Some(format!(
+            "not enough disk space for the backup: it needs about {} MiB, {} MiB are free where it goes",
+            mib(plan.bytes.saturating_add(SPACE_RESERVE)),
+            backup_free.map_or(0, |f| f >> 20)
+        ))
+    } else {
+        short(work, store_free).then(|| {
+            format!(
+                "not enough disk space: {} needs about {} MiB, {} MiB are free; nothing was backed up or written",
+                job.verb(),
+                mib(work),
+                store_free.map_or(0, |f| f >> 20)
+            )
+        })
+    };
+    Ok(reason)
+}
+
 /// Where the backup is written before it gets its name: the same directory (so the final
 /// rename is atomic), a name of its own.
 fn partial_backup_path(dest: &Path) -> PathBuf {
@@ -229,13 +313,6 @@ fn backup<C: WriteStore>(conn: &C, dest: &Path, failpoints: &Failpoints) -> Resu
             dest.display()
         )))
     };
-    if dest.exists() {
-        return Err(crate::error::StoreError::Target(format!(
-            "backup target {} already exists",
-            dest.display()
-        ))
-        .into());
-    }
     let partial = partial_backup_path(dest);
     match std::fs::remove_file(&partial) {
         Ok(()) => {}
@@ -247,13 +324,9 @@ fn backup<C: WriteStore>(conn: &C, dest: &Path, failpoints: &Failpoints) -> Resu
         return Err(e.into());
     }
     failpoints.after_backup();
-    std::fs::File::open(&partial)
-        .and_then(|f| f.sync_all())
-        .map_err(io)?;
+    crate::store::files::sync_new_file(&partial).map_err(io)?;
     std::fs::rename(&partial, dest).map_err(io)?;
-    if let Some(dir) = dest.parent().filter(|d| !d.as_os_str().is_empty()) {
-        let _ = std::fs::File::open(dir).and_then(|d| d.sync_all());
-    }
+    crate::store::files::sync_dir(dest.parent().unwrap_or(Path::new(".")));
     Ok(())
 }
 
@@ -270,10 +343,10 @@ where
 {
     match conn.lock_thread(thread_id)? {
         ThreadLock::Held => {}
-        ThreadLock::Busy => {
+        ThreadLock::Busy(holder) => {
             let reason = format!(
-                "another dfck {} holds this thread's lock; re-run when it is done",
-                job.name()
+                "{} holds this thread's lock; re-run when it is done",
+                holder.as_deref().unwrap_or("another session")
             );
             return Ok(job.refuse(job.untouched(thread_id), Refusal(reason)));
         }
@@ -297,6 +370,11 @@ where
             return Err(e);
         }
     };
+    // Test builds: the `hold:PATH` failpoint, once per run, inside the first transaction
+    // that writes (every connection open, the thread's locks held).
+    if !cx.held.swap(true, Ordering::SeqCst) {
+        cx.failpoints.hold();
+    }
     // The WAL (or the transaction log) holds every row the transaction writes before the
     // file grows: refuse rather than fill the disk.
     if let Some(free) = cx.failpoints.free_space(conn.free_space()) {

@@ -134,6 +134,19 @@ pub fn require_postgres(what: &str) -> Option<String> {
     got
 }
 
+/// The test server's hot standby (`TEST_POSTGRES_STANDBY_URI`, `scripts/pg-test-server.sh
+/// standby`), or `None` after saying that `what` is skipped; required with
+/// `DFCK_REQUIRE_POSTGRES`.
+pub fn require_standby(what: &str) -> Option<String> {
+    let got = std::env::var("TEST_POSTGRES_STANDBY_URI")
+        .ok()
+        .filter(|u| !u.is_empty());
+    if got.is_none() {
+        require_or_skip("DFCK_REQUIRE_POSTGRES", "TEST_POSTGRES_STANDBY_URI", what);
+    }
+    got
+}
+
 /// The pinned Python with LangGraph (`DFCK_TEST_PYTHON`), or `None` after saying that `what`
 /// is skipped. With `DFCK_REQUIRE_PYTHON` set (CI) a missing Python fails the test.
 pub fn require_python(what: &str) -> Option<PathBuf> {
@@ -164,4 +177,38 @@ fn require_or_skip(require: &str, var: &str, what: &str) {
 /// `DFCK_REQUIRE_POSTGRES` is set.
 pub fn pg_server() -> Option<String> {
     require_postgres("postgres tests")
+}
+
+/// Free bytes on the file system holding `p`.
+pub fn free_bytes(p: &Path) -> u64 {
+    let s = nix::sys::statvfs::statvfs(p).unwrap();
+    s.blocks_available() as u64 * s.fragment_size() as u64
+}
+
+/// A small tmpfs, unmounted on drop.
+pub struct Tmpfs(pub tempfile::TempDir);
+
+impl Tmpfs {
+    pub fn mount(bytes: u64) -> Option<Tmpfs> {
+        let uid = std::process::Command::new("id").arg("-u").output().ok()?;
+        if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "tmpfs"])
+            .arg(dir.path())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then_some(Tmpfs(dir))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg(self.0.path())
+            .status();
+    }
 }

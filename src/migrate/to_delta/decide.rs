@@ -163,6 +163,15 @@ pub fn decide(t: &LoadedThread, form: Form, shared: bool) -> Result<Vec<NodeChan
             .checkpoint
             .as_ref()
             .map_err(|e| Refusal(format!("unreadable checkpoint: {e}")))?;
+        if let Some(kind) = ck
+            .value(MESSAGES)
+            .and_then(|v| crate::model::messages_not_a_list(v, true))
+        {
+            return Err(Refusal(format!(
+                "{} stores {kind} as 'messages', not a list: its delta form would show something else (dfck verify reports it as value.messages_not_a_list)",
+                n.id
+            )));
+        }
         let version = ck.version(MESSAGES).map(str::to_owned);
         let stored = ck.value(MESSAGES).cloned().map(list_of);
         let (carry, counters) = if delta_encoded(n) {

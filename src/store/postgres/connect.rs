@@ -26,12 +26,14 @@ impl PostgresStore {
             client,
             password,
             completed_as,
-        } = connect_client(url, "dfck", DEFAULT_CONNECT_TIMEOUT).map_err(|e| match e {
-            ConnectError::InvalidUrl(why) => {
-                StoreError::Target(format!("PostgreSQL connection {shown}: {why}"))
-            }
-            ConnectError::Setup(why) | ConnectError::Connect(why) => open_err(why),
-        })?;
+        } = connect_client(url, &application_name(), DEFAULT_CONNECT_TIMEOUT).map_err(
+            |e| match e {
+                ConnectError::InvalidUrl(why) => {
+                    StoreError::Target(format!("PostgreSQL connection {shown}: {why}"))
+                }
+                ConnectError::Setup(why) | ConnectError::Connect(why) => open_err(why),
+            },
+        )?;
         Ok(PostgresStore {
             rt,
             client,
@@ -232,6 +234,21 @@ pub enum ConnectError {
     /// The server could not be reached or refused the login.
     #[error("cannot connect to PostgreSQL: {0}")]
     Connect(String),
+}
+
+/// The `application_name` of every session this process opens: `dfck <command>` once the
+/// command line named its command ([`set_command`]), so that `pg_stat_activity` and a lock
+/// refusal name the command holding a lock.
+static COMMAND: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Names the command this process runs (`prune`, `migrate full-to-delta`, …), for the
+/// `application_name` of its PostgreSQL sessions. The first call wins.
+pub fn set_command(command: &str) {
+    let _ = COMMAND.set(format!("dfck {command}"));
+}
+
+fn application_name() -> String {
+    COMMAND.get().cloned().unwrap_or_else(|| "dfck".into())
 }
 
 /// Connects to `url` (a URL or a keyword DSN, completed from the `PG*` environment, the

@@ -37,6 +37,9 @@ impl PostgresStore {
     ) -> Result<TargetState, StoreError> {
         let store = Self::connect(url, schema)?;
         store.set_session_limits()?;
+        if setup {
+            store.check_writable()?;
+        }
         if let Some(s) = schema {
             let rows = store.query(
                 "checking the schema",

@@ -7,7 +7,7 @@
 mod connect;
 pub mod conninfo;
 pub mod resolve;
-pub use connect::{ConnectError, PgClient, connect_client, describe_error};
+pub use connect::{ConnectError, PgClient, connect_client, describe_error, set_command};
 mod copy;
 mod delete;
 pub use copy::TargetState;
@@ -137,7 +137,38 @@ impl PostgresStore {
         let (version, has_task_path) = detected?;
         store.info.schema = format!("postgres (checkpoint_migrations v{version})");
         store.info.has_task_path = has_task_path;
+        store.check_writable()?;
         Ok(store)
+    }
+
+    /// Refuses, before any work, a server this session cannot write to: a hot standby
+    /// (`pg_is_in_recovery()`) or a session whose transactions default to read-only.
+    pub(crate) fn check_writable(&self) -> Result<(), StoreError> {
+        let rows = self.query(
+            "checking that the server accepts writes",
+            "SELECT pg_is_in_recovery(), current_setting('default_transaction_read_only')",
+            &[],
+        )?;
+        let (standby, read_only) = rows
+            .first()
+            .map(|r| {
+                (
+                    r.try_get::<_, bool>(0).unwrap_or(false),
+                    r.try_get::<_, String>(1).unwrap_or_default(),
+                )
+            })
+            .unwrap_or_default();
+        let reason = if standby {
+            "this server is a read-only standby".to_owned()
+        } else if read_only == "on" {
+            "this session is read-only (default_transaction_read_only is on)".to_owned()
+        } else {
+            return Ok(());
+        };
+        Err(StoreError::ReadOnlyServer {
+            path: self.info.location.clone(),
+            reason,
+        })
     }
 
     pub(super) fn err(&self, what: &str, e: tokio_postgres::Error) -> StoreError {

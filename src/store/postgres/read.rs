@@ -345,6 +345,24 @@ impl Store for PostgresStore {
         .collect()
     }
 
+    fn checkpoints_with_prefix(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<(String, String, String)>, StoreError> {
+        let what = "finding checkpoints by id prefix";
+        let limit = limit.to_string();
+        self.query(
+            what,
+            "SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints \
+             WHERE left(checkpoint_id, length($1)) = $1 ORDER BY checkpoint_id LIMIT $2::text::bigint",
+            &[&prefix, &limit],
+        )?
+        .iter()
+        .map(|r| Ok((get(r, 0, what)?, get(r, 1, what)?, get(r, 2, what)?)))
+        .collect()
+    }
+
     fn head_id(&self, thread_id: &str, ns: &str) -> Result<Option<String>, StoreError> {
         let what = "finding the head checkpoint";
         self.query(

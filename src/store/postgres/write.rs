@@ -77,7 +77,7 @@ impl PostgresStore {
         };
         if !locked {
             self.end_transaction(false)?;
-            return Ok(Some(ThreadLock::Busy));
+            return Ok(Some(ThreadLock::Busy(self.lock_holder(thread_id))));
         }
         for (what, sql) in [
             (
@@ -101,6 +101,36 @@ impl PostgresStore {
             }
         }
         Ok(Some(ThreadLock::Held))
+    }
+
+    /// Who holds the thread's advisory lock (only dfck takes it), from `pg_locks` joined to
+    /// `pg_stat_activity`: "another dfck prune (server process 4242)" from its
+    /// `application_name`; `None` when the server does not say (the session ended, or its
+    /// row is not visible to this role).
+    fn lock_holder(&self, thread_id: &str) -> Option<String> {
+        let rows = self
+            .query(
+                "finding the holder of the thread's lock",
+                "SELECT a.application_name, a.pid FROM pg_locks l \
+                 JOIN pg_stat_activity a ON a.pid = l.pid \
+                 WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 \
+                 AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+                 AND ((l.classid::bigint << 32) | l.objid::bigint) \
+                     = hashtextextended('dfck migrate ' || $1, 0) \
+                 LIMIT 1",
+                &[&thread_id],
+            )
+            .ok()?;
+        let row = rows.first()?;
+        let app: Option<String> = row.try_get(0).ok()?;
+        let pid: i32 = row.try_get(1).ok()?;
+        Some(match app.filter(|a| !a.is_empty()) {
+            Some(a) if a == "dfck" || a.starts_with("dfck ") => {
+                format!("another {a} (server process {pid})")
+            }
+            Some(a) => format!("another dfck (application '{a}', server process {pid})"),
+            None => format!("another dfck (server process {pid})"),
+        })
     }
 
     /// Ends the open transaction: `COMMIT` (`commit`) or `ROLLBACK`.
@@ -264,6 +294,10 @@ impl WriteStore for PostgresStore {
 
     fn lock_thread(&self, thread_id: &str) -> Result<ThreadLock, StoreError> {
         self.begin_thread(thread_id)
+    }
+
+    fn begin_read(&self) -> Result<(), StoreError> {
+        PostgresStore::begin_read(self)
     }
 
     fn commit(&self) -> Result<(), StoreError> {
