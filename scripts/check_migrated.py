@@ -114,7 +114,7 @@ def set_strict(strict: bool) -> None:
 
 
 # ---------------------------------------------------------------------------------------
-# comparison (mirrors tests/common/compare.rs)
+# comparison (mirrors tests/it/common/compare.rs)
 # ---------------------------------------------------------------------------------------
 
 

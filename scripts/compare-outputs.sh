@@ -18,6 +18,10 @@ BASE=$(realpath "$1"); NEW=$(realpath "$2"); shift 2
 
 WORK=$(mktemp -d /tmp/dfck-compare.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
+# Both run under the name `dfck` (usage lines name the program as it was called).
+mkdir -p "$WORK/bin-base" "$WORK/bin-new"
+cp "$BASE" "$WORK/bin-base/dfck"; cp "$NEW" "$WORK/bin-new/dfck"
+BASE="$WORK/bin-base/dfck"; NEW="$WORK/bin-new/dfck"
 FORMATS=(table json ndjson csv)
 diffs=0
 runs=0

@@ -40,7 +40,7 @@ fi
 export DFCK_TEST_PYTHON="$VENV/bin/python"
 export DFCK_REQUIRE_PYTHON=1
 
-cargo test --release -- --show-output
+cargo test --release --workspace -- --show-output
 
 # The real library agrees: converted stores read through a full-mode (add_messages) graph by
 # the pinned Python LangGraph show exactly the delta view (SQLite and Postgres copies).

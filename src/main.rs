@@ -3,7 +3,7 @@
 
 use clap::error::ErrorKind;
 use dfck::cli::{help, run};
-use dfck::outcome::Outcome;
+use dfck_core::outcome::Outcome;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// mimalloc keeps freed memory for reuse: reading a store allocates and frees a buffer per

@@ -4,7 +4,7 @@
 //! exactly where full decoding fails, with the same error.
 #![no_main]
 
-use dfck::codec;
+use dfck_core::codec;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

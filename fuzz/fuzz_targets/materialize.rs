@@ -3,11 +3,11 @@
 //! materialized whole and analysed for forks and integrity.
 #![no_main]
 
-use dfck::codec::{self, Value};
-use dfck::materialize::{Reducer, for_each_stored_messages, replay_writes, update_messages};
-use dfck::model::thread::{LoadedThread, Node};
-use dfck::model::{Checkpoint, MESSAGES, NULL_TASK_ID};
-use dfck::store::WriteRow;
+use dfck_core::codec::{self, Value};
+use dfck_core::materialize::{Reducer, for_each_stored_messages, replay_writes, update_messages};
+use dfck_core::model::thread::{LoadedThread, Node};
+use dfck_core::model::{Checkpoint, MESSAGES, NULL_TASK_ID};
+use dfck_core::store::WriteRow;
 use dfck_fuzz::fields;
 use libfuzzer_sys::fuzz_target;
 use std::collections::HashMap;
@@ -65,7 +65,7 @@ fuzz_target!(|data: &[u8]| {
             id,
             parent,
             bytes: 0,
-            facts: dfck::model::thread::MetaFacts::of(&md),
+            facts: dfck_core::model::thread::MetaFacts::of(&md),
             metadata: md.into(),
             messages_encoding: Some(ck.messages_encoding()),
             checkpoint: Ok(ck),
@@ -113,15 +113,15 @@ fuzz_target!(|data: &[u8]| {
     };
     for r in [Reducer::Langgraph, Reducer::Deerflow] {
         let _ = for_each_stored_messages(&t, r, &mut |i, stored| {
-            let _ = dfck::materialize::with_own_writes(&t, i, stored, r);
+            let _ = dfck_core::materialize::with_own_writes(&t, i, stored, r);
             Ok(())
         });
     }
-    let analysis = dfck::lineage::fork_analysis(&t);
-    let _ = dfck::lineage::fork_findings(&t, &analysis);
-    let _ = dfck::lineage::integrity(&t, Some(8));
-    let _ = dfck::lineage::integrity(&t, None);
-    let _ = dfck::lineage::regenerate_findings(&t, None);
-    let _ = dfck::lineage::report(&t, None, true, None, None);
-    let _ = dfck::lineage::report(&t, None, false, Some(8), None);
+    let analysis = dfck_core::lineage::fork_analysis(&t);
+    let _ = dfck_core::lineage::fork_findings(&t, &analysis);
+    let _ = dfck_core::lineage::integrity(&t, Some(8));
+    let _ = dfck_core::lineage::integrity(&t, None);
+    let _ = dfck_core::lineage::regenerate_findings(&t, None);
+    let _ = dfck_core::lineage::report(&t, None, true, None, None);
+    let _ = dfck_core::lineage::report(&t, None, false, Some(8), None);
 });

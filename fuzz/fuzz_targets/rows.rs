@@ -2,8 +2,8 @@
 //! metadata, tags and ids.
 #![no_main]
 
-use dfck::model::{Checkpoint, Write};
-use dfck::store::{CheckpointBody, CheckpointRow, WriteRow};
+use dfck_core::model::{Checkpoint, Write};
+use dfck_core::store::{CheckpointBody, CheckpointRow, WriteRow};
 use dfck_fuzz::{fields, tag};
 use libfuzzer_sys::fuzz_target;
 
@@ -27,9 +27,9 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(ck) = Checkpoint::from_row(row) {
         let _ = ck.messages_encoding();
         let _ = ck.mode();
-        let _ = dfck::lineage::pending_tasks(&ck);
+        let _ = dfck_core::lineage::pending_tasks(&ck);
         for (_, v) in &ck.channel_values {
-            let _ = serde_json::to_string(&dfck::codec::to_json(v));
+            let _ = serde_json::to_string(&dfck_core::codec::to_json(v));
         }
     }
     let w = WriteRow {

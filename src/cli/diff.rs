@@ -1,13 +1,13 @@
 //! `dfck diff THREAD A B [--thread2 T] [--db2 TARGET]`: what changed between two states.
 
 use super::{GlobalArgs, ReducerArg, output};
-use crate::error::Error;
-use crate::inspect::{ReducerChoice, state_report};
-use crate::materialize::View;
-use crate::outcome::Outcome;
+use crate::commands::inspect::{ReducerChoice, state_report};
 use crate::render;
-use crate::target::Target;
 use clap::Args;
+use dfck_core::error::Error;
+use dfck_core::materialize::View;
+use dfck_core::outcome::Outcome;
+use dfck_core::target::Target;
 
 /// Arguments of `dfck diff`.
 #[derive(Debug, Args)]
@@ -61,14 +61,14 @@ pub fn run(global: &GlobalArgs, args: &DiffArgs) -> Result<Outcome, Error> {
         Some(r) => ReducerChoice::Fixed(r),
         None => ReducerChoice::Auto,
     };
-    let load = |store: &dyn crate::store::Store, thread: &str, id: &str| {
-        let id = crate::address::checkpoint_id(store, thread, &args.ns, id)?;
+    let load = |store: &dyn dfck_core::store::Store, thread: &str, id: &str| {
+        let id = dfck_core::address::checkpoint_id(store, thread, &args.ns, id)?;
         state_report(store, thread, &args.ns, Some(&id), view, reducer)
-            .map_err(|e| crate::address::hint_error(store, e))
+            .map_err(|e| dfck_core::address::hint_error(store, e))
     };
     let a = load(store_a.as_ref(), &args.thread, &args.a)?;
     let b = load(store_b, thread_b, &args.b)?;
-    let report = crate::diff::diff(&a, &target.display(), &b, &shown_b);
+    let report = crate::commands::diff::diff(&a, &target.display(), &b, &shown_b);
     output(global.format(), &report, render::conversation::diff_text)?;
     Ok(if report.identical {
         Outcome::Clean

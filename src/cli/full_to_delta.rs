@@ -1,14 +1,13 @@
 //! `dfck migrate full-to-delta [THREAD …] [--all] [--apply]`: the plan, or the conversion.
 
 use super::{GlobalArgs, output};
-use crate::error::Error;
-use crate::migrate::to_delta::{DeltaForm, ToDeltaOptions, ToDeltaReport, apply, plan};
-use crate::model::ChannelMode;
-use crate::outcome::Outcome;
+use crate::commands::migrate::to_delta::{DeltaForm, ToDeltaOptions};
+use crate::commands::wiring::WriteRequest;
 use crate::render::{self, TerminalProgress};
-use crate::target::Target;
-use crate::write::RunOptions;
 use clap::{Args, ValueEnum};
+use dfck_core::error::Error;
+use dfck_core::model::ChannelMode;
+use dfck_core::outcome::Outcome;
 
 /// `--form`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -69,21 +68,20 @@ pub fn run(global: &GlobalArgs, args: &FullToDeltaArgs) -> Result<Outcome, Error
             FormArg::Auto => None,
         },
     };
-    let report = if args.apply {
-        apply_run(args, &target, &opts)?
-    } else {
-        if args.backup.is_some() {
-            return Err(Error::Usage("--backup goes with --apply".into()));
-        }
-        let store = target.open_read_only()?;
-        plan(
-            store.as_ref(),
-            &args.threads,
-            args.all,
-            &opts,
-            &TerminalProgress::stderr(),
-        )?
-    };
+    let progress = TerminalProgress::stderr();
+    let report = crate::commands::migrate::to_delta::run(
+        &WriteRequest {
+            target: &target,
+            threads: &args.threads,
+            all: args.all,
+            apply: args.apply,
+            jobs: args.jobs,
+            backup: args.backup.as_deref(),
+            progress: &progress,
+            events: &render::write_event,
+        },
+        &opts,
+    )?;
     output(global.format(), &report, render::full_to_delta_table)?;
     if report.done + report.would > 0 {
         render::note(&format!(
@@ -107,26 +105,4 @@ pub fn run(global: &GlobalArgs, args: &FullToDeltaArgs) -> Result<Outcome, Error
     } else {
         Outcome::Clean
     })
-}
-
-fn apply_run(
-    args: &FullToDeltaArgs,
-    target: &Target,
-    opts: &ToDeltaOptions,
-) -> Result<ToDeltaReport, Error> {
-    let progress = TerminalProgress::stderr();
-    let run = RunOptions {
-        jobs: usize::from(args.jobs),
-        backup: args.backup.as_deref(),
-        phase: "converting threads",
-        progress: &progress,
-        events: &render::write_event,
-    };
-    super::write::with_connections(
-        target,
-        args.jobs,
-        args.backup.is_some(),
-        |c| apply(c, &args.threads, args.all, opts, &run),
-        |c| apply(c, &args.threads, args.all, opts, &run),
-    )
 }

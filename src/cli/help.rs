@@ -7,7 +7,7 @@ use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
 
 /// Examples per command path (`"bench channels"`), shown under `Examples:` in `--help`. Every
-/// command has an entry (tests/self_describing.rs checks it).
+/// command has an entry (tests/it/self_describing.rs checks it).
 const EXAMPLES: &[(&str, &str)] = &[
     (
         "",
@@ -187,7 +187,7 @@ fn unused_globals(path: &str) -> &'static [&'static str] {
 
 /// `0.1.0 (git 1a2b3c4d5e6f)`.
 fn short_version() -> String {
-    let sha = env!("DFCK_GIT_SHA");
+    let sha = dfck_bench::env::BUILD_GIT_SHA;
     format!(
         "{} (git {})",
         env!("CARGO_PKG_VERSION"),
@@ -200,8 +200,8 @@ fn long_version() -> String {
     format!(
         "{}\nrevision: {}\nreads:    LangGraph 1.2 checkpoints (DeltaChannel, _DeltaSnapshot), JsonPlusSerializer msgpack (ext 0-7)\n          SqliteSaver stores (langgraph-checkpoint-sqlite 3.x)\n          PostgresSaver stores, checkpoint_migrations v0-v{} (langgraph-checkpoint-postgres 3.x)\n          DeerFlow's delta marker and config.yaml discovery",
         short_version(),
-        env!("DFCK_GIT_SHA"),
-        crate::store::postgres::MAX_KNOWN_MIGRATION,
+        dfck_bench::env::BUILD_GIT_SHA,
+        dfck_core::store::postgres::MAX_KNOWN_MIGRATION,
     )
 }
 

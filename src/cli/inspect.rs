@@ -1,15 +1,15 @@
 //! `dfck inspect [THREAD] [--state …]`.
 
 use super::{GlobalArgs, ReducerArg, output};
-use crate::error::Error;
-use crate::inspect::{
+use crate::commands::inspect::{
     ConfiguredMode, ReducerChoice, SummaryOptions, state_report, summarize_with, thread_report,
 };
-use crate::materialize::{Reducer, View};
-use crate::outcome::Outcome;
+use crate::commands::space::SortKey;
 use crate::render::{self, TerminalProgress};
-use crate::space::SortKey;
 use clap::Args;
+use dfck_core::error::Error;
+use dfck_core::materialize::{Reducer, View};
+use dfck_core::outcome::Outcome;
 
 /// Arguments of `dfck inspect`.
 #[derive(Debug, Args)]
@@ -71,8 +71,8 @@ pub fn run(global: &GlobalArgs, args: &InspectArgs) -> Result<Outcome, Error> {
     let format = global.format();
     let checkpoint = match (&args.thread, &args.checkpoint) {
         (Some(thread), Some(c)) => Some(
-            crate::address::checkpoint_id(store.as_ref(), thread, &args.ns, c)
-                .map_err(|e| crate::address::with_thread_hint(store.as_ref(), e))?,
+            dfck_core::address::checkpoint_id(store.as_ref(), thread, &args.ns, c)
+                .map_err(|e| dfck_core::address::with_thread_hint(store.as_ref(), e))?,
         ),
         _ => None,
     };
@@ -84,12 +84,12 @@ pub fn run(global: &GlobalArgs, args: &InspectArgs) -> Result<Outcome, Error> {
         format,
         &progress,
     );
-    shown.map_err(|e| crate::address::hint_error(store.as_ref(), e))
+    shown.map_err(|e| dfck_core::address::hint_error(store.as_ref(), e))
 }
 
 fn show(
-    store: &dyn crate::store::Store,
-    discovered: &Option<crate::config::Discovered>,
+    store: &dyn dfck_core::store::Store,
+    discovered: &Option<dfck_core::config::Discovered>,
     args: &InspectArgs,
     checkpoint: Option<&str>,
     format: crate::render::Format,
@@ -106,7 +106,9 @@ fn show(
             if args.savings {
                 let ids: Vec<String> = s.threads.iter().map(|t| t.thread_id.clone()).collect();
                 let frequency = discovered.as_ref().map_or(10, |d| d.snapshot_frequency);
-                s.savings = Some(crate::savings::project(store, &ids, frequency, progress)?);
+                s.savings = Some(crate::commands::savings::project(
+                    store, &ids, frequency, progress,
+                )?);
             }
             s.config = discovered.as_ref().map(|d| ConfiguredMode {
                 path: d.config_path.display().to_string(),
@@ -135,12 +137,14 @@ fn show(
             let r = state_report(store, thread, &args.ns, checkpoint, view, reducer)?;
             let mut r = r;
             let selection = match (&args.last, &args.message) {
-                (Some(n), _) => Some(crate::conversation::MessageSelection::Last(*n)),
-                (None, Some(id)) => Some(crate::conversation::MessageSelection::Id(id.clone())),
+                (Some(n), _) => Some(crate::commands::conversation::MessageSelection::Last(*n)),
+                (None, Some(id)) => Some(crate::commands::conversation::MessageSelection::Id(
+                    id.clone(),
+                )),
                 (None, None) => None,
             };
             if let Some(sel) = &selection {
-                crate::conversation::select_messages(&mut r, sel)?;
+                crate::commands::conversation::select_messages(&mut r, sel)?;
             }
             let text = if args.full {
                 render::conversation::state_full_text

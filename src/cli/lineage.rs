@@ -1,12 +1,12 @@
 //! `dfck lineage THREAD [--checkpoint ID] [--ns NS] [--tree]`.
 
 use super::{GlobalArgs, output};
-use crate::error::Error;
-use crate::finding::Severity;
-use crate::model::thread::LoadedThread;
-use crate::outcome::Outcome;
 use crate::render;
 use clap::Args;
+use dfck_core::error::Error;
+use dfck_core::finding::Severity;
+use dfck_core::model::thread::LoadedThread;
+use dfck_core::outcome::Outcome;
 
 /// Arguments of `dfck lineage`.
 #[derive(Debug, Args)]
@@ -32,14 +32,16 @@ pub struct LineageArgs {
 pub fn run(global: &GlobalArgs, args: &LineageArgs) -> Result<Outcome, Error> {
     let (target, _) = global.resolve()?;
     let store = target.open_read_only()?;
-    let mut inputs = crate::lineage::TurnInputs::default();
+    let mut inputs = dfck_core::lineage::TurnInputs::default();
     let t = LoadedThread::load_with(store.as_ref(), &args.thread, &args.ns, &mut inputs)?;
     if t.nodes.is_empty() {
-        return Err(crate::store::thread_not_found(store.as_ref(), &args.thread, &args.ns).into());
+        return Err(
+            dfck_core::store::thread_not_found(store.as_ref(), &args.thread, &args.ns).into(),
+        );
     }
     // A unique prefix names a checkpoint.
     let checkpoint = match &args.checkpoint {
-        Some(c) => Some(crate::address::checkpoint_id(
+        Some(c) => Some(dfck_core::address::checkpoint_id(
             store.as_ref(),
             &args.thread,
             &args.ns,
@@ -47,7 +49,7 @@ pub fn run(global: &GlobalArgs, args: &LineageArgs) -> Result<Outcome, Error> {
         )?),
         None => None,
     };
-    let report = crate::lineage::report(
+    let report = dfck_core::lineage::report(
         &t,
         checkpoint.as_deref(),
         args.tree,

@@ -1,10 +1,10 @@
 //! `dfck completions`, `dfck manpage` and `dfck explain`: dfck describing itself.
 
 use super::{GlobalArgs, output};
-use crate::error::Error;
-use crate::outcome::Outcome;
 use crate::render;
 use clap::Args;
+use dfck_core::error::Error;
+use dfck_core::outcome::Outcome;
 use std::path::PathBuf;
 
 /// Arguments of `dfck completions`.
@@ -71,17 +71,18 @@ pub fn manpage(args: &ManpageArgs) -> Result<Outcome, Error> {
 pub fn explain(global: &GlobalArgs, args: &ExplainArgs) -> Result<Outcome, Error> {
     match &args.code {
         Some(code) => {
-            let code = crate::explain::lookup(code).map_err(|e| Error::Usage(e.to_string()))?;
+            let code =
+                crate::commands::explain::lookup(code).map_err(|e| Error::Usage(e.to_string()))?;
             output(
                 global.format(),
-                &crate::explain::explain(code),
+                &crate::commands::explain::explain(code),
                 render::meta::explanation_text,
             )?;
         }
         None => {
-            let all: Vec<_> = crate::finding::FindingCode::ALL
+            let all: Vec<_> = dfck_core::finding::FindingCode::ALL
                 .iter()
-                .map(|c| crate::explain::explain(*c))
+                .map(|c| crate::commands::explain::explain(*c))
                 .collect();
             output(global.format(), &all, |all| {
                 render::meta::explanation_list(all)

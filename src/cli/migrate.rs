@@ -1,14 +1,13 @@
 //! `dfck migrate delta-to-full [THREAD …] [--all] [--apply]`: the plan, or the conversion.
 
 use super::{GlobalArgs, ReducerArg, output};
-use crate::error::Error;
-use crate::migrate::{MigrateOptions, MigrateReport, plan};
-use crate::model::ChannelMode;
-use crate::outcome::Outcome;
+use crate::commands::migrate::{MigrateOptions, MigrateReport};
+use crate::commands::wiring::WriteRequest;
 use crate::render::{self, TerminalProgress};
-use crate::target::Target;
-use crate::write::RunOptions;
 use clap::{Args, Subcommand};
+use dfck_core::error::Error;
+use dfck_core::model::ChannelMode;
+use dfck_core::outcome::Outcome;
 
 /// `dfck migrate …`.
 #[derive(Debug, Args)]
@@ -66,60 +65,26 @@ pub fn run(global: &GlobalArgs, args: &MigrateArgs) -> Result<Outcome, Error> {
         ));
     }
     let (target, discovered) = global.resolve()?;
-    if args.apply {
-        return apply(global, args, &target, discovered.as_ref());
-    }
-    if args.backup.is_some() {
-        return Err(Error::Usage("--backup goes with --apply".into()));
-    }
-    let store = target.open_read_only()?;
-    let opts = MigrateOptions {
-        accept_delta_view: args.accept_delta_view,
-        reducer: args.reducer.fixed(),
-    };
-    let report = plan(
-        store.as_ref(),
-        &args.threads,
-        args.all,
-        &opts,
-        &TerminalProgress::stderr(),
-    )?;
-    output(global.format(), &report, render::migrate_table)?;
-    Ok(if report.refused > 0 {
-        Outcome::Refused
-    } else {
-        Outcome::Clean
-    })
-}
-
-fn apply(
-    global: &GlobalArgs,
-    args: &DeltaToFullArgs,
-    target: &Target,
-    discovered: Option<&crate::config::Discovered>,
-) -> Result<Outcome, Error> {
     let opts = MigrateOptions {
         accept_delta_view: args.accept_delta_view,
         reducer: args.reducer.fixed(),
     };
     let progress = TerminalProgress::stderr();
-    let events = render::write_event;
-    let run = RunOptions {
-        jobs: usize::from(args.jobs),
-        backup: args.backup.as_deref(),
-        phase: "converting threads",
-        progress: &progress,
-        events: &events,
-    };
-    let report: MigrateReport = super::write::with_connections(
-        target,
-        args.jobs,
-        args.backup.is_some(),
-        |c| crate::migrate::apply(c, &args.threads, args.all, &opts, &run),
-        |c| crate::migrate::apply(c, &args.threads, args.all, &opts, &run),
+    let report: MigrateReport = crate::commands::migrate::run(
+        &WriteRequest {
+            target: &target,
+            threads: &args.threads,
+            all: args.all,
+            apply: args.apply,
+            jobs: args.jobs,
+            backup: args.backup.as_deref(),
+            progress: &progress,
+            events: &render::write_event,
+        },
+        &opts,
     )?;
     output(global.format(), &report, render::migrate_table)?;
-    if report.converted > 0 {
+    if !report.dry_run && report.converted > 0 {
         render::note(&format!(
             "dfck: {} thread(s) converted. Set database.checkpoint_channel_mode: full and restart every process sharing this store.",
             report.converted

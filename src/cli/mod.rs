@@ -13,12 +13,11 @@ mod migrate;
 mod prune;
 mod reclaim;
 mod verify;
-mod write;
 
-use crate::error::Error;
-use crate::outcome::Outcome;
 use crate::render::Format;
-use crate::target::Target;
+use dfck_core::error::Error;
+use dfck_core::outcome::Outcome;
+use dfck_core::target::Target;
 
 /// Output plumbing for the command files (`super::emit`, `super::output`).
 pub(crate) use crate::render::{emit, output};
@@ -115,11 +114,11 @@ pub enum ReducerArg {
 
 impl ReducerArg {
     /// The reducer asked for, or `None` for `auto`.
-    pub fn fixed(self) -> Option<crate::materialize::Reducer> {
+    pub fn fixed(self) -> Option<dfck_core::materialize::Reducer> {
         match self {
             ReducerArg::Auto => None,
-            ReducerArg::Deerflow => Some(crate::materialize::Reducer::Deerflow),
-            ReducerArg::Langgraph => Some(crate::materialize::Reducer::Langgraph),
+            ReducerArg::Deerflow => Some(dfck_core::materialize::Reducer::Deerflow),
+            ReducerArg::Langgraph => Some(dfck_core::materialize::Reducer::Langgraph),
         }
     }
 }
@@ -187,7 +186,7 @@ impl GlobalArgs {
 
     /// The store: `--db` / `DFCK_DB`, else found from a DeerFlow config (which file and which
     /// store are printed on stderr); the discovery result says the configured channel mode.
-    pub fn resolve(&self) -> Result<(Target, Option<crate::config::Discovered>), Error> {
+    pub fn resolve(&self) -> Result<(Target, Option<dfck_core::config::Discovered>), Error> {
         let with_schema = |target: Target| match (target, &self.pg_schema) {
             (Target::Postgres { url, .. }, Some(s)) => Target::Postgres {
                 url,
@@ -204,7 +203,7 @@ impl GlobalArgs {
         }
         let cwd = std::env::current_dir()?;
         let env = |k: &str| std::env::var(k).ok();
-        let found = crate::config::discover(&crate::config::DiscoverOptions {
+        let found = dfck_core::config::discover(&dfck_core::config::DiscoverOptions {
             config: self.config.as_deref(),
             deerflow_cwd: self.deerflow_cwd.as_deref(),
             env_file: self.env_file.as_deref(),
@@ -216,7 +215,7 @@ impl GlobalArgs {
             return Err(Error::Usage(format!(
                 "config {} selects the in-memory checkpointer ({}): the store lives in DeerFlow's process memory and there is nothing on disk to inspect",
                 found.config_path.display(),
-                if found.source == crate::config::SOURCE_LEGACY {
+                if found.source == dfck_core::config::SOURCE_LEGACY {
                     "legacy checkpointer: section"
                 } else {
                     "database.backend: memory"
@@ -227,7 +226,7 @@ impl GlobalArgs {
             Some(f) => format!(", env {}", f.display()),
             None => String::new(),
         };
-        let legacy_note = if found.source == crate::config::SOURCE_LEGACY {
+        let legacy_note = if found.source == dfck_core::config::SOURCE_LEGACY {
             " [legacy checkpointer: section]"
         } else {
             ""
@@ -244,8 +243,8 @@ impl GlobalArgs {
 }
 
 /// A config error about a key names the file's line holding it (`config.yaml:12`).
-fn with_config_line(e: crate::config::ConfigError) -> crate::config::ConfigError {
-    use crate::config::{ConfigError, line_of_key};
+fn with_config_line(e: dfck_core::config::ConfigError) -> dfck_core::config::ConfigError {
+    use dfck_core::config::{ConfigError, line_of_key};
     let at = |path: &str, key: &str| {
         std::fs::read_to_string(path)
             .ok()
@@ -287,7 +286,7 @@ fn with_config_line(e: crate::config::ConfigError) -> crate::config::ConfigError
 
 /// Runs a parsed command line; returns how it ended. An error about the store named by
 /// `--db`/`DFCK_DB` says which of the two named it.
-pub fn run(cli: Cli) -> Result<Outcome, Error> {
+pub fn run(cli: Cli) -> Result<Outcome, crate::error::Error> {
     crate::render::set_style(cli.global.style());
     let shown = cli
         .global
@@ -297,13 +296,17 @@ pub fn run(cli: Cli) -> Result<Outcome, Error> {
         .map(|t| t.display());
     run_command(&cli).map_err(|e| match (e, &shown, cli.global.db_origin) {
         (
-            Error::Store(crate::error::StoreError::Open { path, reason }),
+            crate::error::Error::Core(Error::Store(dfck_core::error::StoreError::Open {
+                path,
+                reason,
+            })),
             Some(shown),
             Some(origin),
-        ) if path.starts_with(shown.as_str()) => Error::Store(crate::error::StoreError::Open {
+        ) if path.starts_with(shown.as_str()) => Error::Store(dfck_core::error::StoreError::Open {
             path: format!("{path} (from {origin})"),
             reason,
-        }),
+        })
+        .into(),
         (e, _, _) => e,
     })
 }
@@ -329,20 +332,20 @@ fn command_name(command: &Command) -> &'static str {
     }
 }
 
-fn run_command(cli: &Cli) -> Result<Outcome, Error> {
-    crate::store::postgres::set_command(command_name(&cli.command));
-    match &cli.command {
-        Command::Inspect(args) => inspect::run(&cli.global, args),
-        Command::Verify(args) => verify::run(&cli.global, args),
-        Command::Lineage(args) => lineage::run(&cli.global, args),
-        Command::Migrate(args) => migrate::run(&cli.global, args),
-        Command::Prune(args) => prune::run(&cli.global, args),
-        Command::Reclaim(args) => reclaim::run(&cli.global, args),
-        Command::Copy(args) => copy::run(&cli.global, args),
-        Command::Bench(args) => bench::run(&cli.global, args),
-        Command::Diff(args) => diff::run(&cli.global, args),
-        Command::Completions(args) => meta::completions(args),
-        Command::Manpage(args) => meta::manpage(args),
-        Command::Explain(args) => meta::explain(&cli.global, args),
-    }
+fn run_command(cli: &Cli) -> Result<Outcome, crate::error::Error> {
+    dfck_core::store::postgres::set_command(command_name(&cli.command));
+    Ok(match &cli.command {
+        Command::Inspect(args) => inspect::run(&cli.global, args)?,
+        Command::Verify(args) => verify::run(&cli.global, args)?,
+        Command::Lineage(args) => lineage::run(&cli.global, args)?,
+        Command::Migrate(args) => migrate::run(&cli.global, args)?,
+        Command::Prune(args) => prune::run(&cli.global, args)?,
+        Command::Reclaim(args) => reclaim::run(&cli.global, args)?,
+        Command::Copy(args) => copy::run(&cli.global, args)?,
+        Command::Bench(args) => bench::run(&cli.global, args)?,
+        Command::Diff(args) => diff::run(&cli.global, args)?,
+        Command::Completions(args) => meta::completions(args)?,
+        Command::Manpage(args) => meta::manpage(args)?,
+        Command::Explain(args) => meta::explain(&cli.global, args)?,
+    })
 }

@@ -1,13 +1,12 @@
 //! `dfck prune [THREAD …|--all]`: what may be deleted (dry run), or the deletion.
 
 use super::{GlobalArgs, output};
-use crate::error::Error;
-use crate::outcome::Outcome;
-use crate::prune::{PruneOptions, PruneReport, age, plan};
+use crate::commands::prune::{PruneOptions, age};
+use crate::commands::wiring::WriteRequest;
 use crate::render::{self, TerminalProgress};
-use crate::target::Target;
-use crate::write::RunOptions;
 use clap::Args;
+use dfck_core::error::Error;
+use dfck_core::outcome::Outcome;
 
 /// Arguments of `dfck prune`.
 #[derive(Debug, Args)]
@@ -81,45 +80,26 @@ pub fn run(global: &GlobalArgs, args: &PruneArgs) -> Result<Outcome, Error> {
             "name the threads to prune, or pass --all".into(),
         ));
     }
-    if !args.apply && args.backup.is_some() {
-        return Err(Error::Usage("--backup goes with --apply".into()));
-    }
     let opts = options(args)?;
     let (target, _) = global.resolve()?;
-    let report = if args.apply {
-        apply(args, &target, &opts)?
-    } else {
-        let store = target.open_read_only()?;
-        plan(
-            store.as_ref(),
-            &args.threads,
-            args.all,
-            &opts,
-            &TerminalProgress::stderr(),
-        )?
-    };
+    let progress = TerminalProgress::stderr();
+    let report = crate::commands::prune::run(
+        &WriteRequest {
+            target: &target,
+            threads: &args.threads,
+            all: args.all,
+            apply: args.apply,
+            jobs: args.jobs,
+            backup: args.backup.as_deref(),
+            progress: &progress,
+            events: &render::write_event,
+        },
+        &opts,
+    )?;
     output(global.format(), &report, render::prune::prune_table)?;
     Ok(if report.refused > 0 {
         Outcome::Refused
     } else {
         Outcome::Clean
     })
-}
-
-fn apply(args: &PruneArgs, target: &Target, opts: &PruneOptions) -> Result<PruneReport, Error> {
-    let progress = TerminalProgress::stderr();
-    let run = RunOptions {
-        jobs: usize::from(args.jobs),
-        backup: args.backup.as_deref(),
-        phase: "pruning threads",
-        progress: &progress,
-        events: &render::write_event,
-    };
-    super::write::with_connections(
-        target,
-        args.jobs,
-        args.backup.is_some(),
-        |c| crate::prune::apply(c, &args.threads, args.all, opts, &run),
-        |c| crate::prune::apply(c, &args.threads, args.all, opts, &run),
-    )
 }

@@ -1,12 +1,12 @@
 //! `dfck reclaim [--into PATH] [--apply]`.
 
 use super::{GlobalArgs, output};
-use crate::error::Error;
-use crate::outcome::Outcome;
-use crate::reclaim::{ReclaimOptions, ReclaimStatus, reclaim_postgres, reclaim_sqlite};
+use crate::commands::reclaim::{ReclaimOptions, ReclaimStatus, reclaim_postgres, reclaim_sqlite};
 use crate::render;
-use crate::target::Target;
 use clap::Args;
+use dfck_core::error::Error;
+use dfck_core::outcome::Outcome;
+use dfck_core::target::Target;
 use std::path::PathBuf;
 
 /// Arguments of `dfck reclaim`.

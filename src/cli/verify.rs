@@ -1,11 +1,11 @@
 //! `dfck verify [THREAD …]`.
 
 use super::{GlobalArgs, output};
-use crate::error::Error;
-use crate::outcome::Outcome;
+use crate::commands::verify::{VerifyOptions, verify_store};
 use crate::render::{self, TerminalProgress};
-use crate::verify::{VerifyOptions, verify_store};
 use clap::Args;
+use dfck_core::error::Error;
+use dfck_core::outcome::Outcome;
 
 /// Arguments of `dfck verify`.
 #[derive(Debug, Args)]

@@ -1,10 +1,10 @@
-//! Rendering of `dfck bench summarize` reports ([`crate::bench::summarize::Report`]): the text
+//! Rendering of `dfck bench summarize` reports ([`dfck_bench::summarize::Report`]): the text
 //! table (comfy-table), the JSON document (indented by 2, like DeerFlow's `json.dump(indent=2)`)
 //! and CSV (like Python's `csv.DictWriter`: minimal quoting, CRLF line ends).
 
 use super::grid::{Grid, wrap_text};
-use crate::bench::summarize::{CHANNEL_LEADING, PRODUCTION_LEADING, Report, columns};
 use crate::error::Error;
+use dfck_bench::summarize::{CHANNEL_LEADING, PRODUCTION_LEADING, Report, columns};
 use serde_json::{Map, Value};
 use std::fmt::Write as _;
 
@@ -125,7 +125,7 @@ pub fn summary_json(r: &Report, pretty: bool) -> Result<String, Error> {
     } else {
         serde_json::to_string(&doc)
     }
-    .map_err(|e| Error::Render(e.to_string()))?;
+    .map_err(|e| Error::render(e.to_string()))?;
     s.push('\n');
     Ok(s)
 }
@@ -142,7 +142,7 @@ pub fn summary_ndjson(r: &Report) -> Result<String, Error> {
             if both {
                 m.insert("kind".into(), Value::from(kind));
             }
-            out.push_str(&serde_json::to_string(&m).map_err(|e| Error::Render(e.to_string()))?);
+            out.push_str(&serde_json::to_string(&m).map_err(|e| Error::render(e.to_string()))?);
             out.push('\n');
         }
     }

@@ -1,12 +1,12 @@
 //! What `dfck bench channels|production` print on stderr while they run: a progress bar over
 //! the cases with elapsed time and ETA when stderr is a terminal, else the plain `[i/N]` line
 //! of each case, the interruption note and DeerFlow's summary line (the reporter of
-//! [`crate::bench::controller::run_cases`]), plus the planning notes of the bench commands
+//! [`dfck_bench::controller::run_cases`]), plus the planning notes of the bench commands
 //! (duplicate-value warnings, the safety cap, replayed threads).
 
-use crate::bench::controller::{CasesOutcome, Reporter};
-use crate::bench::production::estimate::MatrixEstimate;
-use crate::bench::summarize::replay::ReplayAggregate;
+use dfck_bench::controller::{CasesOutcome, Reporter};
+use dfck_bench::production::estimate::MatrixEstimate;
+use dfck_bench::summarize::replay::ReplayAggregate;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::{Map, Value};
 use std::io::IsTerminal;

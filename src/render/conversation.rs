@@ -2,7 +2,7 @@
 //! arguments included) and `dfck diff`.
 
 use super::{esc, finish, ns_label, opt};
-use crate::inspect::StateReport;
+use crate::commands::inspect::StateReport;
 use serde_json::Value as Json;
 use std::fmt::Write as _;
 
@@ -81,7 +81,7 @@ pub fn state_full_text(r: &StateReport) -> String {
     );
     let mut messages = None;
     for (k, v) in &r.values.0 {
-        let j = crate::codec::to_json(v);
+        let j = dfck_core::codec::to_json(v);
         if k == "messages" {
             if let Json::Array(a) = j {
                 messages = Some(a);
@@ -125,8 +125,8 @@ fn short(v: &Json, max: usize) -> String {
 
 /// `dfck diff` as text: both sides, a summary line, then each message and channel that
 /// differs (`+` added in B, `-` removed from A, `~` changed).
-pub fn diff_text(d: &crate::diff::DiffReport) -> String {
-    use crate::diff::Change;
+pub fn diff_text(d: &crate::commands::diff::DiffReport) -> String {
+    use crate::commands::diff::Change;
     let mut out = String::new();
     for (label, s) in [("A", &d.a), ("B", &d.b)] {
         let _ = write!(

@@ -1,7 +1,7 @@
 //! `dfck migrate full-to-delta` as text.
 
 use super::{add_row, finish, human_bytes, opt, table};
-use crate::migrate::to_delta::ToDeltaReport;
+use crate::commands::migrate::to_delta::ToDeltaReport;
 use std::fmt::Write as _;
 
 /// The per-thread table, with the snapshots placed by reason.
@@ -39,8 +39,8 @@ pub fn full_to_delta_table(r: &ToDeltaReport) -> String {
                 p.status.as_str().to_owned(),
                 p.form
                     .map(|f| match f {
-                        crate::migrate::to_delta::DeltaForm::Deerflow => "deerflow",
-                        crate::migrate::to_delta::DeltaForm::Langgraph => "langgraph",
+                        crate::commands::migrate::to_delta::DeltaForm::Deerflow => "deerflow",
+                        crate::commands::migrate::to_delta::DeltaForm::Langgraph => "langgraph",
                     })
                     .unwrap_or("-")
                     .to_owned(),

@@ -1,6 +1,6 @@
 //! Human text of `dfck explain`.
 
-use crate::explain::Explanation;
+use crate::commands::explain::Explanation;
 
 /// One code: its name and severity, then its documentation section (Markdown emphasis
 /// removed, paragraphs kept).
@@ -11,7 +11,10 @@ pub fn explanation_text(e: &Explanation) -> String {
         if para.is_empty() || para.starts_with("**Severity:**") {
             continue;
         }
-        out.push_str(&crate::explain::unlink(&para.replace("**", ""), true));
+        out.push_str(&crate::commands::explain::unlink(
+            &para.replace("**", ""),
+            true,
+        ));
         out.push_str("\n\n");
     }
     super::finish(out.trim_end().to_owned() + "\n")

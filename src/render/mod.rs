@@ -18,12 +18,12 @@ pub use output::{emit, note, output, stdout_closed_at_exec, write_event};
 pub use progress::TerminalProgress;
 pub use records::{Style, set_style};
 
-use crate::finding::{Finding, Severity};
-use crate::inspect::{StateReport, StoreSummary, ThreadReport};
-use crate::lineage::{LineageEntry, LineageReport};
-use crate::migrate::MigrateReport;
-use crate::model::{ChannelMode, ThreadMode};
-use crate::verify::VerifyReport;
+use crate::commands::inspect::{StateReport, StoreSummary, ThreadReport};
+use crate::commands::migrate::MigrateReport;
+use crate::commands::verify::VerifyReport;
+use dfck_core::finding::{Finding, Severity};
+use dfck_core::lineage::{LineageEntry, LineageReport};
+use dfck_core::model::{ChannelMode, ThreadMode};
 use escape::owned as esc;
 use grid::Grid;
 use serde_json::Value as Json;
@@ -286,7 +286,7 @@ pub fn state_table(r: &StateReport) -> String {
         .values
         .0
         .iter()
-        .map(|(k, v)| (k.clone(), crate::codec::to_json(v)))
+        .map(|(k, v)| (k.clone(), dfck_core::codec::to_json(v)))
         .collect();
     let mut t = table(&["channel", "value"]);
     for (k, v) in &values {
@@ -339,7 +339,7 @@ fn shown_messages_note(out: &mut String, r: &StateReport) -> usize {
                 .iter()
                 .find(|(k, _)| k == "messages")
                 .and_then(|(_, v)| match v {
-                    crate::codec::Value::Array(a) => Some(a.len()),
+                    dfck_core::codec::Value::Array(a) => Some(a.len()),
                     _ => None,
                 })
                 .unwrap_or(0);
@@ -555,7 +555,7 @@ pub fn migrate_table(r: &MigrateReport) -> String {
     finish(out)
 }
 /// The `copy` report as a table, with what a copy leaves behind.
-pub fn copy_table(r: &crate::copy::CopyReport) -> String {
+pub fn copy_table(r: &crate::commands::copy::CopyReport) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,

@@ -2,7 +2,7 @@
 //! (`dfck … | head`) ends the output quietly instead of failing the command.
 
 use super::Format;
-use crate::error::Error;
+use dfck_core::error::Error;
 use std::io::Write;
 use std::os::fd::AsFd;
 
@@ -102,12 +102,16 @@ fn quiet_pipe(r: Result<(), Error>) -> Result<(), Error> {
 }
 
 /// Reports what the engine says during a run (backup written, WAL left).
-pub fn write_event(e: crate::write::WriteEvent<'_>) {
+pub fn write_event(e: dfck_core::write::WriteEvent<'_>) {
     match e {
-        crate::write::WriteEvent::BackupWritten(dest) => {
+        dfck_core::write::WriteEvent::BackupWritten(dest) => {
             note(&format!("dfck: backup written to {}", dest.display()));
         }
-        crate::write::WriteEvent::WalLeft(left) => note(&format!(
+        dfck_core::write::WriteEvent::WalLeft(left) if left.of_target => note(&format!(
+            "dfck: warning: another connection holds a read transaction on the target, so its WAL could not be truncated; {:.1} MiB of WAL are left (everything committed is durable in it)",
+            left.bytes as f64 / f64::from(1u32 << 20)
+        )),
+        dfck_core::write::WriteEvent::WalLeft(left) => note(&format!(
             "dfck: warning: another connection holds a read transaction (or the write lock) on the store, so the WAL could not be checkpointed and truncated; {:.1} MiB of WAL are left (everything committed is durable in it; SQLite folds it into the database once that reader is gone)",
             left.bytes as f64 / f64::from(1u32 << 20)
         )),

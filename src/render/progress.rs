@@ -2,7 +2,7 @@
 //! elapsed time and ETA when the amount of work is known, a spinner otherwise, and a summary
 //! line when a phase ends. Nothing is drawn before a phase has a label.
 
-use crate::progress::Progress;
+use dfck_core::progress::Progress;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! `dfck prune` as text: one line of totals, then a table per thread.
 
 use super::{add_row, finish, human_bytes, table};
-use crate::prune::PruneReport;
+use crate::commands::prune::PruneReport;
 use std::fmt::Write;
 
 /// The prune report as text.

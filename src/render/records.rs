@@ -1,7 +1,7 @@
 //! The row formats of a report: NDJSON (one row per line) and CSV (flat rows), and the output
 //! style chosen on the command line (`--pretty`, `--no-headers`, `--color`).
 
-use crate::error::Error;
+use dfck_core::error::Error;
 use serde_json::{Map, Value};
 use std::sync::OnceLock;
 

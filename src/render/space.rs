@@ -3,10 +3,10 @@
 
 use super::escape::owned as esc;
 use super::{add_row, finish, human_bytes, table};
-use crate::inspect::StoreSummary;
-use crate::reclaim::{ReclaimReport, ReclaimStatus};
-use crate::space::ChannelBytes;
-use crate::store::space::{PgSpace, SqliteSpace, StoreSpace};
+use crate::commands::inspect::StoreSummary;
+use crate::commands::reclaim::{ReclaimReport, ReclaimStatus};
+use crate::commands::space::ChannelBytes;
+use dfck_core::store::space::{PgSpace, SqliteSpace, StoreSpace};
 use std::fmt::Write as _;
 
 /// One line about a SQLite file: bytes on disk, then its pages.

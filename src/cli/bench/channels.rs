@@ -1,28 +1,28 @@
 //! `dfck bench channels`: flags and their validation (DeerFlow's messages), then the library
-//! runs the matrix ([`crate::bench::launcher::Launcher`] over the shared controller loop) and
+//! runs the matrix ([`dfck_bench::launcher::Launcher`] over the shared controller loop) and
 //! reports through [`crate::render::bench_reporter`]. With the hidden `--worker-case JSON` this
-//! process is the child instead ([`crate::bench::worker`]); its row is printed by
+//! process is the child instead ([`dfck_bench::worker`]); its row is printed by
 //! [`crate::render::bench`]. How children are started and where the langgraph worker script is
-//! found: [`crate::bench::launcher`]. Ctrl-C (SIGINT) or SIGTERM: the running child's process
+//! found: [`dfck_bench::launcher`]. Ctrl-C (SIGINT) or SIGTERM: the running child's process
 //! group is killed, its case gets no row, every finished row stays in the file (gated), and the
 //! command ends `Interrupted` (exit 130).
 
-use crate::bench::case::{Backend, ChannelMode, Engine};
-use crate::bench::channels::{
-    CsvValues, MatrixSpec, apply_cap, cap_message, cross_mode_gate, expand_matrix,
-    parse_choice_csv, parse_positive_int_csv, progress_line,
-};
-use crate::bench::controller::PlannedCase;
-use crate::bench::error::BenchError;
-use crate::bench::launcher::{Launcher, locate_worker_script};
-use crate::bench::rows::ChannelRow;
-use crate::bench::worker;
 use crate::cli::GlobalArgs;
 use crate::error::Error;
-use crate::outcome::Outcome;
 use crate::render::bench_reporter::{StderrReporter, note};
 use clap::Args;
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+use dfck_bench::case::{Backend, ChannelMode, Engine};
+use dfck_bench::channels::{
+    CsvValues, MatrixSpec, apply_cap, cap_message, cross_mode_gate, expand_matrix,
+    parse_choice_csv, parse_positive_int_csv, progress_line,
+};
+use dfck_bench::controller::PlannedCase;
+use dfck_bench::error::BenchError;
+use dfck_bench::launcher::{Launcher, locate_worker_script};
+use dfck_bench::rows::ChannelRow;
+use dfck_bench::worker;
+use dfck_core::outcome::Outcome;
 use std::path::PathBuf;
 
 /// `--engine` of a bench command: the engine names with their help texts.
@@ -114,7 +114,7 @@ pub struct ChannelsArgs {
 
 /// A usage error (exit 2).
 pub(super) fn usage(msg: impl Into<String>) -> Error {
-    Error::Usage(msg.into())
+    Error::usage(msg.into())
 }
 
 /// The parsed values; reports DeerFlow's duplicate warning on stderr.
@@ -224,7 +224,7 @@ pub fn run(global: &GlobalArgs, args: &ChannelsArgs) -> Result<Outcome, Error> {
     let n = capped.kept.len();
     let mut planned = Vec::with_capacity(n);
     for (i, case) in capped.kept.iter().enumerate() {
-        let case_json = serde_json::to_string(case).map_err(|e| Error::Render(e.to_string()))?;
+        let case_json = serde_json::to_string(case).map_err(|e| Error::render(e.to_string()))?;
         planned.push(PlannedCase {
             spec: launcher.spec(case_json),
             base: Box::new(ChannelRow::new(case, &launcher.row_env)),

@@ -8,8 +8,8 @@ mod summarize;
 
 use super::GlobalArgs;
 use crate::error::Error;
-use crate::outcome::Outcome;
 use clap::{Args, Subcommand};
+use dfck_core::outcome::Outcome;
 
 /// Arguments of `dfck bench`.
 #[derive(Debug, Args)]
@@ -48,7 +48,7 @@ fn pg_server(
     pg_url: Option<&str>,
     needed: bool,
 ) -> Result<Option<String>, Error> {
-    use crate::target::Target;
+    use dfck_core::target::Target;
     let given = |v: Option<&str>| {
         v.map(str::trim)
             .filter(|v| !v.is_empty())
@@ -63,7 +63,7 @@ fn pg_server(
         match target {
             Target::Postgres { url, .. } => (Some(url), "--config"),
             other if needed => {
-                return Err(Error::Usage(format!(
+                return Err(Error::usage(format!(
                     "--backends postgres needs a PostgreSQL server; the config's store is {}",
                     other.display()
                 )));
@@ -78,15 +78,15 @@ fn pg_server(
     };
     let Some(text) = text else {
         if needed {
-            return Err(Error::Usage(
-                "--backends postgres needs a PostgreSQL server: pass --db URL (or --pg-url), set DFCK_DB, or set TEST_POSTGRES_URI".into(),
+            return Err(Error::usage(
+                "--backends postgres needs a PostgreSQL server: pass --db URL (or --pg-url), set DFCK_DB, or set TEST_POSTGRES_URI",
             ));
         }
         return Ok(None);
     };
     match Target::parse(&text)? {
         Target::Postgres { url, .. } => Ok(Some(url)),
-        other if needed => Err(Error::Usage(format!(
+        other if needed => Err(Error::usage(format!(
             "{origin} must name a PostgreSQL server (postgresql://… or a keyword DSN) for --backends postgres, got {}",
             other.display()
         ))),
@@ -95,8 +95,8 @@ fn pg_server(
 }
 
 /// Prints a worker's row as one compact JSON line on stdout and ends like the worker: `Clean`
-/// (0), `Failed` (1), or [`crate::bench::error::BenchError::BadCase`] (2) for an unusable case.
-fn print_worker_row(out: crate::bench::worker::WorkerOutput) -> Result<Outcome, Error> {
+/// (0), `Failed` (1), or [`dfck_bench::error::BenchError::BadCase`] (2) for an unusable case.
+fn print_worker_row(out: dfck_bench::worker::WorkerOutput) -> Result<Outcome, Error> {
     crate::render::bench::print_worker_row(&out.row);
     match out.bad_case {
         Some(e) => Err(e.into()),

@@ -2,30 +2,30 @@
 //! operator's threads with `--replay-from`), then the library's controller loop (one child per
 //! case, rows streamed to `--output`, the cross-mode gate on the four-value signature over every
 //! cadence) reporting through [`crate::render::bench_reporter`]. Children and the langgraph
-//! production worker script: [`crate::bench::launcher`].
+//! production worker script: [`dfck_bench::launcher`].
 
 use super::channels::{engine_parser, usage, warn};
-use crate::bench::case::{Backend, ChannelMode, Engine};
-use crate::bench::channels::{parse_choice_csv, parse_positive_int_csv};
-use crate::bench::controller::PlannedCase;
-use crate::bench::launcher::{
-    LANGGRAPH_PRODUCTION_WORKER, LANGGRAPH_PRODUCTION_WORKER_ENV, Launcher, locate_script,
-};
-use crate::bench::production::estimate::MatrixEstimate;
-use crate::bench::production::replay::prepare;
-use crate::bench::production::{
-    ProductionCase, ProductionMatrix, WARMUP_TURNS, production_gate, progress_line, run_worker_case,
-};
-use crate::bench::rows::ProductionRow;
-use crate::bench::summarize::Row;
-use crate::bench::summarize::replay::replay_aggregates;
 use crate::cli::GlobalArgs;
 use crate::error::Error;
-use crate::outcome::Outcome;
 use crate::render::bench_reporter::{
     StderrReporter, note, report_estimate, report_replay_aggregates,
 };
 use clap::Args;
+use dfck_bench::case::{Backend, ChannelMode, Engine};
+use dfck_bench::channels::{parse_choice_csv, parse_positive_int_csv};
+use dfck_bench::controller::PlannedCase;
+use dfck_bench::launcher::{
+    LANGGRAPH_PRODUCTION_WORKER, LANGGRAPH_PRODUCTION_WORKER_ENV, Launcher, locate_script,
+};
+use dfck_bench::production::estimate::MatrixEstimate;
+use dfck_bench::production::replay::replay_cases;
+use dfck_bench::production::{
+    ProductionCase, ProductionMatrix, WARMUP_TURNS, production_gate, progress_line, run_worker_case,
+};
+use dfck_bench::rows::ProductionRow;
+use dfck_bench::summarize::Row;
+use dfck_bench::summarize::replay::replay_aggregates;
+use dfck_core::outcome::Outcome;
 use std::path::PathBuf;
 
 /// Arguments of `dfck bench production`.
@@ -193,42 +193,26 @@ pub fn run(global: &GlobalArgs, args: &ProductionArgs) -> Result<Outcome, Error>
     let cases: Vec<ProductionCase> = match &args.replay_from {
         None => matrix.expand(),
         Some(src) => {
-            let target = crate::target::Target::parse(src)?;
+            let target = dfck_core::target::Target::parse(src)?;
             let store = target.open_read_only()?;
-            let (threads, skipped) = prepare(
+            let replay = replay_cases(
                 store.as_ref(),
+                &target.display(),
                 &args.threads,
                 args.sample.map(|n| n as usize),
                 replay_dir.path(),
+                &matrix,
             )?;
-            for s in &skipped {
+            for s in &replay.skipped {
                 note(&format!("dfck: skipping {s}"));
             }
-            if threads.is_empty() {
-                return Err(usage(format!(
-                    "no thread of {} has more than {WARMUP_TURNS} turns to replay",
-                    target.display()
-                )));
-            }
-            let mut cases = Vec::new();
-            for t in threads {
+            for (hash, messages, turns) in &replay.replayed {
                 note(&format!(
-                    "dfck: replaying thread {} ({} messages, {} turns)",
-                    &t.source.source_thread_sha256[..12],
-                    t.messages,
-                    t.turns
+                    "dfck: replaying thread {} ({messages} messages, {turns} turns)",
+                    &hash[..12],
                 ));
-                let m = ProductionMatrix {
-                    turns: vec![t.turns],
-                    payload_bytes: vec![t.payload_bytes],
-                    ..matrix.clone()
-                };
-                for mut c in m.expand() {
-                    c.replay = Some(t.source.clone());
-                    cases.push(c);
-                }
             }
-            cases
+            replay.cases
         }
     };
     let estimate = MatrixEstimate::of(&cases);
@@ -254,7 +238,7 @@ pub fn run(global: &GlobalArgs, args: &ProductionArgs) -> Result<Outcome, Error>
     let n = cases.len();
     let mut planned = Vec::with_capacity(n);
     for (i, case) in cases.iter().enumerate() {
-        let case_json = serde_json::to_string(case).map_err(|e| Error::Render(e.to_string()))?;
+        let case_json = serde_json::to_string(case).map_err(|e| Error::render(e.to_string()))?;
         planned.push(PlannedCase {
             spec: launcher.spec(case_json),
             base: Box::new(ProductionRow::new(case, &launcher.row_env)),

@@ -1,29 +1,29 @@
 //! `dfck bench summarize FILE… [--metrics CSV] [--json | --csv] [--plot FILE.svg]`: flags,
-//! loading errors, output and exit codes. The numbers come from [`crate::bench::summarize`],
-//! the text from [`crate::render::bench`], the picture from [`crate::bench::plot`].
+//! loading errors, output and exit codes. The numbers come from [`dfck_bench::summarize`],
+//! the text from [`crate::render::bench`], the picture from [`dfck_bench::plot`].
 //!
 //! Exit codes: 0 when at least one summary was produced; 1 when none was (every table section
 //! then says `(no comparable full/delta pairs)`) or when an input line is malformed (the lines are
 //! listed on stderr as `path:line: message` under `Malformed JSONL row(s):`); 2 for usage errors
 //! and unreadable files.
 
-use crate::bench::{plot, summarize};
 use crate::cli::{FormatArg, GlobalArgs, emit};
 use crate::error::Error;
-use crate::outcome::Outcome;
 use crate::render::Format;
 use crate::render::bench as render;
 use crate::render::bench_reporter::{note, report_replay_aggregates};
 use clap::Args;
+use dfck_bench::{plot, summarize};
+use dfck_core::outcome::Outcome;
 use std::path::PathBuf;
 
 /// A parsed `--metrics` value: at least one field name.
 #[derive(Debug, Clone)]
 pub struct MetricList(pub Vec<String>);
 
-fn metrics_list(s: &str) -> Result<MetricList, crate::bench::error::BenchError> {
+fn metrics_list(s: &str) -> Result<MetricList, dfck_bench::error::BenchError> {
     summarize::parse_metrics(s).map(MetricList).ok_or_else(|| {
-        crate::bench::error::BenchError::Usage("--metrics must contain at least one field".into())
+        dfck_bench::error::BenchError::Usage("--metrics must contain at least one field".into())
     })
 }
 
@@ -63,7 +63,7 @@ pub fn run(global: &GlobalArgs, args: &SummarizeArgs) -> Result<Outcome, Error> 
             note(&e.to_string());
             return Ok(Outcome::Failed);
         }
-        Err(e @ summarize::LoadError::Io { .. }) => return Err(Error::Usage(e.to_string())),
+        Err(e @ summarize::LoadError::Io { .. }) => return Err(Error::usage(e.to_string())),
     };
     let report = summarize::summarize(&rows, args.metrics.as_ref().map(|m| m.0.as_slice()));
     if report.profiled_channel_rows > 0 {
@@ -75,7 +75,7 @@ pub fn run(global: &GlobalArgs, args: &SummarizeArgs) -> Result<Outcome, Error> 
     if let Some(path) = &args.plot {
         let svg = plot::to_svg(&plot::figure(&rows));
         std::fs::write(path, svg)
-            .map_err(|e| Error::Usage(format!("cannot write plot {}: {e}", path.display())))?;
+            .map_err(|e| Error::usage(format!("cannot write plot {}: {e}", path.display())))?;
         note(&format!("dfck: plot written to {}", path.display()));
     }
     // `--json`/`--csv` are `--format json`/`--format csv` (a different --format beside them is

@@ -1,0 +1,568 @@
+//! Store access: the backend-neutral row types, the [`Store`] trait (reads) and the
+//! [`WriteStore`] trait (the per-thread transaction the write engine, `crate::write`,
+//! drives). This is the only layer that speaks SQL; everything above it works on rows.
+
+pub mod delete;
+pub mod files;
+pub mod postgres;
+pub mod schema;
+pub mod space;
+pub mod sqlite;
+pub(crate) mod tls;
+mod x509;
+
+use crate::error::StoreError;
+
+/// How a checkpoint's body is stored.
+#[derive(Debug, Clone)]
+pub enum CheckpointBody {
+    /// SQLite: the whole `Checkpoint` dict, serialized with the row's type tag.
+    Serialized {
+        /// The `type` column.
+        type_tag: Option<String>,
+        /// The `checkpoint` column.
+        bytes: Vec<u8>,
+    },
+    /// Postgres: the JSONB checkpoint (primitives inline) and the `checkpoint_blobs` rows
+    /// at the checkpoint's channel versions.
+    Postgres {
+        /// The `checkpoint` JSONB.
+        checkpoint: serde_json::Value,
+        /// Blob rows matching `channel_versions`.
+        blobs: Vec<BlobRow>,
+    },
+}
+
+/// One `checkpoint_blobs` row (Postgres).
+#[derive(Debug, Clone)]
+pub struct BlobRow {
+    /// Channel name.
+    pub channel: String,
+    /// Serializer tag (`empty` is a tombstone readers ignore).
+    pub type_tag: String,
+    /// Serialized value (`None` when SQL NULL).
+    pub blob: Option<Vec<u8>>,
+    /// False when `blob` holds only the first bytes of a value the parent checkpoint
+    /// shares (thread scans read each shared blob in full once).
+    pub complete: bool,
+}
+
+/// One `checkpoints` row.
+#[derive(Debug, Clone)]
+pub struct CheckpointRow {
+    /// Thread id.
+    pub thread_id: String,
+    /// Namespace (`""` for the root graph).
+    pub checkpoint_ns: String,
+    /// Checkpoint id (UUIDv6 text).
+    pub checkpoint_id: String,
+    /// Parent checkpoint id, `None` for a root.
+    pub parent_checkpoint_id: Option<String>,
+    /// The stored checkpoint.
+    pub body: CheckpointBody,
+    /// Metadata as JSON bytes.
+    pub metadata: Vec<u8>,
+    /// Bytes the checkpoint occupies (checkpoint + metadata, and on Postgres the blobs it
+    /// introduced).
+    pub bytes: u64,
+}
+
+/// One pending-write row (`writes` / `checkpoint_writes`).
+#[derive(Debug, Clone)]
+pub struct WriteRow {
+    /// The checkpoint the write is stored on.
+    pub checkpoint_id: String,
+    /// Task id (opaque; `NULL_TASK_ID` for the checkpoint's own writes).
+    pub task_id: String,
+    /// Task path (`""` when the schema predates it).
+    pub task_path: String,
+    /// Index inside the task's write batch (negative for special channels).
+    pub idx: i64,
+    /// Target channel.
+    pub channel: String,
+    /// Serializer tag.
+    pub type_tag: Option<String>,
+    /// Serialized value.
+    pub value: Vec<u8>,
+}
+
+impl WriteRow {
+    /// LangGraph's canonical order inside one checkpoint: `(task_path, task_id, idx)`.
+    pub fn sort_key(&self) -> (&str, &str, i64) {
+        (&self.task_path, &self.task_id, self.idx)
+    }
+}
+
+/// The threads a command works on: the given ones (each once, in first-seen order), or
+/// every thread of the store when none are given.
+pub fn select_threads(store: &dyn Store, given: &[String]) -> Result<Vec<String>, StoreError> {
+    if !given.is_empty() {
+        // Named threads must exist now (a typo is an error, exit 2); one that vanishes later,
+        // between this listing and its transaction, is the command's to skip and name.
+        let mut seen = std::collections::HashSet::new();
+        let mut out = Vec::new();
+        for t in given.iter().filter(|t| seen.insert(t.as_str())) {
+            if store.namespaces(t)?.is_empty() {
+                return Err(thread_not_found(store, t, ""));
+            }
+            out.push(t.clone());
+        }
+        return Ok(out);
+    }
+    let mut v = Vec::new();
+    store.scan_thread_ids(&mut |t| {
+        v.push(t);
+        Ok(())
+    })?;
+    Ok(v)
+}
+
+/// [`StoreError::ThreadNotFound`] for `thread_id`, with the nearest existing thread ids as a
+/// "did you mean" ([`StoreError::Suggested`]) when some are close; the thread ids are
+/// streamed, never all held.
+pub fn thread_not_found(store: &dyn Store, thread_id: &str, ns: &str) -> StoreError {
+    let error = StoreError::ThreadNotFound {
+        thread_id: thread_id.to_owned(),
+        checkpoint_ns: ns.to_owned(),
+    };
+    let mut best: Vec<String> = Vec::new();
+    let scanned = store.scan_thread_ids(&mut |t| {
+        best.push(t);
+        best = crate::suggest::nearest(thread_id, best.iter().map(String::as_str))
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        Ok(())
+    });
+    if scanned.is_err() || best.is_empty() {
+        return error;
+    }
+    StoreError::Suggested {
+        error: Box::new(error),
+        hint: best.join(", "),
+    }
+}
+
+/// Sorts writes in LangGraph's canonical order.
+pub fn sort_writes(writes: &mut [WriteRow]) {
+    writes.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+}
+
+/// Metadata-level facts about one checkpoint, as the store summary streams them.
+#[derive(Debug, Clone)]
+pub struct CheckpointMetaRow {
+    /// Thread id.
+    pub thread_id: String,
+    /// Namespace.
+    pub checkpoint_ns: String,
+    /// Checkpoint id.
+    pub checkpoint_id: String,
+    /// Bytes (checkpoint + metadata).
+    pub bytes: u64,
+    /// Metadata JSON bytes.
+    pub metadata: Vec<u8>,
+    /// The checkpoint's `ts` when the scan reads it for free (PostgreSQL: inline JSONB);
+    /// `None` on SQLite, where it sits inside the serialized checkpoint.
+    pub ts: Option<String>,
+}
+
+/// A checkpoint's identity, time and size, without its values ([`Store::checkpoint_times`]).
+#[derive(Debug, Clone)]
+pub struct CheckpointTime {
+    /// Checkpoint id.
+    pub checkpoint_id: String,
+    /// The checkpoint's `ts`.
+    pub ts: Option<String>,
+    /// Bytes of the checkpoint row (checkpoint and metadata).
+    pub bytes: u64,
+    /// Pending writes stored on it.
+    pub writes: u64,
+}
+
+/// Per-thread write totals.
+#[derive(Debug, Clone, Default)]
+pub struct WriteTotals {
+    /// Thread id.
+    pub thread_id: String,
+    /// Number of write rows.
+    pub writes: u64,
+    /// Bytes of write values.
+    pub bytes: u64,
+}
+
+/// Per-checkpoint write totals inside one (thread, ns).
+#[derive(Debug, Clone, Default)]
+pub struct CheckpointWriteTotals {
+    /// Checkpoint id.
+    pub checkpoint_id: String,
+    /// Number of write rows.
+    pub writes: u64,
+    /// Bytes of write values.
+    pub bytes: u64,
+}
+
+/// Where checkpoints live: LangGraph's three savers. Stores dfck reads are SQLite or
+/// PostgreSQL; `Memory` exists for DeerFlow's in-process checkpointer and benchmark cases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// In-process maps (LangGraph's `InMemorySaver`): nothing on disk.
+    Memory,
+    /// A SQLite file (`SqliteSaver`).
+    Sqlite,
+    /// A PostgreSQL database (`PostgresSaver`).
+    Postgres,
+}
+
+impl Backend {
+    /// The backend's name in flags, rows, configs and reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Memory => "memory",
+            Backend::Sqlite => "sqlite",
+            Backend::Postgres => "postgres",
+        }
+    }
+
+    /// Parses `memory` / `sqlite` / `postgres`.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "memory" => Some(Backend::Memory),
+            "sqlite" => Some(Backend::Sqlite),
+            "postgres" => Some(Backend::Postgres),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Facts about the store itself.
+#[derive(Debug, Clone)]
+pub struct StoreInfo {
+    /// Which backend holds the store.
+    pub backend: Backend,
+    /// Path or URL (passwords redacted).
+    pub location: String,
+    /// Schema shape, e.g. `"sqlite"` with `task_path` or without.
+    pub schema: String,
+    /// Whether the writes table has `task_path`.
+    pub has_task_path: bool,
+}
+
+/// Read access to a LangGraph checkpoint store. Every scan streams: a callback sees rows
+/// one at a time, so memory follows the largest thread, not the store.
+pub trait Store {
+    /// What this store is.
+    fn info(&self) -> &StoreInfo;
+
+    /// A hint that the caller reads a few (possibly large) checkpoints rather than scanning
+    /// the store (SQLite maps the file into memory).
+    fn prefer_point_reads(&self) {}
+
+    /// Streams metadata facts of every checkpoint; the rows of one thread come together.
+    fn scan_checkpoint_meta(
+        &self,
+        f: &mut dyn FnMut(CheckpointMetaRow) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError>;
+
+    /// Streams write totals per thread, ordered by thread id.
+    fn scan_write_totals(
+        &self,
+        f: &mut dyn FnMut(WriteTotals) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError>;
+
+    /// Streams blob totals per thread (Postgres `checkpoint_blobs`; nothing for SQLite).
+    fn scan_blob_totals(
+        &self,
+        _f: &mut dyn FnMut(WriteTotals) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    /// Where the store's bytes sit on disk (file, free pages and WAL; or tables).
+    fn space(&self) -> Result<space::StoreSpace, StoreError>;
+
+    /// Streams pending-write bytes per (thread, channel), ordered by thread id.
+    fn scan_write_channels(
+        &self,
+        f: &mut dyn FnMut(space::ChannelTotals) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError>;
+
+    /// Streams stored-value bytes per (thread, channel) when SQL can sum them (Postgres:
+    /// blobs and inline values) and returns `true`; `false` when values live inside the
+    /// checkpoint documents and must be decoded (SQLite).
+    fn scan_value_channels(
+        &self,
+        _f: &mut dyn FnMut(space::ChannelTotals) -> Result<(), StoreError>,
+    ) -> Result<bool, StoreError> {
+        Ok(false)
+    }
+
+    /// Streams the distinct thread ids that have checkpoints.
+    fn scan_thread_ids(
+        &self,
+        f: &mut dyn FnMut(String) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError>;
+
+    /// Every pending write of (thread, ns), in no particular order.
+    fn thread_writes(&self, thread_id: &str, ns: &str) -> Result<Vec<WriteRow>, StoreError>;
+
+    /// The namespaces of a thread, sorted.
+    fn namespaces(&self, thread_id: &str) -> Result<Vec<String>, StoreError>;
+
+    /// Up to `limit` checkpoint ids of (thread, ns) that start with `prefix`, sorted (for
+    /// unique-prefix addressing, see [`crate::address`]).
+    fn checkpoint_ids_with_prefix(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError>;
+
+    /// Up to `limit` checkpoints anywhere in the store whose id starts with `prefix`, as
+    /// (thread, namespace, id), sorted by id (`prune --all --protect`).
+    fn checkpoints_with_prefix(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<(String, String, String)>, StoreError>;
+
+    /// Starts a read transaction for a run of reads that must see one state of the store
+    /// (a dry run's plan of one thread); a no-op where the whole connection already reads
+    /// one snapshot.
+    fn begin_read_transaction(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    /// Ends what [`Store::begin_read_transaction`] started.
+    fn end_read_transaction(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    /// The greatest checkpoint id in (thread, ns): LangGraph's "latest".
+    fn head_id(&self, thread_id: &str, ns: &str) -> Result<Option<String>, StoreError>;
+
+    /// One checkpoint row.
+    fn checkpoint(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        checkpoint_id: &str,
+    ) -> Result<Option<CheckpointRow>, StoreError>;
+
+    /// Like [`Store::scan_thread`], but every channel value complete (no placeholders).
+    fn scan_thread_values(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        f: &mut dyn FnMut(CheckpointRow) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        self.scan_thread(thread_id, ns, f)
+    }
+
+    /// Whether channel values live apart from checkpoints, shared by every checkpoint at
+    /// the same channel version (Postgres `checkpoint_blobs`); SQLite stores each
+    /// checkpoint's values inside it.
+    fn values_shared_by_version(&self) -> bool {
+        false
+    }
+
+    /// Every checkpoint of a thread (all namespaces) with its `ts`, size and write count,
+    /// when the backend can read them without the channel values (PostgreSQL: `ts` is
+    /// inline); `None` when it cannot (SQLite keeps `ts` inside the serialized checkpoint).
+    fn checkpoint_times(
+        &self,
+        _thread_id: &str,
+    ) -> Result<Option<Vec<CheckpointTime>>, StoreError> {
+        Ok(None)
+    }
+
+    /// Whether DeerFlow's `runs` table (when the store has one) holds a `pending` or
+    /// `running` row for the thread: a run may be writing it right now.
+    fn active_run(&self, _thread_id: &str) -> Result<bool, StoreError> {
+        Ok(false)
+    }
+
+    /// The metadata JSON bytes of one checkpoint, without its channel values.
+    fn metadata(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        checkpoint_id: &str,
+    ) -> Result<Option<Vec<u8>>, StoreError>;
+
+    /// Streams every checkpoint row of (thread, ns), in no particular order. On Postgres a
+    /// value whose version the parent shares may come as a placeholder (see
+    /// [`BlobRow::complete`]); read values through [`Store::checkpoint`].
+    fn scan_thread(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        f: &mut dyn FnMut(CheckpointRow) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError>;
+
+    /// Lets one [`Store::scan_thread`] read over up to `jobs` connections (PostgreSQL: helper
+    /// connections inside this transaction's snapshot, for large threads); rows still come
+    /// in the same order. One by default; backends that cannot split ignore it.
+    fn split_scans(&self, _jobs: usize) {}
+
+    /// The pending writes stored on one checkpoint, in canonical order; `channel`
+    /// restricts them to one channel.
+    fn writes(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        checkpoint_id: &str,
+        channel: Option<&str>,
+    ) -> Result<Vec<WriteRow>, StoreError>;
+
+    /// Write counts and bytes per checkpoint of (thread, ns).
+    fn write_totals_by_checkpoint(
+        &self,
+        thread_id: &str,
+        ns: &str,
+    ) -> Result<Vec<CheckpointWriteTotals>, StoreError>;
+}
+
+/// Whether a thread's write lock was taken.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ThreadLock {
+    /// The thread is locked inside a fresh transaction.
+    Held,
+    /// Another dfck holds the thread; no transaction is open. The text names the holder as
+    /// far as the server says (its command and process), `None` when it cannot be read.
+    Busy(Option<String>),
+    /// Another writer kept the lock for the whole bounded wait; no transaction is open.
+    /// The text names that writer, as far as the backend can tell.
+    Contended(String),
+}
+
+/// A write-ahead log a batch could not empty: a reader kept it in use. Everything committed
+/// is durable in it; the database engine folds it in once the reader is gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WalLeft {
+    /// The log's size in bytes.
+    pub bytes: u64,
+    /// The log is a copy target's, not the `--db` store's.
+    pub of_target: bool,
+}
+
+/// What a `--backup` needs (see [`WriteStore::backup_plan`]).
+#[derive(Debug, Clone, Copy)]
+pub struct BackupPlan {
+    /// The size of the copy: the store's pages in use.
+    pub bytes: u64,
+    /// Free bytes where the copy goes, when known.
+    pub free: Option<u64>,
+    /// The copy goes to the file system the store grows on: the copy and the work share
+    /// its free space.
+    pub shares_store_space: bool,
+}
+
+/// What [`WriteStore::begin_batch`] changed on the connection, undone by
+/// [`WriteStore::end_batch`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BatchTuning {
+    /// A spare connection copies committed data in the background
+    /// ([`WriteStore::background_step`]).
+    pub background: bool,
+    /// Commits no longer wait for the disk; the end of the batch makes everything durable.
+    pub relaxed: bool,
+}
+
+/// What a command plans on: the store, its thread list and a read transaction. Every
+/// [`WriteStore`] is one; a dry run plans on a read-only store through [`ReadOnly`].
+pub trait PlanStore {
+    /// The store as read inside the open transaction.
+    fn store(&self) -> &dyn Store;
+
+    /// The threads a command works on (see [`select_threads`]), read outside any write
+    /// transaction.
+    fn list_threads(&self, given: &[String]) -> Result<Vec<String>, StoreError> {
+        select_threads(self.store(), given)
+    }
+
+    /// Opens a read transaction (one snapshot, no write lock) for planning without writing.
+    fn begin_read(&self) -> Result<(), StoreError>;
+
+    /// Closes it (nothing was written).
+    fn end_read(&self) -> Result<(), StoreError>;
+}
+
+/// A read-only store to plan on (a dry run): each thread is read inside a read transaction
+/// of its own ([`Store::begin_read_transaction`]).
+pub struct ReadOnly<'a>(pub &'a dyn Store);
+
+impl PlanStore for ReadOnly<'_> {
+    fn store(&self) -> &dyn Store {
+        self.0
+    }
+
+    fn begin_read(&self) -> Result<(), StoreError> {
+        self.0.begin_read_transaction()
+    }
+
+    fn end_read(&self) -> Result<(), StoreError> {
+        self.0.end_read_transaction()
+    }
+}
+
+/// Write access to a store: one transaction per thread, as the write engine
+/// (`crate::write`) drives it. Command-specific row changes are inherent methods of the
+/// backends; this trait carries only what every store-changing command shares.
+pub trait WriteStore: PlanStore {
+    /// Opens the thread's write transaction and takes its locks (SQLite: the database write
+    /// lock, `BEGIN IMMEDIATE`; Postgres: the thread's advisory lock, then row locks with a
+    /// lock timeout). [`ThreadLock::Busy`]: another dfck holds it; nothing is open then.
+    fn lock_thread(&self, thread_id: &str) -> Result<ThreadLock, StoreError>;
+
+    /// Commits the thread's transaction.
+    fn commit(&self) -> Result<(), StoreError>;
+
+    /// Rolls the thread's transaction back (nothing of it stays).
+    fn rollback(&self) -> Result<(), StoreError>;
+
+    /// Free bytes where the store grows, when known.
+    fn free_space(&self) -> Option<u64> {
+        None
+    }
+
+    /// Writes a consistent copy of the store to `dest` before anything changes.
+    fn backup_to(&self, dest: &std::path::Path) -> Result<(), StoreError>;
+
+    /// What a `--backup` to `dest` needs, checked before anything is written: an error when
+    /// `dest` cannot be a backup (it exists, or names the store or one of its files).
+    fn backup_plan(&self, dest: &std::path::Path) -> Result<BackupPlan, StoreError> {
+        let _ = dest;
+        Err(StoreError::Target(
+            "--backup is for SQLite stores; back a PostgreSQL store up with pg_dump first".into(),
+        ))
+    }
+
+    /// Prepares the connection for a batch of thread transactions; `background`: a spare
+    /// connection will call [`WriteStore::background_step`] while the batch runs.
+    fn begin_batch(&self, _background: bool) -> BatchTuning {
+        BatchTuning::default()
+    }
+
+    /// One step of background work on a spare connection (SQLite: copy WAL frames into the
+    /// file); errors only delay the work until [`WriteStore::end_batch`].
+    fn background_step(&self) {}
+
+    /// Between two threads of a batch, outside any transaction: keeps the write-ahead log
+    /// bounded (SQLite: checkpoints and truncates it once it grows past a bound). Errors
+    /// only delay the work.
+    fn between_threads(&self) {}
+
+    /// Undoes [`WriteStore::begin_batch`] and makes the batch durable; `Some` when a reader
+    /// kept the write-ahead log from being emptied.
+    fn end_batch(&self, _tuning: BatchTuning) -> Result<Option<WalLeft>, StoreError> {
+        Ok(None)
+    }
+}

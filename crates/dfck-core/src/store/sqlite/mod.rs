@@ -1,0 +1,649 @@
+//! The SQLite backend (`SqliteSaver` layout): read-only open, schema detection, streamed scans
+//! (this file); how a file is opened and what a failed open means (`open`), space and VACUUM
+//! (`space`), the write transaction and batches (`write`), copies into a SQLite target
+//! (`copy`), reading columns whatever their storage class (`rows`).
+
+mod copy;
+mod open;
+mod rows;
+pub mod space;
+mod write;
+
+use rows::{Blob, UNDECODABLE, bytes_col, idx_col, len_col, opt_text_col, text_col};
+
+use crate::error::StoreError;
+use crate::store::{
+    CheckpointBody, CheckpointMetaRow, CheckpointRow, CheckpointWriteTotals, Store, StoreInfo,
+    WriteRow, WriteTotals, sort_writes,
+};
+use open::{detect_schema, dir_writable, file_uri, schema_error, sidecar};
+use rusqlite::{Connection, OpenFlags, Row, params};
+use std::path::Path;
+
+/// Page cache of a read-write connection, in KiB (SQLite's negative `cache_size`).
+pub const WRITE_CACHE_KIB: i64 = 256 * 1024;
+
+/// A LangGraph SQLite checkpoint store (read-only, or read-write for conversions).
+pub struct SqliteStore {
+    pub(super) conn: Connection,
+    info: StoreInfo,
+    /// A read transaction [`Store::begin_read_transaction`] opened and has not ended.
+    reading: std::cell::Cell<bool>,
+}
+
+fn q(what: &str) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
+    move |e| StoreError::Query {
+        what: what.to_owned(),
+        reason: e.to_string(),
+    }
+}
+
+impl SqliteStore {
+    /// Opens `path` read-only and checks that it is a LangGraph checkpoint store.
+    pub fn open_read_only(path: &Path) -> Result<Self, StoreError> {
+        Self::open(path, false)
+    }
+
+    /// Opens `path` for writing (`migrate --apply`): WAL as LangGraph leaves it, a busy
+    /// timeout for concurrent writers, same schema checks.
+    pub fn open_read_write(path: &Path) -> Result<Self, StoreError> {
+        Self::open(path, true)
+    }
+
+    fn open(path: &Path, writable: bool) -> Result<Self, StoreError> {
+        let shown = path.display().to_string();
+        let open_err = |reason: String| StoreError::Open {
+            path: shown.clone(),
+            reason,
+        };
+        let meta = std::fs::metadata(path).map_err(|e| open_err(e.to_string()))?;
+        if meta.is_dir() {
+            return Err(open_err("is a directory".into()));
+        }
+        if !meta.is_file() {
+            return Err(open_err("not a regular file".into()));
+        }
+        if meta.len() == 0 {
+            return Err(StoreError::NotLangGraph {
+                path: shown,
+                reason: "the file is empty".into(),
+            });
+        }
+        // The header is checked by SQLite itself (SQLITE_NOTADB at the first read), never by
+        // reading the file here: on Linux, closing any descriptor of the file drops every POSIX
+        // lock this process holds on it, including those of dfck's other open connections, and
+        // a live DeerFlow may then checkpoint and delete the WAL under them
+        // (docs/reliability.md, "No file handles beside SQLite's").
+        // Read-only opens use SQLite's normal locking (`mode=ro`), so a live writer (DeerFlow
+        // opens and closes connections all the time) can never tear what dfck reads. Only a
+        // store nobody else can be writing is opened `immutable`: one whose directory dfck
+        // cannot write (no writer could create the -wal/-shm there either) and that has no
+        // -wal with frames. A WAL-mode file read with `mode=ro` gets (empty) -wal/-shm
+        // sidecars when it had none, as with any SQLite reader; docs/reliability.md.
+        let wal_has_frames = std::fs::metadata(sidecar(path, "-wal")).is_ok_and(|m| m.len() > 32);
+        let (uri, flags) = if writable {
+            (
+                path.to_string_lossy().into_owned(),
+                OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )
+        } else {
+            (
+                file_uri(path, !wal_has_frames && !dir_writable(path)),
+                OpenFlags::SQLITE_OPEN_READ_ONLY
+                    | OpenFlags::SQLITE_OPEN_URI
+                    | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )
+        };
+        let conn = Connection::open_with_flags(&uri, flags).map_err(|e| {
+            match schema_error(&e, &shown) {
+                StoreError::NotLangGraph { .. }
+                    if e.sqlite_error_code() != Some(rusqlite::ErrorCode::NotADatabase) =>
+                {
+                    open_err(e.to_string())
+                }
+                other => other,
+            }
+        })?;
+        conn.busy_timeout(std::time::Duration::from_secs(if writable {
+            30
+        } else {
+            5
+        }))
+        .map_err(|e| open_err(e.to_string()))?;
+        // Plain reads by default: scans over the whole store keep a small resident set
+        // (memory-mapped pages would count towards RSS up to the store's size).
+        let _ = conn.pragma_update(None, "mmap_size", 0i64);
+        if writable {
+            // A conversion rewrites a whole thread in one transaction: a page cache that
+            // holds it avoids spilling dirty pages to the WAL mid-transaction and serves
+            // the verification read-back (pages are allocated only as used).
+            let _ = conn.pragma_update(None, "cache_size", -WRITE_CACHE_KIB);
+        }
+        let has_task_path = detect_schema(&conn, &shown)?;
+        Ok(SqliteStore {
+            conn,
+            reading: std::cell::Cell::new(false),
+            info: StoreInfo {
+                backend: crate::store::Backend::Sqlite,
+                location: shown,
+                schema: if has_task_path {
+                    "sqlite (writes.task_path)".into()
+                } else {
+                    "sqlite (writes without task_path)".into()
+                },
+                has_task_path,
+            },
+        })
+    }
+
+    /// Whether the file is in WAL mode (`PRAGMA journal_mode`).
+    pub fn is_wal(&self) -> bool {
+        self.conn
+            .query_row("PRAGMA journal_mode", [], |r| r.get::<_, String>(0))
+            .map(|m| m.eq_ignore_ascii_case("wal"))
+            .unwrap_or(false)
+    }
+
+    /// Sets `PRAGMA wal_autocheckpoint` on this connection (0: never checkpoint on commit).
+    pub fn set_wal_autocheckpoint(&self, pages: i64) -> Result<(), StoreError> {
+        self.conn
+            .pragma_update(None, "wal_autocheckpoint", pages)
+            .map_err(q("setting wal_autocheckpoint"))
+    }
+
+    /// `PRAGMA synchronous = NORMAL` (commits do not fsync the WAL; checkpoints do) or back to
+    /// `FULL`.
+    pub fn set_synchronous_normal(&self, normal: bool) -> Result<(), StoreError> {
+        self.conn
+            .pragma_update(None, "synchronous", if normal { "NORMAL" } else { "FULL" })
+            .map_err(q("setting synchronous"))
+    }
+
+    /// Runs `PRAGMA wal_checkpoint(PASSIVE|TRUNCATE)`: copies committed WAL frames into the
+    /// database file (PASSIVE never waits for, nor blocks, other connections; TRUNCATE also
+    /// empties the WAL when nothing else is using it).
+    pub fn wal_checkpoint(&self, truncate: bool) -> Result<(), StoreError> {
+        let sql = if truncate {
+            "PRAGMA wal_checkpoint(TRUNCATE)"
+        } else {
+            "PRAGMA wal_checkpoint(PASSIVE)"
+        };
+        self.conn
+            .query_row(sql, [], |_| Ok(()))
+            .map_err(q("checkpointing the WAL"))
+    }
+
+    /// `BEGIN IMMEDIATE`: takes the write lock now (waiting up to the busy timeout), so a
+    /// concurrent writer cannot interleave with one thread's conversion.
+    pub fn begin_immediate(&self) -> Result<(), StoreError> {
+        self.conn
+            .execute_batch("BEGIN IMMEDIATE")
+            .map_err(q("starting a write transaction"))
+    }
+
+    /// Commits the open transaction.
+    pub fn commit(&self) -> Result<(), StoreError> {
+        self.conn.execute_batch("COMMIT").map_err(q("committing"))?;
+        self.release_cache();
+        Ok(())
+    }
+
+    /// Returns the page cache's memory (one converted thread's pages) to the system.
+    fn release_cache(&self) {
+        let _ = self.conn.execute_batch("PRAGMA shrink_memory");
+    }
+
+    /// Rolls the open transaction back (nothing of it stays).
+    pub fn rollback(&self) -> Result<(), StoreError> {
+        self.conn
+            .execute_batch("ROLLBACK")
+            .map_err(q("rolling back"))?;
+        self.release_cache();
+        Ok(())
+    }
+
+    /// Replaces one checkpoint's body and metadata (ids, parent and type stay).
+    pub fn update_checkpoint(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        checkpoint_id: &str,
+        body: &[u8],
+        metadata: &[u8],
+    ) -> Result<(), StoreError> {
+        let n = self
+            .conn
+            .prepare_cached(
+                "UPDATE checkpoints SET checkpoint = ?1, metadata = ?2 \
+                 WHERE thread_id = ?3 AND checkpoint_ns = ?4 AND checkpoint_id = ?5",
+            )
+            .and_then(|mut st| st.execute(params![body, metadata, thread_id, ns, checkpoint_id]))
+            .map_err(q("rewriting a checkpoint"))?;
+        if n != 1 {
+            return Err(StoreError::CheckpointNotFound {
+                thread_id: thread_id.to_owned(),
+                checkpoint_ns: ns.to_owned(),
+                checkpoint_id: checkpoint_id.to_owned(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Free bytes on the file system holding the store (`None` when unknown).
+    pub fn available_space(&self) -> Option<u64> {
+        let dir = std::path::Path::new(&self.info.location)
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(std::path::Path::new("."));
+        fs4::available_space(dir).ok()
+    }
+
+    /// Writes a consistent copy of the store to `dest` (`VACUUM INTO`).
+    pub fn backup_to(&self, dest: &Path) -> Result<(), StoreError> {
+        if dest.exists() {
+            return Err(StoreError::Target(format!(
+                "backup target {} already exists",
+                dest.display()
+            )));
+        }
+        self.conn
+            .execute("VACUUM INTO ?1", [dest.to_string_lossy()])
+            .map(|_| ())
+            .map_err(q("writing the backup"))
+    }
+
+    fn task_path_expr(&self) -> &'static str {
+        if self.info.has_task_path {
+            "task_path"
+        } else {
+            "''"
+        }
+    }
+}
+
+/// Memory-mapped reads for large point lookups (`--state`), up to SQLite's compile-time cap.
+const MMAP_SIZE: i64 = 1 << 40;
+
+fn checkpoint_row(r: &Row<'_>) -> rusqlite::Result<CheckpointRow> {
+    let bytes = bytes_col(r, 5, Blob::Serialized)?;
+    let metadata = bytes_col(r, 6, Blob::Json)?;
+    Ok(CheckpointRow {
+        thread_id: text_col(r, 0)?,
+        checkpoint_ns: text_col(r, 1)?,
+        checkpoint_id: text_col(r, 2)?,
+        parent_checkpoint_id: opt_text_col(r, 3)?,
+        bytes: (bytes.len() + metadata.len()) as u64,
+        body: CheckpointBody::Serialized {
+            type_tag: opt_text_col(r, 4)?,
+            bytes,
+        },
+        metadata,
+    })
+}
+
+/// `idx` of a write whose stored idx is not an integer.
+const BAD_IDX: i64 = i64::MIN;
+
+fn write_row(r: &Row<'_>) -> rusqlite::Result<WriteRow> {
+    let idx = idx_col(r, 3)?;
+    let value = bytes_col(r, 6, Blob::Serialized)?;
+    Ok(WriteRow {
+        checkpoint_id: text_col(r, 0)?,
+        task_id: text_col(r, 1)?,
+        task_path: text_col(r, 2)?,
+        idx: idx.unwrap_or(BAD_IDX),
+        channel: text_col(r, 4)?,
+        type_tag: opt_text_col(r, 5)?,
+        // A write whose key is unreadable is not replayed as if it were valid.
+        value: if idx.is_some() {
+            value
+        } else {
+            UNDECODABLE.to_vec()
+        },
+    })
+}
+
+const CHECKPOINT_COLS: &str =
+    "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata";
+
+impl Store for SqliteStore {
+    /// `BEGIN` (deferred: the first read takes the snapshot), unless a transaction is
+    /// already open on this connection (a copy source's snapshot).
+    fn begin_read_transaction(&self) -> Result<(), StoreError> {
+        if self.conn.is_autocommit() {
+            self.conn
+                .execute_batch("BEGIN")
+                .map_err(q("starting a read transaction"))?;
+            self.reading.set(true);
+        }
+        Ok(())
+    }
+
+    fn end_read_transaction(&self) -> Result<(), StoreError> {
+        if self.reading.replace(false) {
+            self.conn
+                .execute_batch("ROLLBACK")
+                .map_err(q("ending a read transaction"))?;
+        }
+        Ok(())
+    }
+
+    fn info(&self) -> &StoreInfo {
+        &self.info
+    }
+
+    fn prefer_point_reads(&self) {
+        // Large blobs then come straight from the page cache instead of one pread per
+        // 4 KiB overflow page.
+        let _ = self.conn.pragma_update(None, "mmap_size", MMAP_SIZE);
+    }
+
+    fn scan_checkpoint_meta(
+        &self,
+        f: &mut dyn FnMut(CheckpointMetaRow) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let what = "scanning checkpoints";
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT thread_id, checkpoint_ns, checkpoint_id, \
+                 coalesce(length(checkpoint), 0) + coalesce(length(metadata), 0), metadata \
+                 FROM checkpoints ORDER BY thread_id, checkpoint_ns, checkpoint_id",
+            )
+            .map_err(q(what))?;
+        let mut rows = st.query([]).map_err(q(what))?;
+        while let Some(r) = rows.next().map_err(q(what))? {
+            let row = CheckpointMetaRow {
+                thread_id: text_col(r, 0).map_err(q(what))?,
+                checkpoint_ns: text_col(r, 1).map_err(q(what))?,
+                checkpoint_id: text_col(r, 2).map_err(q(what))?,
+                bytes: len_col(r, 3).map_err(q(what))?,
+                metadata: bytes_col(r, 4, Blob::Json).map_err(q(what))?,
+                ts: None,
+            };
+            f(row)?;
+        }
+        Ok(())
+    }
+
+    fn scan_write_totals(
+        &self,
+        f: &mut dyn FnMut(WriteTotals) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let what = "scanning writes";
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT thread_id, count(*), coalesce(sum(length(value)), 0) FROM writes \
+                 GROUP BY thread_id ORDER BY thread_id",
+            )
+            .map_err(q(what))?;
+        let mut rows = st.query([]).map_err(q(what))?;
+        while let Some(r) = rows.next().map_err(q(what))? {
+            f(WriteTotals {
+                thread_id: text_col(r, 0).map_err(q(what))?,
+                writes: len_col(r, 1).map_err(q(what))?,
+                bytes: len_col(r, 2).map_err(q(what))?,
+            })?;
+        }
+        Ok(())
+    }
+
+    fn space(&self) -> Result<crate::store::space::StoreSpace, StoreError> {
+        self.space_facts()
+            .map(crate::store::space::StoreSpace::Sqlite)
+    }
+
+    fn scan_write_channels(
+        &self,
+        f: &mut dyn FnMut(crate::store::space::ChannelTotals) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        SqliteStore::scan_write_channels(self, f)
+    }
+
+    fn active_run(&self, thread_id: &str) -> Result<bool, StoreError> {
+        let what = "checking DeerFlow's runs table";
+        let has: bool = self
+            .conn
+            .query_row(
+                "SELECT count(*) = 2 FROM pragma_table_info('runs') WHERE name IN ('thread_id', 'status')",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(q(what))?;
+        if !has {
+            return Ok(false);
+        }
+        self.conn
+            .query_row(
+                "SELECT EXISTS (SELECT 1 FROM runs WHERE thread_id = ?1 AND status IN ('pending', 'running'))",
+                [thread_id],
+                |r| r.get(0),
+            )
+            .map_err(q(what))
+    }
+
+    fn scan_thread_ids(
+        &self,
+        f: &mut dyn FnMut(String) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let what = "listing threads";
+        let mut st = self
+            .conn
+            .prepare("SELECT DISTINCT thread_id FROM checkpoints ORDER BY thread_id")
+            .map_err(q(what))?;
+        let mut rows = st.query([]).map_err(q(what))?;
+        while let Some(r) = rows.next().map_err(q(what))? {
+            f(text_col(r, 0).map_err(q(what))?)?;
+        }
+        Ok(())
+    }
+
+    fn thread_writes(&self, thread_id: &str, ns: &str) -> Result<Vec<WriteRow>, StoreError> {
+        let what = "reading a thread's pending writes";
+        let sql = format!(
+            "SELECT checkpoint_id, task_id, {tp}, idx, channel, type, value FROM writes \
+             WHERE thread_id = ?1 AND checkpoint_ns = ?2",
+            tp = self.task_path_expr()
+        );
+        let mut st = self.conn.prepare_cached(&sql).map_err(q(what))?;
+        st.query_map(params![thread_id, ns], write_row)
+            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+            .map_err(q(what))
+    }
+
+    fn namespaces(&self, thread_id: &str) -> Result<Vec<String>, StoreError> {
+        let what = "listing namespaces";
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT DISTINCT checkpoint_ns FROM checkpoints WHERE thread_id = ?1 ORDER BY checkpoint_ns",
+            )
+            .map_err(q(what))?;
+        st.query_map([thread_id], |r| text_col(r, 0))
+            .and_then(|rows| rows.collect())
+            .map_err(q(what))
+    }
+
+    fn checkpoint_ids_with_prefix(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        let what = "finding checkpoints by id prefix";
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2 \
+                 AND substr(checkpoint_id, 1, length(?3)) = ?3 ORDER BY checkpoint_id LIMIT ?4",
+            )
+            .map_err(q(what))?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let mut rows = st
+            .query(params![thread_id, ns, prefix, limit])
+            .map_err(q(what))?;
+        let mut out = Vec::new();
+        while let Some(r) = rows.next().map_err(q(what))? {
+            out.push(text_col(r, 0).map_err(q(what))?);
+        }
+        Ok(out)
+    }
+
+    fn checkpoints_with_prefix(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<(String, String, String)>, StoreError> {
+        let what = "finding checkpoints by id prefix";
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints \
+                 WHERE substr(checkpoint_id, 1, length(?1)) = ?1 ORDER BY checkpoint_id LIMIT ?2",
+            )
+            .map_err(q(what))?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let mut rows = st.query(params![prefix, limit]).map_err(q(what))?;
+        let mut out = Vec::new();
+        while let Some(r) = rows.next().map_err(q(what))? {
+            out.push((
+                text_col(r, 0).map_err(q(what))?,
+                text_col(r, 1).map_err(q(what))?,
+                text_col(r, 2).map_err(q(what))?,
+            ));
+        }
+        Ok(out)
+    }
+
+    fn head_id(&self, thread_id: &str, ns: &str) -> Result<Option<String>, StoreError> {
+        let what = "finding the head checkpoint";
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2 \
+                 ORDER BY checkpoint_id DESC LIMIT 1",
+            )
+            .map_err(q(what))?;
+        let mut rows = st.query(params![thread_id, ns]).map_err(q(what))?;
+        match rows.next().map_err(q(what))? {
+            Some(r) => Ok(Some(text_col(r, 0).map_err(q(what))?)),
+            None => Ok(None),
+        }
+    }
+
+    fn checkpoint(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        checkpoint_id: &str,
+    ) -> Result<Option<CheckpointRow>, StoreError> {
+        let what = "reading a checkpoint";
+        let mut st = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {CHECKPOINT_COLS} FROM checkpoints \
+                 WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3"
+            ))
+            .map_err(q(what))?;
+        let mut rows = st
+            .query(params![thread_id, ns, checkpoint_id])
+            .map_err(q(what))?;
+        match rows.next().map_err(q(what))? {
+            Some(r) => Ok(Some(checkpoint_row(r).map_err(q(what))?)),
+            None => Ok(None),
+        }
+    }
+
+    fn metadata(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        checkpoint_id: &str,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        let what = "reading checkpoint metadata";
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT metadata FROM checkpoints \
+                 WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3",
+            )
+            .map_err(q(what))?;
+        let mut rows = st
+            .query(params![thread_id, ns, checkpoint_id])
+            .map_err(q(what))?;
+        match rows.next().map_err(q(what))? {
+            Some(r) => Ok(Some(bytes_col(r, 0, Blob::Json).map_err(q(what))?)),
+            None => Ok(None),
+        }
+    }
+
+    fn scan_thread(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        f: &mut dyn FnMut(CheckpointRow) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let what = "reading a thread's checkpoints";
+        let mut st = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {CHECKPOINT_COLS} FROM checkpoints \
+                 WHERE thread_id = ?1 AND checkpoint_ns = ?2 ORDER BY checkpoint_id"
+            ))
+            .map_err(q(what))?;
+        let mut rows = st.query(params![thread_id, ns]).map_err(q(what))?;
+        while let Some(r) = rows.next().map_err(q(what))? {
+            f(checkpoint_row(r).map_err(q(what))?)?;
+        }
+        Ok(())
+    }
+
+    fn writes(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        checkpoint_id: &str,
+        channel: Option<&str>,
+    ) -> Result<Vec<WriteRow>, StoreError> {
+        let what = "reading pending writes";
+        let sql = format!(
+            "SELECT checkpoint_id, task_id, {tp}, idx, channel, type, value FROM writes \
+             WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3 \
+             AND (?4 IS NULL OR channel = ?4)",
+            tp = self.task_path_expr()
+        );
+        let mut st = self.conn.prepare_cached(&sql).map_err(q(what))?;
+        let mut out = st
+            .query_map(params![thread_id, ns, checkpoint_id, channel], write_row)
+            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+            .map_err(q(what))?;
+        sort_writes(&mut out);
+        Ok(out)
+    }
+
+    fn write_totals_by_checkpoint(
+        &self,
+        thread_id: &str,
+        ns: &str,
+    ) -> Result<Vec<CheckpointWriteTotals>, StoreError> {
+        let what = "counting pending writes";
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT checkpoint_id, count(*), coalesce(sum(length(value)), 0) FROM writes \
+                 WHERE thread_id = ?1 AND checkpoint_ns = ?2 GROUP BY checkpoint_id",
+            )
+            .map_err(q(what))?;
+        st.query_map(params![thread_id, ns], |r| {
+            Ok(CheckpointWriteTotals {
+                checkpoint_id: text_col(r, 0)?,
+                writes: len_col(r, 1)?,
+                bytes: len_col(r, 2)?,
+            })
+        })
+        .and_then(|rows| rows.collect())
+        .map_err(q(what))
+    }
+}

@@ -1,0 +1,39 @@
+//! The dry run of a write command: every thread planned exactly as [`super::run`] plans it,
+//! inside a read transaction of its own — no write lock, no advisory lock, no byte changed.
+
+use super::{Planned, ThreadPlan, active_run_refusal};
+use crate::error::Error;
+use crate::progress::Progress;
+use crate::store::PlanStore;
+
+/// Plans `job` on the given threads (every thread of the store when none are given) and
+/// returns each thread's report in thread order: a thread the command would write shows as
+/// [`ThreadPlan::would`] makes it, the rest as planned (skipped or refused with the reason).
+pub fn dry_run<C, J>(
+    job: &J,
+    conn: &C,
+    threads: &[String],
+    progress: &dyn Progress,
+) -> Result<Vec<J::Report>, Error>
+where
+    C: PlanStore + ?Sized,
+    J: ThreadPlan<C>,
+{
+    let ids = conn.list_threads(threads)?;
+    progress.start("planning threads", Some(ids.len() as u64));
+    let mut out = Vec::with_capacity(ids.len());
+    for id in &ids {
+        conn.begin_read()?;
+        let planned = job
+            .plan(conn, id)
+            .and_then(|p| active_run_refusal(job, conn.store(), id, p));
+        conn.end_read()?;
+        out.push(match planned? {
+            Planned::Done(report) => report,
+            Planned::Write { report, .. } => job.would(report),
+        });
+        progress.inc(1);
+    }
+    progress.finish();
+    Ok(out)
+}

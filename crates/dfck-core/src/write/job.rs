@@ -1,0 +1,128 @@
+//! What a write command supplies to the engine: its plan of one thread ([`ThreadPlan`]), the
+//! row changes and their postcondition ([`ThreadJob`]), and what the engine hands back
+//! ([`Planned`], [`Refusal`], [`ApplyContext`]).
+
+use crate::error::Error;
+use crate::failpoint::Failpoints;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+/// Why a thread is left untouched: the reason a report shows. Not an error — the run goes
+/// on with the next thread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal(pub String);
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What planning one thread (under its lock) decided.
+#[derive(Debug)]
+pub enum Planned<R, W> {
+    /// Nothing to write (skipped, or refused by the plan): the transaction rolls back and
+    /// the report stands as it is.
+    Done(R),
+    /// Write `work`; `written` and `growth` size it for the free-space guard.
+    Write {
+        /// The thread's report so far.
+        report: R,
+        /// What [`ThreadJob::apply`] needs (e.g. the rows the plan loaded).
+        work: W,
+        /// Estimated growth of the store in bytes (0 when the store shrinks).
+        growth: u64,
+        /// Estimated bytes of the rows the transaction writes: the write-ahead log holds
+        /// all of them before they reach the file.
+        written: u64,
+    },
+}
+
+/// What one store-changing command decides about a thread, over connections of type `C`:
+/// the half of a command a dry run needs ([`super::dry_run`]), planned inside a read
+/// transaction (or, before a write, under the thread's lock).
+pub trait ThreadPlan<C: ?Sized>: Sync {
+    /// The per-thread line of the command's report.
+    type Report: Send;
+    /// What the plan hands to apply.
+    type Work;
+
+    /// The command's name: in the busy-lock refusal and the crash failpoint
+    /// (`DFCK_FAILPOINT=<name>-abort-after:N`).
+    fn name(&self) -> &'static str;
+    /// What the command does, as in "not enough disk space: converting needs …".
+    fn verb(&self) -> &'static str;
+    /// The report of a thread nothing was done to (before any plan).
+    fn untouched(&self, thread_id: &str) -> Self::Report;
+    /// `report` turned into a refusal for `reason`.
+    fn refuse(&self, report: Self::Report, reason: Refusal) -> Self::Report;
+    /// Reads the thread and decides. `Err` aborts the whole run (the transaction is rolled
+    /// back first); refusals are `Planned::Done`.
+    fn plan(&self, conn: &C, thread_id: &str) -> Result<Planned<Self::Report, Self::Work>, Error>;
+    /// Whether a planned write is refused while DeerFlow runs the thread (a `pending` or
+    /// `running` row of its `runs` table): the engine checks it, once for every command
+    /// that says so, after the plan (a thread with nothing to do is never refused for it).
+    fn guards_active_runs(&self) -> bool {
+        true
+    }
+    /// A dry run's report of a thread the command would write (by default the planned
+    /// report as it is).
+    fn would(&self, report: Self::Report) -> Self::Report {
+        report
+    }
+}
+
+/// One store-changing command, per thread, over connections of type `C`: its plan
+/// ([`ThreadPlan`]), then the row changes and their postcondition.
+pub trait ThreadJob<C: ?Sized>: ThreadPlan<C> {
+    /// What apply hands to verify: the postcondition to check.
+    type Expect;
+
+    /// Changes the rows inside the transaction; `Err` rolls back and refuses.
+    fn apply(
+        &self,
+        conn: &C,
+        thread_id: &str,
+        work: Self::Work,
+        cx: &ApplyContext,
+    ) -> Result<Self::Expect, Refusal>;
+    /// Checks the postcondition by reading back inside the transaction; `Err` rolls back
+    /// and refuses.
+    fn verify(&self, conn: &C, thread_id: &str, expect: &Self::Expect) -> Result<(), Refusal>;
+    /// The report of a committed thread.
+    fn committed(&self, report: Self::Report, expect: Self::Expect) -> Self::Report;
+}
+
+/// Shared state of one run that apply steps report to.
+#[derive(Debug)]
+pub struct ApplyContext {
+    rows: AtomicUsize,
+    pub(crate) failpoints: Failpoints,
+    pub(crate) held: AtomicBool,
+}
+
+impl ApplyContext {
+    pub(crate) fn new(command: &str) -> Self {
+        ApplyContext {
+            rows: AtomicUsize::new(0),
+            failpoints: Failpoints::from_env(command),
+            held: AtomicBool::new(false),
+        }
+    }
+
+    /// A context without failpoints, for driving a job's apply and verify steps outside
+    /// [`run`] (a command's unit tests).
+    pub fn without_failpoints() -> Self {
+        ApplyContext {
+            rows: AtomicUsize::new(0),
+            failpoints: Failpoints::default(),
+            held: AtomicBool::new(false),
+        }
+    }
+
+    /// Call after each row change: counts it over the whole run, and (test builds only)
+    /// aborts the process at the crash failpoint.
+    pub fn row_written(&self) {
+        let done = self.rows.fetch_add(1, Ordering::SeqCst) + 1;
+        self.failpoints.after_row(done);
+    }
+}

@@ -1,0 +1,456 @@
+//! The write engine: the per-thread transaction of every store-changing command, on every
+//! backend. For each thread it locks ([`WriteStore::lock_thread`]), plans under the lock,
+//! checks free space, applies, verifies before commit and commits — or rolls back and
+//! refuses, leaving the thread untouched. It also owns `--jobs` (threads over N connections,
+//! [`crate::pool`]), `--backup`, progress and the test-only failpoints ([`failpoint`]).
+//! The contract is described in `docs/write-engine.md`.
+//!
+//! A new command plugs in by implementing [`ThreadJob`] for the connection type it writes
+//! through (any [`WriteStore`]; a command reading another store, like a copy, uses a
+//! connection type holding both the source and the target): [`ThreadJob::plan`] reads
+//! the thread under the lock and says what to write ([`Planned`]), [`ThreadJob::apply`]
+//! changes the rows (calling [`ApplyContext::row_written`] after each), and
+//! [`ThreadJob::verify`] checks the postcondition. Then call [`run`].
+
+mod dry_run;
+mod job;
+pub mod preamble;
+
+pub use dry_run::dry_run;
+pub use job::{ApplyContext, Planned, Refusal, ThreadJob, ThreadPlan};
+
+use crate::error::{Error, StoreError};
+use crate::failpoint::Failpoints;
+use crate::progress::Progress;
+use crate::store::{BackupPlan, ThreadLock, WalLeft, WriteStore};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Where a run writes.
+pub struct Connections<'a, C> {
+    /// The caller's connection: the backup, the thread list and the first worker use it.
+    pub first: &'a C,
+    /// Opens one more connection for each extra job (`--jobs`).
+    pub open: &'a (dyn Fn() -> Result<C, StoreError> + Sync),
+    /// A spare connection for background work while the batch runs
+    /// ([`WriteStore::background_step`]), when the backend has any.
+    pub spare: Option<C>,
+}
+
+/// Something the user should hear about, as it happens.
+#[derive(Debug, Clone, Copy)]
+pub enum WriteEvent<'a> {
+    /// The `--backup` copy is written.
+    BackupWritten(&'a Path),
+    /// The run is done, but a reader kept the write-ahead log from being checkpointed and
+    /// truncated: what was committed is durable in it, and it stays this large until the
+    /// reader is gone.
+    WalLeft(WalLeft),
+}
+
+/// How a run goes.
+pub struct RunOptions<'a> {
+    /// Threads written at once, each over its own connection.
+    pub jobs: usize,
+    /// Write a consistent copy of the store here first.
+    pub backup: Option<&'a Path>,
+    /// The progress phase's message, e.g. "converting threads".
+    pub phase: &'a str,
+    /// Progress: one unit per finished thread.
+    pub progress: &'a (dyn Progress + Sync),
+    /// Receives [`WriteEvent`]s.
+    pub events: &'a (dyn Fn(WriteEvent<'_>) + Sync),
+}
+
+/// Runs `job` on the given threads (every thread of the store when none are given): one
+/// transaction per thread, `opts.jobs` at a time. Reports come back in thread order. An
+/// `Err` (a store failure, not a refusal) stops the run; committed threads stay committed.
+pub fn run<C, J>(
+    job: &J,
+    conns: Connections<'_, C>,
+    threads: &[String],
+    opts: &RunOptions<'_>,
+) -> Result<Vec<J::Report>, Error>
+where
+    C: WriteStore + Send,
+    J: ThreadJob<C>,
+{
+    let first = conns.first;
+    let cx = ApplyContext::new(job.name());
+    let ids = first.list_threads(threads)?;
+    if let Some(dest) = opts.backup {
+        let plan = first.backup_plan(dest)?;
+        if let Some(reason) = backup_space(job, first, &ids, &plan, &cx)? {
+            return Ok(ids
+                .iter()
+                .map(|id| job.refuse(job.untouched(id), Refusal(reason.clone())))
+                .collect());
+        }
+        backup(first, dest, &cx.failpoints)?;
+        (opts.events)(WriteEvent::BackupWritten(dest));
+    }
+    opts.progress.start(opts.phase, Some(ids.len() as u64));
+    let tuning = first.begin_batch(conns.spare.is_some());
+    let done = AtomicBool::new(false);
+    let open = || (conns.open)().map_err(Error::from);
+    let result = std::thread::scope(|scope| {
+        if let Some(spare) = conns.spare.filter(|_| tuning.background) {
+            let done = &done;
+            scope.spawn(move || {
+                while !done.load(Ordering::SeqCst) {
+                    spare.background_step();
+                    std::thread::park_timeout(std::time::Duration::from_millis(20));
+                }
+            });
+        }
+        let r = crate::pool::run(ids.len(), opts.jobs, first, &open, &|conn: &C, i| {
+            let report = run_thread(job, conn, &ids[i], &cx)?;
+            conn.between_threads();
+            opts.progress.inc(1);
+            Ok(report)
+        });
+        done.store(true, Ordering::SeqCst);
+        r
+    });
+    if let Some(left) = first.end_batch(tuning)? {
+        (opts.events)(WriteEvent::WalLeft(left));
+    }
+    let reports = result?;
+    opts.progress.finish();
+    Ok(reports)
+}
+
+/// Why a thread DeerFlow is running is refused (see [`ThreadPlan::guards_active_runs`]).
+pub const ACTIVE_RUN: &str = "DeerFlow's runs table has a pending or running run for this thread: stop DeerFlow (or let the run finish) first";
+
+/// The one check every command shares after its plan: a write planned on a thread
+/// DeerFlow is running (a `pending` or `running` row of its `runs` table) is refused.
+fn active_run_refusal<C, J>(
+    job: &J,
+    store: &dyn crate::store::Store,
+    thread_id: &str,
+    planned: Planned<J::Report, J::Work>,
+) -> Result<Planned<J::Report, J::Work>, Error>
+where
+    C: ?Sized,
+    J: ThreadPlan<C>,
+{
+    match planned {
+        Planned::Write { report, .. }
+            if job.guards_active_runs() && store.active_run(thread_id)? =>
+        {
+            Ok(Planned::Done(
+                job.refuse(report, Refusal(ACTIVE_RUN.into())),
+            ))
+        }
+        other => Ok(other),
+    }
+}
+
+/// Free space kept in reserve by the guard, so that a run never leaves the disk full.
+const SPACE_RESERVE: u64 = 4 << 20;
+
+/// The free space one thread's transaction needs: its rows in the write-ahead log (with a
+/// quarter more for page and frame overhead), the growth of the file once the log is
+/// copied into it, and a reserve.
+fn space_needed(growth: u64, written: u64) -> u64 {
+    let log = written.saturating_add(written / 4);
+    log.saturating_add(growth).saturating_add(SPACE_RESERVE)
+}
+
+/// Checks, before writing either, that the disk holds the backup and the work: the work is
+/// sized by planning every thread in a read transaction (no lock, nothing written): the
+/// growth of all of them and the largest transaction's log. `Some(reason)` when it does not
+/// fit: the run then refuses every thread and writes nothing.
+fn backup_space<C, J>(
+    job: &J,
+    conn: &C,
+    ids: &[String],
+    plan: &BackupPlan,
+    cx: &ApplyContext,
+) -> Result<Option<String>, Error>
+where
+    C: WriteStore,
+    J: ThreadJob<C>,
+{
+    let (mut growth, mut written) = (0u64, 0u64);
+    for id in ids {
+        conn.begin_read()?;
+        let planned = job.plan(conn, id);
+        conn.end_read()?;
+        if let Planned::Write {
+            growth: g,
+            written: w,
+            ..
+        } = planned?
+        {
+            growth = growth.saturating_add(g);
+            written = written.max(w);
+        }
+    }
+    let work = space_needed(growth, written);
+    let mib = |b: u64| b.div_ceil(1 << 20);
+    let store_free = cx.failpoints.free_space(conn.free_space());
+    let backup_free = cx.failpoints.free_space(plan.free);
+    let short = |need: u64, free: Option<u64>| free.is_some_and(|f| need > f);
+    let reason = if plan.shares_store_space {
+        let need = plan.bytes.saturating_add(work);
+        short(need, store_free).then(|| {
+            format!(
+                "not enough disk space for the backup and the work: the backup needs about {} MiB and {} about {} MiB, {} MiB are free; back up to another file system or free space first",
+                mib(plan.bytes),
+                job.verb(),
+                mib(work),
+                store_free.map_or(0, |f| f >> 20)
+            )
+        })
+    } else if short(plan.bytes.saturating_add(SPACE_RESERVE), backup_free) {
+        Some(format!(
+            "not enough disk space for the backup: it needs about {} MiB, {} MiB are free where it goes",
+            mib(plan.bytes.saturating_add(SPACE_RESERVE)),
+            backup_free.map_or(0, |f| f >> 20)
+        ))
+    } else {
+        short(work, store_free).then(|| {
+            format!(
+                "not enough disk space: {} needs about {} MiB, {} MiB are free; nothing was backed up or written",
+                job.verb(),
+                mib(work),
+                store_free.map_or(0, |f| f >> 20)
+            )
+        })
+    };
+    Ok(reason)
+}
+
+/// Where the backup is written before it gets its name: the same directory (so the final
+/// rename is atomic), a name of its own.
+fn partial_backup_path(dest: &Path) -> PathBuf {
+    let name = dest
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "backup".into());
+    dest.with_file_name(format!(".{name}.dfck-partial"))
+}
+
+/// `--backup`: a consistent copy written under a temporary name, made durable, then renamed
+/// into place; a killed or failed run leaves no file at `dest` (a re-run replaces the
+/// leftover temporary file).
+fn backup<C: WriteStore>(conn: &C, dest: &Path, failpoints: &Failpoints) -> Result<(), Error> {
+    let io = |e: std::io::Error| {
+        Error::from(crate::error::StoreError::Target(format!(
+            "writing the backup {}: {e}",
+            dest.display()
+        )))
+    };
+    let partial = partial_backup_path(dest);
+    match std::fs::remove_file(&partial) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io(e)),
+    }
+    if let Err(e) = conn.backup_to(&partial) {
+        let _ = std::fs::remove_file(&partial);
+        return Err(e.into());
+    }
+    failpoints.after_backup();
+    crate::store::files::sync_new_file(&partial).map_err(io)?;
+    std::fs::rename(&partial, dest).map_err(io)?;
+    crate::store::files::sync_dir(dest.parent().unwrap_or(Path::new(".")));
+    Ok(())
+}
+
+/// One thread's transaction: lock, plan, guard, apply, verify, commit — or roll back.
+fn run_thread<C, J>(
+    job: &J,
+    conn: &C,
+    thread_id: &str,
+    cx: &ApplyContext,
+) -> Result<J::Report, Error>
+where
+    C: WriteStore,
+    J: ThreadJob<C>,
+{
+    match conn.lock_thread(thread_id)? {
+        ThreadLock::Held => {}
+        ThreadLock::Busy(holder) => {
+            let reason = format!(
+                "{} holds this thread's lock; re-run when it is done",
+                holder.as_deref().unwrap_or("another session")
+            );
+            return Ok(job.refuse(job.untouched(thread_id), Refusal(reason)));
+        }
+        ThreadLock::Contended(reason) => {
+            return Ok(job.refuse(job.untouched(thread_id), Refusal(reason)));
+        }
+    }
+    let planned = job
+        .plan(conn, thread_id)
+        .and_then(|p| active_run_refusal(job, conn.store(), thread_id, p));
+    let (report, work, growth, written) = match planned {
+        Ok(Planned::Write {
+            report,
+            work,
+            growth,
+            written,
+        }) => (report, work, growth, written),
+        Ok(Planned::Done(report)) => {
+            conn.rollback()?;
+            return Ok(report);
+        }
+        Err(e) => {
+            conn.rollback()?;
+            return Err(e);
+        }
+    };
+    // Test builds: the `hold:PATH` failpoint, once per run, inside the first transaction
+    // that writes (every connection open, the thread's locks held).
+    if !cx.held.swap(true, Ordering::SeqCst) {
+        cx.failpoints.hold();
+    }
+    // The WAL (or the transaction log) holds every row the transaction writes before the
+    // file grows: refuse rather than fill the disk.
+    if let Some(free) = cx.failpoints.free_space(conn.free_space()) {
+        let need = space_needed(growth, written);
+        if need > free {
+            conn.rollback()?;
+            let reason = format!(
+                "not enough disk space: {} needs about {} MiB (the rewritten rows in the WAL, the growth of the file and a reserve) and {} MiB are free",
+                job.verb(),
+                need.div_ceil(1 << 20),
+                free / (1 << 20)
+            );
+            return Ok(job.refuse(report, Refusal(reason)));
+        }
+    }
+    let applied = job
+        .apply(conn, thread_id, work, cx)
+        .and_then(|expect| job.verify(conn, thread_id, &expect).map(|()| expect));
+    match applied {
+        Ok(expect) => {
+            conn.commit()?;
+            Ok(job.committed(report, expect))
+        }
+        Err(reason) => {
+            conn.rollback()?;
+            Ok(job.refuse(report, reason))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::progress::NoProgress;
+    use crate::store::Store;
+    use crate::store::sqlite::SqliteStore;
+
+    /// Rewrites the head's metadata, then fails verification when `fail` is set.
+    struct Touch {
+        fail: bool,
+    }
+
+    const META: &[u8] = br#"{"touched": true}"#;
+
+    impl ThreadPlan<SqliteStore> for Touch {
+        type Report = (String, Option<String>);
+        type Work = String;
+        fn name(&self) -> &'static str {
+            "touch"
+        }
+        fn verb(&self) -> &'static str {
+            "touching"
+        }
+        fn untouched(&self, thread_id: &str) -> Self::Report {
+            (thread_id.to_owned(), None)
+        }
+        fn refuse(&self, report: Self::Report, reason: Refusal) -> Self::Report {
+            (report.0, Some(reason.0))
+        }
+        fn plan(
+            &self,
+            conn: &SqliteStore,
+            thread_id: &str,
+        ) -> Result<Planned<Self::Report, String>, Error> {
+            let head = conn.head_id(thread_id, "")?.unwrap_or_default();
+            Ok(Planned::Write {
+                report: self.untouched(thread_id),
+                work: head,
+                growth: 0,
+                written: 0,
+            })
+        }
+    }
+
+    impl ThreadJob<SqliteStore> for Touch {
+        type Expect = ();
+
+        fn apply(
+            &self,
+            conn: &SqliteStore,
+            thread_id: &str,
+            head: String,
+            cx: &ApplyContext,
+        ) -> Result<(), Refusal> {
+            let row = conn.checkpoint(thread_id, "", &head).unwrap().unwrap();
+            let crate::store::CheckpointBody::Serialized { bytes, .. } = &row.body else {
+                return Err(Refusal("not sqlite".into()));
+            };
+            conn.update_checkpoint(thread_id, "", &head, bytes, META)
+                .map_err(|e| Refusal(e.to_string()))?;
+            cx.row_written();
+            Ok(())
+        }
+        fn verify(&self, _: &SqliteStore, _: &str, _: &()) -> Result<(), Refusal> {
+            if self.fail {
+                Err(Refusal("postcondition fails".into()))
+            } else {
+                Ok(())
+            }
+        }
+        fn committed(&self, report: Self::Report, _: ()) -> Self::Report {
+            report
+        }
+    }
+
+    fn head_meta(store: &SqliteStore, thread: &str) -> Vec<u8> {
+        let head = store.head_id(thread, "").unwrap().unwrap();
+        store.metadata(thread, "", &head).unwrap().unwrap()
+    }
+
+    #[test]
+    fn a_failed_postcondition_rolls_back_and_refuses_and_a_passing_one_commits() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("store.db");
+        std::fs::copy(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../fixtures/sqlite/delta_k3.db"),
+            &db,
+        )
+        .unwrap();
+        let store = SqliteStore::open_read_write(&db).unwrap();
+        let before = head_meta(&store, "t-linear");
+        let open = || SqliteStore::open_read_write(&db);
+        let opts = RunOptions {
+            jobs: 1,
+            backup: None,
+            phase: "touching threads",
+            progress: &NoProgress,
+            events: &|_| {},
+        };
+        let conns = || Connections {
+            first: &store,
+            open: &open,
+            spare: None,
+        };
+        let threads = ["t-linear".to_string(), "t-fork".to_string()];
+        let out = run(&Touch { fail: true }, conns(), &threads, &opts).unwrap();
+        assert_eq!(out[0].0, "t-linear");
+        assert_eq!(out[1].1.as_deref(), Some("postcondition fails"));
+        assert_eq!(head_meta(&store, "t-linear"), before, "rolled back");
+
+        let out = run(&Touch { fail: false }, conns(), &threads, &opts).unwrap();
+        assert_eq!(out[0].1, None);
+        assert_eq!(head_meta(&store, "t-linear"), META, "committed");
+    }
+}

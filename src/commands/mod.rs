@@ -1,0 +1,17 @@
+//! The commands: each reads (or changes) a store through `dfck_core` and returns a report
+//! value that `crate::render` prints. `inspect` (store summary, thread listing, state, with
+//! `space` and `savings`), `conversation` views and `diff`, `verify`, `explain`, the write
+//! commands `migrate` (both directions), `prune`, `copy` and `reclaim`.
+
+pub mod conversation;
+pub mod copy;
+pub mod diff;
+pub mod explain;
+pub mod inspect;
+pub mod migrate;
+pub mod prune;
+pub mod reclaim;
+pub mod savings;
+pub mod space;
+pub mod verify;
+pub mod wiring;

@@ -1,0 +1,486 @@
+//! Planning one thread of a prune, and the prune as a write-engine job: delete under the
+//! lock, remove the orphans left behind, then verify before commit that every kept
+//! checkpoint shows exactly the state it showed (every channel, `messages` through its
+//! delta history), that none lost its parent, and that no orphan is left.
+
+use super::select::{Shape, cut, select};
+use super::{PruneOptions, PruneStatus, ThreadPrune};
+use crate::commands::migrate::{MigrateOptions, StateFingerprints, compare_states, fingerprints};
+use dfck_core::codec::Value;
+use dfck_core::error::Error;
+use dfck_core::materialize::Reducer;
+use dfck_core::materialize::for_each_stored_messages;
+use dfck_core::model::MessagesEncoding;
+use dfck_core::model::thread::LoadedThread;
+use dfck_core::store::delete::{DeleteRows, RowCounts};
+use dfck_core::store::{PlanStore, Store};
+use dfck_core::write::preamble::{self, Preamble};
+use dfck_core::write::{ApplyContext, Planned, Refusal, ThreadJob, ThreadPlan};
+use std::collections::BTreeMap;
+
+/// What one namespace loses: the checkpoints to delete and the state of those kept.
+pub struct NsWork {
+    ns: String,
+    /// `--keep-last-turns`: the new root, and the `messages` list it must store as a
+    /// snapshot when it stores none.
+    root: Option<(String, Option<Vec<Value>>)>,
+    delete: Vec<String>,
+    reducer: Reducer,
+    kept: StateFingerprints,
+    /// The newest checkpoint's state before the prune: what `get_state` without a
+    /// checkpoint id shows, which the newest checkpoint left must still show.
+    latest: Option<u128>,
+    /// Checkpoints `verify` already calls contaminated: pruning must add none.
+    contaminated: Vec<String>,
+}
+
+/// What the plan hands to apply.
+pub enum Work {
+    /// Delete every row of the thread.
+    Whole,
+    /// Delete these checkpoints.
+    Checkpoints(Vec<NsWork>),
+}
+
+/// What apply did: the checks verify runs, and the counts the report shows.
+pub struct Pruned {
+    work: Work,
+    deleted: RowCounts,
+    orphans_before: u64,
+}
+
+fn thread_gone(thread_id: &str) -> ThreadPrune {
+    ThreadPrune::skipped(thread_id, preamble::THREAD_GONE)
+}
+
+/// Plans one thread: the report line and, when something is to be deleted, the work.
+pub fn plan_thread(
+    store: &dyn Store,
+    thread_id: &str,
+    opts: &PruneOptions,
+) -> Result<(ThreadPrune, Option<Work>), Error> {
+    let namespaces = store.namespaces(thread_id)?;
+    if namespaces.is_empty() {
+        return Ok((thread_gone(thread_id), None));
+    }
+    // Whole-thread deletion needs only ids, timestamps and sizes: where the backend reads
+    // those without the values, decide from them first.
+    let mut age_decided = false;
+    if opts.older_than.is_some() || opts.idle.is_some() {
+        if let Some(times) = store.checkpoint_times(thread_id)? {
+            if times.is_empty() {
+                return Ok((thread_gone(thread_id), None));
+            }
+            let ts = times.iter().filter_map(|c| c.ts.as_deref());
+            if due(ts, opts) {
+                let mut report = ThreadPrune::new(thread_id, PruneStatus::Would);
+                report.whole_thread = true;
+                for c in &times {
+                    report.checkpoints += 1;
+                    report.writes += c.writes;
+                    report.bytes_freed += c.bytes;
+                }
+                return whole_thread(report, times.iter().map(|c| c.checkpoint_id.as_str()), opts);
+            }
+            age_decided = true;
+        }
+    }
+    // Otherwise the loaded thread decides; values are read (for the state fingerprints)
+    // only when checkpoints are to be chosen.
+    let full = age_decided || (opts.older_than.is_none() && opts.idle.is_none());
+    let Some(loaded) = load(store, thread_id, full)? else {
+        return Ok((thread_gone(thread_id), None));
+    };
+    let mut report = ThreadPrune::new(thread_id, PruneStatus::Would);
+    if whole_thread_due(&loaded, opts) {
+        report.whole_thread = true;
+        for t in &loaded {
+            for n in &t.nodes {
+                report.checkpoints += 1;
+                report.writes += n.writes.len() as u64;
+                report.bytes_freed += n.bytes;
+            }
+        }
+        let ids = loaded
+            .iter()
+            .flat_map(|t| t.nodes.iter())
+            .map(|n| n.id.as_str());
+        return whole_thread(report, ids, opts);
+    }
+    let loaded = if full {
+        loaded
+    } else {
+        match load(store, thread_id, true)? {
+            Some(l) => l,
+            None => return Ok((thread_gone(thread_id), None)),
+        }
+    };
+    let mut work = Vec::new();
+    for t in &loaded {
+        match plan_namespace(t, opts, &mut report) {
+            Ok(Some(w)) => work.push(w),
+            Ok(None) => {}
+            Err(reason) => return Ok((report.refused(reason), None)),
+        }
+    }
+    if work.is_empty() {
+        report.status = PruneStatus::Skipped;
+        report.reason = Some("nothing to prune".into());
+        return Ok((report, None));
+    }
+    Ok((report, Some(Work::Checkpoints(work))))
+}
+
+/// Every namespace of a thread, with values (`full`) or without (the engine's preamble);
+/// `None` when the thread is gone.
+fn load(
+    store: &dyn Store,
+    thread_id: &str,
+    full: bool,
+) -> Result<Option<Vec<LoadedThread>>, Error> {
+    Ok(match preamble::load(store, thread_id, full)? {
+        Preamble::Gone => None,
+        Preamble::Loaded(loaded) => Some(loaded),
+    })
+}
+
+/// What one namespace loses (`Ok(None)`: nothing), counted into `report`.
+fn plan_namespace(
+    t: &LoadedThread,
+    opts: &PruneOptions,
+    report: &mut ThreadPrune,
+) -> Result<Option<NsWork>, String> {
+    let sel = select(t, &opts.protect, opts.branches)?;
+    if let Some(note) = &sel.note {
+        report.note = Some(match report.note.take() {
+            Some(earlier) => format!("{earlier}; {note}"),
+            None => note.clone(),
+        });
+    }
+    // History trimming applies to the root graph's lineage, where turns are.
+    let trim = match opts.keep_turns {
+        Some(k) if t.checkpoint_ns.is_empty() => cut(t, k, &opts.protect, opts.branches)?,
+        _ => None,
+    };
+    let mut delete: BTreeMap<usize, Shape> = sel.delete.iter().copied().collect();
+    if let Some(c) = &trim {
+        for &i in &c.delete {
+            delete.insert(i, Shape::Cut);
+        }
+        report.turns_cut += c.turns.len() as u64;
+        report.oldest_kept = Some(t.nodes[c.root].id.clone());
+    }
+    report.kept += (t.nodes.len() - delete.len()) as u64;
+    if delete.is_empty() {
+        return Ok(None);
+    }
+    for (&i, &shape) in &delete {
+        report.checkpoints += 1;
+        report.writes += t.nodes[i].writes.len() as u64;
+        report.bytes_freed += t.nodes[i].bytes
+            + t.nodes[i]
+                .writes
+                .iter()
+                .map(|w| w.value.len() as u64)
+                .sum::<u64>();
+        match shape {
+            Shape::DurationLeaf => report.duration_leaves += 1,
+            Shape::Branch => report.branch_checkpoints += 1,
+            Shape::Cut => report.cut_checkpoints += 1,
+        }
+    }
+    let reducer = MigrateOptions::default().reducer_for(t);
+    let mut kept = fingerprints(t, reducer).map_err(|r| r.0)?;
+    let latest = newest_id(t).and_then(|id| kept.get(id).copied());
+    let delete: Vec<String> = delete.keys().map(|&i| t.nodes[i].id.clone()).collect();
+    kept.retain(|id, _| !delete.contains(id));
+    let root = match &trim {
+        None => None,
+        Some(c) => {
+            let n = &t.nodes[c.root];
+            // A delta checkpoint that stores no list gets its materialized one.
+            let list = if n.messages_encoding == Some(MessagesEncoding::Absent) {
+                let mut found = None;
+                for_each_stored_messages(t, reducer, &mut |i, stored| {
+                    if i == c.root {
+                        found = Some(stored.to_vec());
+                    }
+                    Ok(())
+                })
+                .map_err(|e| format!("materialization fails: {e}"))?;
+                Some(found.ok_or("the new root cannot be materialized")?)
+            } else {
+                None
+            };
+            Some((n.id.clone(), list))
+        }
+    };
+    Ok(Some(NsWork {
+        ns: t.checkpoint_ns.clone(),
+        root,
+        delete,
+        reducer,
+        kept,
+        latest,
+        contaminated: contaminated(t),
+    }))
+}
+
+/// The id of the namespace's newest checkpoint: where LangGraph resumes.
+fn newest_id(t: &LoadedThread) -> Option<&str> {
+    t.nodes.iter().map(|n| n.id.as_str()).max()
+}
+
+/// The checkpoints whose delta replay picks up another branch's writes, by the fork
+/// analysis `verify` runs.
+fn contaminated(t: &LoadedThread) -> Vec<String> {
+    dfck_core::lineage::fork_analysis(t)
+        .contaminated
+        .iter()
+        .map(|&(k, _)| t.nodes[k].id.clone())
+        .collect()
+}
+
+/// The plan of a whole-thread deletion: refused when the thread holds a protected
+/// checkpoint (a thread DeerFlow is running is refused by the engine).
+fn whole_thread<'a>(
+    report: ThreadPrune,
+    mut ids: impl Iterator<Item = &'a str>,
+    opts: &PruneOptions,
+) -> Result<(ThreadPrune, Option<Work>), Error> {
+    if let Some(id) = ids.find(|id| super::select::is_protected(&opts.protect, id)) {
+        let reason = format!("it holds protected checkpoint {id}; not deleting the thread");
+        return Ok((report.refused(reason), None));
+    }
+    Ok((report, Some(Work::Whole)))
+}
+
+/// `--older-than`: the first checkpoint is older; `--idle`: the last one is. A thread
+/// without readable timestamps is never old.
+fn due<'a>(ts: impl Iterator<Item = &'a str>, opts: &PruneOptions) -> bool {
+    if opts.older_than.is_none() && opts.idle.is_none() {
+        return false;
+    }
+    let ts: Vec<i64> = ts.filter_map(super::age::unix_seconds).collect();
+    let (Some(first), Some(last)) = (ts.iter().min(), ts.iter().max()) else {
+        return false;
+    };
+    let before = |limit: u64| {
+        opts.now
+            .saturating_sub(i64::try_from(limit).unwrap_or(i64::MAX))
+    };
+    opts.older_than.is_some_and(|d| *first < before(d))
+        || opts.idle.is_some_and(|d| *last < before(d))
+}
+
+/// [`due`] over the loaded namespaces' checkpoint timestamps.
+fn whole_thread_due(loaded: &[LoadedThread], opts: &PruneOptions) -> bool {
+    due(
+        loaded
+            .iter()
+            .flat_map(|t| t.nodes.iter())
+            .filter_map(|n| n.checkpoint.as_ref().ok()?.ts.as_deref()),
+        opts,
+    )
+}
+
+/// `dfck prune` as a write-engine job.
+pub struct Prune<'a> {
+    /// What to prune.
+    pub opts: &'a PruneOptions,
+}
+
+fn store_refusal(e: impl std::fmt::Display) -> Refusal {
+    Refusal(format!("deleting failed: {e}"))
+}
+
+impl<C: PlanStore + ?Sized> ThreadPlan<C> for Prune<'_> {
+    type Report = ThreadPrune;
+    type Work = Work;
+
+    fn name(&self) -> &'static str {
+        "prune"
+    }
+
+    fn verb(&self) -> &'static str {
+        "pruning"
+    }
+
+    fn untouched(&self, thread_id: &str) -> ThreadPrune {
+        ThreadPrune::new(thread_id, PruneStatus::Skipped)
+    }
+
+    fn refuse(&self, report: ThreadPrune, reason: Refusal) -> ThreadPrune {
+        report.refused(reason.0)
+    }
+
+    fn plan(&self, conn: &C, thread_id: &str) -> Result<Planned<ThreadPrune, Work>, Error> {
+        let (report, work) = plan_thread(conn.store(), thread_id, self.opts)?;
+        let Some(work) = work else {
+            return Ok(Planned::Done(report));
+        };
+        // Deleting rewrites the pages the rows sit on: the log holds about that much.
+        let written = report.bytes_freed;
+        Ok(Planned::Write {
+            report,
+            work,
+            growth: 0,
+            written,
+        })
+    }
+}
+
+impl<C: DeleteRows + ?Sized> ThreadJob<C> for Prune<'_> {
+    type Expect = Pruned;
+
+    fn apply(
+        &self,
+        conn: &C,
+        thread_id: &str,
+        work: Work,
+        cx: &ApplyContext,
+    ) -> Result<Pruned, Refusal> {
+        let orphans_before = conn.count_orphans(thread_id).map_err(store_refusal)?.rows();
+        let mut deleted = RowCounts::default();
+        match &work {
+            Work::Whole => {
+                deleted.add(conn.delete_thread(thread_id).map_err(store_refusal)?);
+                cx.row_written();
+            }
+            Work::Checkpoints(namespaces) => {
+                for ns in namespaces {
+                    // The new root first: no kept checkpoint ever points at a deleted one.
+                    if let Some((id, list)) = &ns.root {
+                        conn.make_root(thread_id, &ns.ns, id, list.as_deref())
+                            .map_err(store_refusal)?;
+                        cx.row_written();
+                    }
+                    for id in &ns.delete {
+                        let one = std::slice::from_ref(id);
+                        deleted.add(
+                            conn.delete_checkpoints(thread_id, &ns.ns, one)
+                                .map_err(store_refusal)?,
+                        );
+                        cx.row_written();
+                    }
+                }
+            }
+        }
+        deleted.add(conn.delete_orphans(thread_id).map_err(store_refusal)?);
+        cx.row_written();
+        Ok(Pruned {
+            work,
+            deleted,
+            orphans_before,
+        })
+    }
+
+    fn verify(&self, conn: &C, thread_id: &str, done: &Pruned) -> Result<(), Refusal> {
+        let fail = |what: String| Err(Refusal(format!("verification failed: {what}")));
+        let store = conn.store();
+        let orphans = conn.count_orphans(thread_id).map_err(store_refusal)?;
+        if orphans.rows() != 0 {
+            return fail(format!("{} orphan rows left", orphans.rows()));
+        }
+        match &done.work {
+            Work::Whole => {
+                let left = store.namespaces(thread_id).map_err(store_refusal)?;
+                if !left.is_empty() {
+                    return fail("checkpoints of the thread are left".into());
+                }
+            }
+            Work::Checkpoints(namespaces) => {
+                for ns in namespaces {
+                    let after = LoadedThread::load_full(store, thread_id, &ns.ns)
+                        .map_err(|e| Refusal(format!("verification failed: {e}")))?;
+                    if let Some(n) = after
+                        .nodes
+                        .iter()
+                        .find(|n| n.parent.is_some() && n.parent_index.is_none())
+                    {
+                        return fail(format!("kept checkpoint {} lost its parent", n.id));
+                    }
+                    let shown = fingerprints(&after, ns.reducer)?;
+                    compare_states(&ns.kept, &shown)?;
+                    // What LangGraph resumes from shows the same conversation.
+                    let now = newest_id(&after).and_then(|id| shown.get(id).copied());
+                    if now != ns.latest {
+                        return fail(format!(
+                            "the latest state (get_state without a checkpoint id, now at {}) would change",
+                            newest_id(&after).unwrap_or("no checkpoint")
+                        ));
+                    }
+                    // The fork analysis judges a replay by its siblings: deleting one must
+                    // not leave a kept checkpoint looking contaminated.
+                    if let Some(id) = contaminated(&after)
+                        .into_iter()
+                        .find(|id| !ns.contaminated.contains(id))
+                    {
+                        return fail(format!(
+                            "the deletion would leave {id} replaying writes no kept sibling owns"
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn committed(&self, mut report: ThreadPrune, done: Pruned) -> ThreadPrune {
+        report.status = PruneStatus::Done;
+        report.checkpoints = done.deleted.checkpoints;
+        report.writes = done.deleted.writes;
+        report.blobs = done.deleted.blobs;
+        report.bytes_freed = done.deleted.bytes;
+        report.orphans_before = Some(done.orphans_before);
+        report.orphans_after = Some(0);
+        report
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dfck_core::store::sqlite::SqliteStore;
+    use dfck_core::store::{ThreadLock, WriteStore};
+
+    /// Verification compares the latest state too: a plan that deleted the newest
+    /// checkpoint, and so moved what `get_state` resumes, is refused before commit.
+    #[test]
+    fn deleting_the_newest_checkpoint_fails_verification() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("race.db");
+        std::fs::copy(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("fixtures/sqlite/retention_race.db"),
+            &db,
+        )
+        .unwrap();
+        let store = SqliteStore::open_read_write(&db).unwrap();
+        let thread = "r-late-duration-delta";
+        let newest = store.head_id(thread, "").unwrap().unwrap();
+        let opts = PruneOptions::default();
+        let job = Prune { opts: &opts };
+        assert!(matches!(
+            store.lock_thread(thread).unwrap(),
+            ThreadLock::Held
+        ));
+        let Planned::Write { work, .. } = job.plan(&store, thread).unwrap() else {
+            panic!("nothing planned");
+        };
+        let Work::Checkpoints(mut namespaces) = work else {
+            panic!("a whole-thread plan");
+        };
+        assert!(!namespaces[0].delete.contains(&newest), "the plan keeps it");
+        namespaces[0].delete.push(newest.clone());
+        namespaces[0].kept.remove(&newest);
+        let cx = ApplyContext::without_failpoints();
+        let done = job
+            .apply(&store, thread, Work::Checkpoints(namespaces), &cx)
+            .unwrap();
+        let refusal = job.verify(&store, thread, &done).unwrap_err();
+        assert!(refusal.0.contains("latest state"), "{refusal}");
+        WriteStore::rollback(&store).unwrap();
+        assert_eq!(store.head_id(thread, "").unwrap(), Some(newest));
+    }
+}

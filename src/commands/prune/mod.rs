@@ -1,0 +1,251 @@
+//! `dfck prune`: deleting what no resume, regenerate or branch needs (`docs/prune.md`) —
+//! trailing duration-only leaves always, leaf branches with `--branches`, and whole threads
+//! older or idler than a limit — through the write engine ([`dfck_core::write`]): one
+//! transaction per thread that deletes, removes the orphans it leaves, and verifies before
+//! commit that every kept checkpoint shows the state it showed and none lost its parent.
+//!
+//! Submodules: `select` (the protected set and the shapes), `age` (durations and
+//! timestamps), `job` (planning a thread and the engine job).
+
+pub mod age;
+mod job;
+pub mod select;
+
+pub use job::{Prune, plan_thread};
+
+use crate::commands::wiring::WriteRequest;
+use dfck_core::error::Error;
+use dfck_core::progress::Progress;
+use dfck_core::store::Store;
+use dfck_core::store::delete::DeleteRows;
+use dfck_core::write::{Connections, RunOptions};
+use serde::Serialize;
+use std::collections::HashSet;
+
+/// What to prune.
+#[derive(Debug, Clone, Default)]
+pub struct PruneOptions {
+    /// Also delete leaf branches off the kept lineage (E2).
+    pub branches: bool,
+    /// Delete whole threads whose first checkpoint is older than this many seconds.
+    pub older_than: Option<u64>,
+    /// Delete whole threads whose last checkpoint is older than this many seconds.
+    pub idle: Option<u64>,
+    /// Checkpoints that are never deleted (nor their ancestors): as given (an id or a
+    /// unique prefix of one), resolved to whole ids before any work.
+    pub protect: HashSet<String>,
+    /// Keep only the last N turns of each thread's resume lineage (history trimming).
+    pub keep_turns: Option<usize>,
+    /// "Now", in Unix seconds.
+    pub now: i64,
+}
+
+/// What happens (or happened) to one thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PruneStatus {
+    /// Pruned.
+    Done,
+    /// Would be pruned (dry run).
+    Would,
+    /// Refused: left untouched, with a reason.
+    Refused,
+    /// Nothing to prune.
+    Skipped,
+}
+
+impl PruneStatus {
+    /// The status as reports show it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PruneStatus::Done => "done",
+            PruneStatus::Would => "would",
+            PruneStatus::Refused => "refused",
+            PruneStatus::Skipped => "skipped",
+        }
+    }
+}
+
+impl std::fmt::Display for PruneStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One thread of a prune.
+#[derive(Debug, Clone, Serialize)]
+pub struct ThreadPrune {
+    /// Thread id.
+    pub thread_id: String,
+    /// Done, would, refused or skipped.
+    pub status: PruneStatus,
+    /// Why the thread is refused or skipped.
+    pub reason: Option<String>,
+    /// Why a checkpoint that looked deletable is kept (the protected head).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// The whole thread goes (`--older-than` / `--idle`).
+    pub whole_thread: bool,
+    /// Checkpoints deleted (would be).
+    pub checkpoints: u64,
+    /// Write rows deleted (would be), orphans included once applied.
+    pub writes: u64,
+    /// Blob rows deleted (PostgreSQL; counted once applied).
+    pub blobs: u64,
+    /// Logical bytes freed (would be): stored values of the deleted rows.
+    pub bytes_freed: u64,
+    /// Of the deleted checkpoints: trailing duration-only leaves.
+    pub duration_leaves: u64,
+    /// Of the deleted checkpoints: leaf-branch checkpoints (`--branches`).
+    pub branch_checkpoints: u64,
+    /// Of the deleted checkpoints: before the oldest kept turn (`--keep-last-turns`).
+    pub cut_checkpoints: u64,
+    /// Turns cut (`--keep-last-turns`): nobody can branch from or regenerate them any more.
+    pub turns_cut: u64,
+    /// The checkpoint that starts the oldest kept turn, which becomes the root.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oldest_kept: Option<String>,
+    /// Checkpoints kept.
+    pub kept: u64,
+    /// Orphan rows (writes on no checkpoint, unreferenced blobs) before the prune; applied
+    /// runs only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub orphans_before: Option<u64>,
+    /// Orphan rows after it (always 0 when committed); applied runs only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub orphans_after: Option<u64>,
+}
+
+impl ThreadPrune {
+    fn new(thread_id: &str, status: PruneStatus) -> Self {
+        ThreadPrune {
+            thread_id: thread_id.to_owned(),
+            status,
+            reason: None,
+            note: None,
+            whole_thread: false,
+            checkpoints: 0,
+            writes: 0,
+            blobs: 0,
+            bytes_freed: 0,
+            duration_leaves: 0,
+            branch_checkpoints: 0,
+            cut_checkpoints: 0,
+            turns_cut: 0,
+            oldest_kept: None,
+            kept: 0,
+            orphans_before: None,
+            orphans_after: None,
+        }
+    }
+
+    fn refused(mut self, reason: impl Into<String>) -> Self {
+        self.status = PruneStatus::Refused;
+        self.reason = Some(reason.into());
+        self
+    }
+
+    fn skipped(thread_id: &str, reason: &str) -> Self {
+        let mut r = ThreadPrune::new(thread_id, PruneStatus::Skipped);
+        r.reason = Some(reason.to_owned());
+        r
+    }
+}
+
+/// `dfck prune`'s report.
+#[derive(Debug, Clone, Serialize)]
+pub struct PruneReport {
+    /// Nothing was written.
+    pub dry_run: bool,
+    /// Per thread.
+    pub threads: Vec<ThreadPrune>,
+    /// Threads pruned (would be).
+    pub pruned: usize,
+    /// Threads refused.
+    pub refused: usize,
+    /// Threads with nothing to prune.
+    pub skipped: usize,
+    /// Checkpoints deleted (would be), over every thread.
+    pub checkpoints: u64,
+    /// Logical bytes freed (would be), over every thread.
+    pub bytes_freed: u64,
+}
+
+impl PruneReport {
+    fn new(dry_run: bool, threads: Vec<ThreadPrune>) -> Self {
+        let count = |s: PruneStatus| threads.iter().filter(|p| p.status == s).count();
+        let changed = |p: &&ThreadPrune| matches!(p.status, PruneStatus::Done | PruneStatus::Would);
+        PruneReport {
+            dry_run,
+            pruned: count(PruneStatus::Done) + count(PruneStatus::Would),
+            refused: count(PruneStatus::Refused),
+            skipped: count(PruneStatus::Skipped),
+            checkpoints: threads.iter().filter(changed).map(|p| p.checkpoints).sum(),
+            bytes_freed: threads.iter().filter(changed).map(|p| p.bytes_freed).sum(),
+            threads,
+        }
+    }
+}
+
+/// `opts` with every `--protect` value resolved to the one checkpoint it names (a usage
+/// error when it names none or several).
+fn resolve_protect(
+    store: &dyn Store,
+    threads: &[String],
+    all: bool,
+    opts: &PruneOptions,
+) -> Result<PruneOptions, Error> {
+    if opts.protect.is_empty() {
+        return Ok(opts.clone());
+    }
+    let selected = if all { &[][..] } else { threads };
+    let protect = dfck_core::address::protected_checkpoints(
+        store,
+        selected,
+        opts.protect.iter().map(String::as_str),
+    )?;
+    Ok(PruneOptions {
+        protect,
+        ..opts.clone()
+    })
+}
+
+/// The dry run: what a prune of the given threads (every thread with `all`) would delete,
+/// planned by the engine ([`dfck_core::write::dry_run`]) inside a read transaction.
+pub fn plan(
+    store: &dyn Store,
+    threads: &[String],
+    all: bool,
+    opts: &PruneOptions,
+    progress: &dyn Progress,
+) -> Result<PruneReport, Error> {
+    let opts = &resolve_protect(store, threads, all, opts)?;
+    let job = Prune { opts };
+    let conn = dfck_core::store::ReadOnly(store);
+    let out = dfck_core::write::dry_run(&job, &conn, if all { &[] } else { threads }, progress)?;
+    Ok(PruneReport::new(true, out))
+}
+
+/// `prune --apply`: one engine transaction per thread (see [`dfck_core::write::run`]).
+pub fn apply<C: DeleteRows + Send>(
+    conns: Connections<'_, C>,
+    threads: &[String],
+    all: bool,
+    opts: &PruneOptions,
+    run: &RunOptions<'_>,
+) -> Result<PruneReport, Error> {
+    let opts = &resolve_protect(conns.first.store(), threads, all, opts)?;
+    let job = Prune { opts };
+    let out = dfck_core::write::run(&job, conns, if all { &[] } else { threads }, run)?;
+    Ok(PruneReport::new(false, out))
+}
+
+/// `dfck prune`: the dry run, or with `req.apply` the deletion (see [`WriteRequest`]).
+pub fn run(req: &WriteRequest<'_>, opts: &PruneOptions) -> Result<PruneReport, Error> {
+    req.dry_or_apply(
+        "pruning threads",
+        |store| plan(store, req.threads, req.all, opts, req.progress),
+        |c, run| apply(c, req.threads, req.all, opts, run),
+        |c, run| apply(c, req.threads, req.all, opts, run),
+    )
+}

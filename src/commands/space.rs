@@ -1,0 +1,279 @@
+//! Where the bytes go: the order and cut of `dfck inspect`'s thread table (`--sort`,
+//! `--top`), and the per-channel bytes of `--channels` (stored values and pending writes).
+//! SQLite keeps each checkpoint's values inside it, so `--channels` reads every checkpoint
+//! of the threads shown (without decoding the values); PostgreSQL sums them in SQL.
+//! See docs/space.md.
+
+use dfck_core::codec;
+use dfck_core::error::Error;
+use dfck_core::progress::Progress;
+use dfck_core::store::{CheckpointBody, Store};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+
+/// How the thread table is ordered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum SortKey {
+    /// By thread id.
+    Name,
+    /// Largest first.
+    Bytes,
+    /// Most checkpoints first.
+    Checkpoints,
+    /// Least recently active first (by the newest checkpoint's `ts`).
+    Age,
+}
+
+impl SortKey {
+    /// The key's name, as `--sort` takes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SortKey::Name => "name",
+            SortKey::Bytes => "bytes",
+            SortKey::Checkpoints => "checkpoints",
+            SortKey::Age => "age",
+        }
+    }
+}
+
+/// How `dfck inspect` lists the threads of the summary.
+#[derive(Debug, Clone, Copy)]
+pub struct SummaryOptions {
+    /// Order.
+    pub sort: SortKey,
+    /// Keep the first N.
+    pub top: Option<u64>,
+    /// Add per-channel bytes (reads every checkpoint of the listed threads on SQLite).
+    pub channels: bool,
+}
+
+impl Default for SummaryOptions {
+    fn default() -> Self {
+        SummaryOptions {
+            sort: SortKey::Name,
+            top: None,
+            channels: false,
+        }
+    }
+}
+
+/// What a thread is ordered by.
+#[derive(Debug, Clone, Copy)]
+pub struct SortFields<'a> {
+    /// Thread id (ties).
+    pub name: &'a str,
+    /// Bytes.
+    pub bytes: u64,
+    /// Checkpoints.
+    pub checkpoints: u64,
+    /// The newest checkpoint's `ts`.
+    pub last_activity: Option<&'a str>,
+}
+
+/// Orders `items` by `key` (ties by name): bytes and checkpoints largest first, age least
+/// recently active first (items without a readable `ts` last).
+pub fn sort_by<T>(items: &mut [T], key: SortKey, fields: impl Fn(&T) -> SortFields<'_>) {
+    items.sort_by(|a, b| {
+        let (a, b) = (fields(a), fields(b));
+        let name = a.name.cmp(b.name);
+        match key {
+            SortKey::Name => name,
+            SortKey::Bytes => b.bytes.cmp(&a.bytes).then(name),
+            SortKey::Checkpoints => b.checkpoints.cmp(&a.checkpoints).then(name),
+            SortKey::Age => match (a.last_activity, b.last_activity) {
+                (Some(x), Some(y)) => x.cmp(y).then(name),
+                (Some(_), None) => std::cmp::Ordering::Less,
+                (None, Some(_)) => std::cmp::Ordering::Greater,
+                (None, None) => name,
+            },
+        }
+    });
+}
+
+/// The bytes of one channel.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ChannelBytes {
+    /// Channel name (`(undecoded)`: checkpoints whose values could not be read).
+    pub channel: String,
+    /// Bytes of stored values: every checkpoint's copy on SQLite; every blob version and
+    /// inline value on PostgreSQL.
+    pub values_bytes: u64,
+    /// Bytes of pending-write values.
+    pub writes_bytes: u64,
+    /// Both.
+    pub bytes: u64,
+}
+
+/// The pseudo-channel of checkpoints whose channel values could not be read.
+pub const UNDECODED: &str = "(undecoded)";
+
+type Acc = BTreeMap<String, (u64, u64)>;
+
+fn sorted(acc: Acc) -> Vec<ChannelBytes> {
+    let mut v: Vec<ChannelBytes> = acc
+        .into_iter()
+        .map(|(channel, (values_bytes, writes_bytes))| ChannelBytes {
+            channel,
+            values_bytes,
+            writes_bytes,
+            bytes: values_bytes + writes_bytes,
+        })
+        .collect();
+    v.sort_by(|a, b| {
+        b.bytes
+            .cmp(&a.bytes)
+            .then_with(|| a.channel.cmp(&b.channel))
+    });
+    v
+}
+
+/// A thread whose channels are summed.
+#[derive(Debug, Clone, Copy)]
+pub struct ThreadRef<'a> {
+    /// Thread id.
+    pub thread_id: &'a str,
+    /// Its namespaces.
+    pub namespaces: &'a [String],
+    /// Its checkpoints (for progress).
+    pub checkpoints: u64,
+}
+
+/// Each thread's channels, by thread id.
+pub type PerThread = HashMap<String, Vec<ChannelBytes>>;
+
+/// Per-channel bytes of each thread given (largest first), and the totals over them.
+pub fn channel_bytes(
+    store: &dyn Store,
+    threads: &[ThreadRef<'_>],
+    progress: &dyn Progress,
+) -> Result<(PerThread, Vec<ChannelBytes>), Error> {
+    let mut per: HashMap<String, Acc> = threads
+        .iter()
+        .map(|t| (t.thread_id.to_owned(), Acc::new()))
+        .collect();
+    store.scan_write_channels(&mut |t| {
+        if let Some(acc) = per.get_mut(&t.thread_id) {
+            acc.entry(t.channel).or_default().1 += t.writes_bytes;
+        }
+        Ok(())
+    })?;
+    let summed = store.scan_value_channels(&mut |t| {
+        if let Some(acc) = per.get_mut(&t.thread_id) {
+            acc.entry(t.channel).or_default().0 += t.values_bytes;
+        }
+        Ok(())
+    })?;
+    if !summed {
+        progress.start(
+            "reading checkpoints for channel bytes",
+            Some(threads.iter().map(|t| t.checkpoints).sum()),
+        );
+        for t in threads {
+            let Some(acc) = per.get_mut(t.thread_id) else {
+                continue;
+            };
+            for ns in t.namespaces {
+                store.scan_thread(t.thread_id, ns, &mut |row| {
+                    progress.inc(1);
+                    add_checkpoint(acc, &row.body);
+                    Ok(())
+                })?;
+            }
+        }
+        progress.finish();
+    }
+    let mut total = Acc::new();
+    let mut out = HashMap::new();
+    for (thread, acc) in per {
+        for (k, (v, w)) in &acc {
+            let e = total.entry(k.clone()).or_default();
+            e.0 += v;
+            e.1 += w;
+        }
+        out.insert(thread, sorted(acc));
+    }
+    Ok((out, sorted(total)))
+}
+
+/// Adds one stored checkpoint's values, channel by channel.
+fn add_checkpoint(acc: &mut Acc, body: &CheckpointBody) {
+    let CheckpointBody::Serialized { type_tag, bytes } = body else {
+        return;
+    };
+    let sizes = match type_tag.as_deref() {
+        Some("msgpack") => codec::checkpoint_channel_sizes(bytes).ok(),
+        _ => None,
+    };
+    match sizes {
+        Some(sizes) => {
+            for (channel, n) in sizes {
+                acc.entry(channel).or_default().0 += n;
+            }
+        }
+        None => acc.entry(UNDECODED.to_owned()).or_default().0 += bytes.len() as u64,
+    }
+}
+
+/// Bytes the state at the head of (thread, ns) needs: the head's row (on PostgreSQL with
+/// every blob at its channel versions) and its pending writes; for a delta thread also each
+/// ancestor the `messages` replay reads, back to the nearest one that stores `messages`
+/// (its row, its stored `messages`, its writes). The rest of the thread is history: no
+/// head's state reads it. `delta`: the thread holds delta checkpoints (else the head alone
+/// is read, without decoding it). `preloaded`: the head's row when the caller has read it.
+pub fn head_needs(
+    store: &dyn Store,
+    thread_id: &str,
+    ns: &str,
+    head: &str,
+    delta: bool,
+    mut preloaded: Option<dfck_core::store::CheckpointRow>,
+) -> Result<u64, Error> {
+    let mut needed = 0;
+    let mut seen = std::collections::HashSet::new();
+    let mut next = Some(head.to_owned());
+    while let Some(id) = next.take() {
+        if !seen.insert(id.clone()) {
+            break;
+        }
+        let row = match preloaded.take() {
+            Some(r) if r.checkpoint_id == id => r,
+            _ => match store.checkpoint(thread_id, ns, &id)? {
+                Some(r) => r,
+                None => break,
+            },
+        };
+        let is_head = id == head;
+        let writes: u64 = store
+            .writes(thread_id, ns, &id, None)?
+            .iter()
+            .map(|w| w.value.len() as u64)
+            .sum();
+        needed += writes + row.bytes;
+        if let CheckpointBody::Postgres { blobs, .. } = &row.body {
+            needed += blobs
+                .iter()
+                .filter(|b| is_head || b.channel == "messages")
+                .map(|b| b.blob.as_ref().map_or(0, |v| v.len() as u64))
+                .sum::<u64>();
+        }
+        if !delta {
+            break;
+        }
+        let parent = row.parent_checkpoint_id.clone();
+        let absent = match &row.body {
+            CheckpointBody::Serialized {
+                type_tag: Some(t),
+                bytes,
+            } if t == "msgpack" => {
+                matches!(codec::checkpoint_messages_slice(bytes), Ok((None, true)))
+            }
+            _ => dfck_core::model::Checkpoint::from_row(row)
+                .is_ok_and(|c| c.messages_encoding() == dfck_core::model::MessagesEncoding::Absent),
+        };
+        if absent {
+            next = parent;
+        }
+    }
+    Ok(needed)
+}

@@ -1,0 +1,365 @@
+//! `verify`: every check of the contract's finding table over a store or a set of threads,
+//! thread by thread (one (thread, ns) in memory at a time), optionally on several
+//! connections at once ([`dfck_core::pool`]).
+
+use dfck_core::codec::Value;
+use dfck_core::error::{CodecError, Error, ModelError, StoreError};
+use dfck_core::finding::{Finding, FindingCode, Severity};
+use dfck_core::lineage::{
+    TurnInputs, fork_analysis, fork_findings, integrity, regenerate_findings,
+};
+use dfck_core::materialize::reducers::coerce_message;
+use dfck_core::model::thread::{LoadVisitor, LoadedThread};
+use dfck_core::model::{
+    Checkpoint, DELTA_COUNTERS, MESSAGES, MODE_MARKER, MessagesEncoding, ThreadMode, Write,
+    thread_mode,
+};
+use dfck_core::progress::Progress;
+use dfck_core::store::{Store, WriteRow};
+use serde::Serialize;
+
+/// Options of a verify run.
+#[derive(Debug, Clone)]
+pub struct VerifyOptions {
+    /// A parent-walk budget the user asked for (`--max-depth`); none by default: cycle
+    /// detection bounds every walk.
+    pub max_depth: Option<usize>,
+    /// Connections (threads of work) to check threads on.
+    pub jobs: usize,
+}
+
+impl Default for VerifyOptions {
+    fn default() -> Self {
+        VerifyOptions {
+            max_depth: None,
+            jobs: 1,
+        }
+    }
+}
+
+/// `dfck verify`.
+#[derive(Debug, Clone, Serialize)]
+pub struct VerifyReport {
+    /// Threads checked.
+    pub threads_checked: u64,
+    /// Checkpoints checked.
+    pub checkpoints_checked: u64,
+    /// Findings, by thread, namespace, checkpoint.
+    pub findings: Vec<Finding>,
+    /// Threads listed but deleted (by DeerFlow) before they were read: skipped, named here.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub threads_gone: Vec<String>,
+}
+
+impl VerifyReport {
+    /// Whether any finding has severity `error`.
+    pub fn has_errors(&self) -> bool {
+        self.findings.iter().any(|f| f.severity == Severity::Error)
+    }
+}
+
+fn codec_code(e: &ModelError) -> FindingCode {
+    match e {
+        ModelError::Decode {
+            source: CodecError::UnsupportedSerializer(_),
+            ..
+        } => FindingCode::ValueUnsupportedSerializer,
+        _ => FindingCode::ValueUndecodable,
+    }
+}
+
+fn finding(t: &LoadedThread, code: FindingCode, checkpoint_id: &str, message: String) -> Finding {
+    dfck_core::lineage::finding(t, code, Some(checkpoint_id), message)
+}
+
+/// The items of one persisted `messages` write (an Overwrite's value unwrapped; an
+/// `Overwrite(None)` has none).
+fn write_items(v: &Value) -> Vec<&Value> {
+    match v.overwrite_value().unwrap_or(v) {
+        Value::Array(items) => items.iter().collect(),
+        Value::Nil if v.overwrite_value().is_some() => Vec::new(),
+        other => vec![other],
+    }
+}
+
+/// Messages without an id inside one persisted `messages` write value.
+fn count_missing_ids(v: &Value) -> usize {
+    write_items(v)
+        .into_iter()
+        .filter(|m| {
+            if m.is_model() {
+                m.model_field_str("id").is_none()
+            } else if m.as_map().is_some() && (m.get("role").is_some() || m.get("type").is_some()) {
+                m.get("id").and_then(Value::as_str).is_none()
+            } else {
+                false
+            }
+        })
+        .count()
+}
+
+/// Value checks that need the values themselves, run while a thread loads.
+struct ValueChecks {
+    thread_id: String,
+    checkpoint_ns: String,
+    findings: Vec<Finding>,
+    /// Human messages of the run inputs, for `lineage.regenerate_budget`.
+    inputs: TurnInputs,
+}
+
+impl ValueChecks {
+    fn push(&mut self, code: FindingCode, id: &str, message: String) {
+        self.findings.push(Finding::new(
+            code,
+            &self.thread_id,
+            &self.checkpoint_ns,
+            Some(id),
+            message,
+        ));
+    }
+}
+
+impl LoadVisitor for ValueChecks {
+    fn checkpoint(&mut self, ck: &Checkpoint) {
+        if let Some(kind) = ck
+            .value(MESSAGES)
+            .and_then(|v| dfck_core::model::messages_not_a_list(v, false))
+        {
+            self.push(
+                FindingCode::ValueMessagesNotAList,
+                &ck.checkpoint_id,
+                format!(
+                    "channel 'messages' stores {kind}, not a list of messages: LangGraph hands it to the messages reducer as it is, which fails or shows it as the conversation"
+                ),
+            );
+        }
+        for (ch, v) in &ck.channel_values {
+            if v.ext_class() == Some(("langgraph.types", "Overwrite")) {
+                self.push(
+                    FindingCode::ValueLiteralOverwrite,
+                    &ck.checkpoint_id,
+                    format!(
+                        "channel '{ch}' stores a literal langgraph.types.Overwrite wrapper (DeerFlow #4380): the next reader fails with \"'Overwrite' object is not subscriptable\""
+                    ),
+                );
+            }
+        }
+    }
+
+    fn write(&mut self, w: &WriteRow) {
+        self.inputs.write(w);
+        match Write::from_row(w.clone(), &self.thread_id) {
+            Err(e) => self.push(
+                codec_code(&e),
+                &w.checkpoint_id,
+                format!("{e}: replaying this write fails in LangGraph too"),
+            ),
+            Ok(dw) if w.channel == MESSAGES => {
+                if let Some(err) = write_items(&dw.value)
+                    .into_iter()
+                    .find_map(|m| coerce_message(m.clone()).err())
+                {
+                    self.push(
+                        FindingCode::ValueUndecodable,
+                        &w.checkpoint_id,
+                        format!(
+                            "the messages write of task {} (idx {}) holds something that is not a message ({err}): LangGraph's replay fails on it",
+                            w.task_id, w.idx
+                        ),
+                    );
+                }
+                let missing = count_missing_ids(&dw.value);
+                if missing > 0 {
+                    self.push(
+                        FindingCode::MessageMissingId,
+                        &w.checkpoint_id,
+                        format!(
+                            "{missing} message(s) without an id in the messages write of task {} (idx {}): delta replay assigns a new random id on every read",
+                            w.task_id, w.idx
+                        ),
+                    );
+                }
+            }
+            Ok(_) => {}
+        }
+    }
+}
+
+/// Per-thread facts needed across namespaces.
+#[derive(Default)]
+struct ThreadFacts {
+    any_delta: bool,
+    any_full_plain: bool,
+}
+
+/// Checks one (thread, ns).
+fn check_namespace(
+    t: &LoadedThread,
+    opts: &VerifyOptions,
+    facts: &mut ThreadFacts,
+) -> Vec<Finding> {
+    let mut out = integrity(t, opts.max_depth);
+    let marked_thread = t.nodes.iter().any(|n| n.facts.marked_delta());
+    for n in &t.nodes {
+        let ck = match &n.checkpoint {
+            Ok(ck) => ck,
+            Err(e) => {
+                out.push(finding(
+                    t,
+                    codec_code(e),
+                    &n.id,
+                    format!("{e}: LangGraph (and DeerFlow) cannot read this checkpoint either"),
+                ));
+                continue;
+            }
+        };
+        let delta = n.facts.delta;
+        let enc = n.messages_encoding.unwrap_or(MessagesEncoding::Unversioned);
+        let marker = n.facts.marker.as_deref();
+        facts.any_delta |= delta;
+        facts.any_full_plain |= !delta && enc == MessagesEncoding::Plain;
+        if let Some(m) = marker {
+            if m.as_str() != Some("delta") {
+                out.push(finding(
+                    t,
+                    FindingCode::ModeUnknownMarker,
+                    &n.id,
+                    format!(
+                        "{MODE_MARKER} is {m}; DeerFlow only writes \"delta\" and treats anything else as no marker"
+                    ),
+                ));
+            }
+        }
+        if enc == MessagesEncoding::Absent && !delta {
+            out.push(finding(
+                t,
+                FindingCode::ModeUnmarkedDelta,
+                &n.id,
+                format!(
+                    "messages is versioned but not stored (a delta checkpoint) and the metadata has neither the {MODE_MARKER} marker nor {DELTA_COUNTERS}.messages: a full-mode reader silently sees the wrong messages here"
+                ),
+            ));
+        }
+        if enc == MessagesEncoding::Snapshot && marker.is_none() && marked_thread {
+            out.push(finding(
+                t,
+                FindingCode::ModeUnmarkedSnapshot,
+                &n.id,
+                "a _DeltaSnapshot stored without the DeerFlow marker in a marked thread: DeerFlow's full-mode gate does not see this checkpoint as delta".into(),
+            ));
+        }
+        if enc == MessagesEncoding::Plain && n.facts.marked_delta() {
+            let shared = n
+                .parent_index
+                .and_then(|p| t.checkpoint(p))
+                .is_some_and(|p| {
+                    p.version(MESSAGES).is_some() && p.version(MESSAGES) == ck.version(MESSAGES)
+                });
+            if !shared {
+                out.push(finding(
+                    t,
+                    FindingCode::ModeMarkerWithoutDelta,
+                    &n.id,
+                    "the delta marker is present but messages is stored as a plain list: the data is full-mode, yet a full-mode DeerFlow refuses it".into(),
+                ));
+            }
+        }
+    }
+    let analysis = fork_analysis(t);
+    out.extend(fork_findings(t, &analysis));
+    out
+}
+
+/// Checks every namespace of one thread.
+pub fn verify_thread(
+    store: &dyn Store,
+    thread_id: &str,
+    opts: &VerifyOptions,
+) -> Result<(Vec<Finding>, u64), StoreError> {
+    let mut findings = Vec::new();
+    let mut checkpoints = 0;
+    let mut facts = ThreadFacts::default();
+    for ns in store.namespaces(thread_id)? {
+        let mut values = ValueChecks {
+            thread_id: thread_id.to_owned(),
+            checkpoint_ns: ns.clone(),
+            findings: Vec::new(),
+            inputs: TurnInputs::default(),
+        };
+        let t = LoadedThread::load_with(store, thread_id, &ns, &mut values)?;
+        checkpoints += t.nodes.len() as u64;
+        findings.extend(check_namespace(&t, opts, &mut facts));
+        findings.extend(regenerate_findings(&t, Some(&values.inputs)));
+        findings.extend(values.findings);
+    }
+    if checkpoints == 0 {
+        return Err(StoreError::ThreadNotFound {
+            thread_id: thread_id.to_owned(),
+            checkpoint_ns: String::new(),
+        });
+    }
+    if thread_mode(facts.any_delta, facts.any_full_plain) == ThreadMode::Mixed {
+        findings.push(Finding {
+            code: FindingCode::ModeMixedThread,
+            severity: Severity::Info,
+            thread_id: thread_id.to_owned(),
+            checkpoint_ns: String::new(),
+            checkpoint_id: None,
+            message: "full checkpoints followed by delta ones (a full→delta migration): a full-mode DeerFlow cannot open this thread".into(),
+        });
+    }
+    Ok((findings, checkpoints))
+}
+
+/// Verifies the given threads (every thread when `threads` is empty). `open` makes one
+/// more connection for each extra job.
+pub fn verify_store<'s>(
+    store: &'s (dyn Store + 's),
+    open: &(dyn Fn() -> Result<Box<dyn Store>, StoreError> + Sync),
+    threads: &[String],
+    opts: &VerifyOptions,
+    progress: &(dyn Progress + Sync),
+) -> Result<VerifyReport, Error> {
+    let ids = dfck_core::store::select_threads(store, threads)?;
+    dfck_core::failpoint::Failpoints::from_env("verify").after_listing();
+    progress.start("verifying threads", Some(ids.len() as u64));
+    // Connections the threads leave over split one thread's scan (docs/storage-format.md).
+    let split = dfck_core::pool::connections_per_item(ids.len(), opts.jobs);
+    store.split_scans(split);
+    // Extra workers' connections, as trait objects living as long as the caller's.
+    let open_more = || {
+        open().map(|b| -> Box<dyn Store + 's> {
+            b.split_scans(split);
+            b
+        })
+    };
+    let results = dfck_core::pool::run(ids.len(), opts.jobs, store, &open_more, &|s, i| {
+        let r = match verify_thread(s, &ids[i], opts) {
+            Ok(fc) => Some(fc),
+            // Listed, then deleted (by DeerFlow) before it was read: skipped and named.
+            Err(StoreError::ThreadNotFound { .. }) => None,
+            Err(e) => return Err(e),
+        };
+        progress.inc(1);
+        Ok(r)
+    });
+    progress.finish();
+    let results = results?;
+    let mut report = VerifyReport {
+        threads_checked: 0,
+        checkpoints_checked: 0,
+        findings: Vec::new(),
+        threads_gone: Vec::new(),
+    };
+    for (i, r) in results.into_iter().enumerate() {
+        match r {
+            Some((f, c)) => {
+                report.threads_checked += 1;
+                report.checkpoints_checked += c;
+                report.findings.extend(f);
+            }
+            None => report.threads_gone.push(ids[i].clone()),
+        }
+    }
+    Ok(report)
+}

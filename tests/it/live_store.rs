@@ -1,0 +1,200 @@
+//! Live stores: a real LangGraph writer (scripts/live_writer.py, a fresh connection per turn, as
+//! a DeerFlow gateway does) appends turns while dfck reads the store and converts other threads.
+//! Every read must succeed and see a consistent prefix of what the writer wrote; the writer's
+//! turns all survive dfck's writes.
+
+use crate::common::{dfck, require_postgres, require_python, sqlite_fixture, temp_copy, with_db};
+use serde_json::Value as Json;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn start_writer(python: &Path, store_args: &[&str], seconds: u32) -> Child {
+    Command::new(python)
+        .arg(crate::common::root().join("scripts/live_writer.py"))
+        .args(store_args)
+        .args([
+            "--threads",
+            "t-live-0,t-live-1",
+            "--seconds",
+            &seconds.to_string(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the live writer")
+}
+
+/// What the writer reports when it ends: messages per thread.
+fn finish_writer(child: Child) -> Json {
+    let out = child.wait_with_output().expect("writer");
+    assert!(
+        out.status.success(),
+        "live writer failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("writer JSON")
+}
+
+/// The message ids the writer's thread holds after `n` messages.
+fn expected_ids(thread: &str, n: usize) -> Vec<String> {
+    (0..n / 2)
+        .flat_map(|i| [format!("h-{thread}-{i}"), format!("ai-{thread}-{i}")])
+        .collect()
+}
+
+fn message_ids(state: &Json) -> Vec<String> {
+    state["values"]["messages"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|m| m["id"].as_str().unwrap_or("").to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Reads the live store over and over while the writer runs; converts `convert` once midway.
+/// Returns (reads, states checked).
+fn read_while_writing(target: &str, writer: &mut Child, convert: &[&str]) -> (usize, usize) {
+    let start = Instant::now();
+    let (mut reads, mut states, mut converted) = (0, 0, false);
+    while writer.try_wait().expect("writer status").is_none() {
+        assert!(start.elapsed() < Duration::from_secs(120), "writer hangs");
+        let o = dfck(target, &["inspect", "--format", "json"]);
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "inspect beside a live writer: {e}"
+        );
+        let summary: Json = serde_json::from_slice(&o.stdout).expect("inspect JSON");
+        reads += 1;
+        let live: Vec<String> = summary["threads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| t["thread_id"].as_str())
+            .filter(|t| t.starts_with("t-live-"))
+            .map(str::to_owned)
+            .collect();
+        for t in &live {
+            let o = dfck(target, &["inspect", t, "--state", "--format", "json"]);
+            let e = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(
+                o.status.code(),
+                Some(0),
+                "state of {t} beside a live writer: {e}"
+            );
+            let state: Json = serde_json::from_slice(&o.stdout).expect("state JSON");
+            let ids = message_ids(&state);
+            assert_eq!(
+                ids,
+                expected_ids(t, ids.len()),
+                "{t}: a torn or foreign list"
+            );
+            states += 1;
+        }
+        let o = dfck(target, &["verify", "--format", "json"]);
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_ne!(o.status.code(), Some(2), "verify beside a live writer: {e}");
+        reads += 1;
+        if !converted && reads > 6 {
+            let mut args = vec!["migrate", "delta-to-full", "--apply", "--format", "json"];
+            args.extend_from_slice(convert);
+            let o = dfck(target, &args);
+            let e = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(
+                o.status.code(),
+                Some(0),
+                "migrate beside a live writer: {e}"
+            );
+            let j: Json = serde_json::from_slice(&o.stdout).expect("migrate JSON");
+            assert_eq!(j["converted"], convert.len(), "{j}");
+            converted = true;
+        }
+    }
+    assert!(converted, "the writer ended before the conversion ran");
+    (reads, states)
+}
+
+/// After the writer: every thread it wrote holds exactly its messages, and the converted
+/// threads verify clean.
+fn check_after(target: &str, report: &Json) {
+    for (t, n) in report["threads"].as_object().expect("threads") {
+        let n = n.as_u64().unwrap() as usize;
+        let state: Json =
+            crate::common::dfck_json(target, &["inspect", t, "--state", "--format", "json"]);
+        assert_eq!(message_ids(&state), expected_ids(t, n), "{t} after the run");
+    }
+    let o = dfck(target, &["verify", "--format", "json"]);
+    let j: Json = serde_json::from_slice(&o.stdout).expect("verify JSON");
+    let errors: Vec<&Json> = j["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["severity"] == "error")
+        // The fixture's one thread that the real library contaminates (tests/twins.rs).
+        .filter(|f| f["thread_id"] != "t-resume-old-update")
+        .collect();
+    assert!(errors.is_empty(), "errors after the live run: {errors:?}");
+}
+
+#[test]
+fn sqlite_reads_and_migrate_beside_a_live_langgraph_writer() {
+    let Some(python) = require_python("live SQLite writer test") else {
+        return;
+    };
+    let (_dir, db) = temp_copy(&sqlite_fixture("delta_k3"));
+    let target = db.to_str().unwrap().to_owned();
+    let mut writer = start_writer(&python, &["--db", &target], 12);
+    let (reads, states) = read_while_writing(&target, &mut writer, &["t-linear", "t-fork"]);
+    let report = finish_writer(writer);
+    check_after(&target, &report);
+    eprintln!(
+        "live sqlite: {reads} reads and {states} states beside {} writer turns, 0 errors",
+        report["turns"]
+    );
+}
+
+#[test]
+fn postgres_reads_and_migrate_beside_a_live_langgraph_writer() {
+    let Some(python) = require_python("live Postgres writer test") else {
+        return;
+    };
+    let Some(server) = require_postgres("live Postgres writer test") else {
+        return;
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let name = "dfck_live_writer";
+    rt.block_on(async {
+        let (admin, conn) = tokio_postgres::connect(&server, tokio_postgres::NoTls)
+            .await
+            .expect("connect");
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        admin
+            .batch_execute(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))
+            .await
+            .unwrap();
+        admin
+            .batch_execute(&format!(
+                "CREATE DATABASE \"{name}\" TEMPLATE \"dfck_delta_k3\""
+            ))
+            .await
+            .unwrap();
+    });
+    let target = with_db(&server, name);
+    let mut writer = start_writer(&python, &["--pg-url", &target], 15);
+    let (reads, states) = read_while_writing(&target, &mut writer, &["t-linear", "t-fork"]);
+    let report = finish_writer(writer);
+    check_after(&target, &report);
+    eprintln!(
+        "live postgres: {reads} reads and {states} states beside {} writer turns, 0 errors",
+        report["turns"]
+    );
+}
