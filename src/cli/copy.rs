@@ -20,6 +20,9 @@ pub struct CopyArgs {
     /// Every thread of the source store.
     #[arg(long, conflicts_with = "threads")]
     pub all: bool,
+    /// The threads this DeerFlow user owns (`threads_meta.user_id`).
+    #[arg(long, value_name = "ID", conflicts_with_all = ["threads", "all"])]
+    pub user: Option<String>,
     /// PostgreSQL schema (search_path) of the target.
     #[arg(long, value_name = "NAME")]
     pub to_pg_schema: Option<String>,
@@ -36,7 +39,7 @@ pub struct CopyArgs {
 
 /// Runs `dfck copy`: exit 1 when a thread is refused.
 pub fn run(global: &GlobalArgs, args: &CopyArgs) -> Result<Outcome, Error> {
-    if args.threads.is_empty() && !args.all {
+    if args.threads.is_empty() && !args.all && args.user.is_none() {
         return Err(Error::Usage(
             "name the threads to copy, or pass --all".into(),
         ));
@@ -54,17 +57,20 @@ pub fn run(global: &GlobalArgs, args: &CopyArgs) -> Result<Outcome, Error> {
         }
         (t, None) => t,
     };
+    let (threads, all) =
+        super::select_threads(&source, &args.threads, args.all, args.user.as_deref())?;
     let progress = TerminalProgress::stderr();
     let report = crate::commands::copy::run(
         &WriteRequest {
             target: &source,
-            threads: &args.threads,
-            all: args.all,
+            threads: &threads,
+            all,
             apply: args.apply,
             jobs: args.jobs,
             backup: None,
             progress: &progress,
             events: &render::write_event,
+            cache: None,
         },
         &to,
         args.replace,

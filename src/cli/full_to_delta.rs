@@ -29,6 +29,9 @@ pub struct FullToDeltaArgs {
     /// Every thread of the store.
     #[arg(long, conflicts_with = "threads")]
     pub all: bool,
+    /// The threads this DeerFlow user owns (`threads_meta.user_id`).
+    #[arg(long, value_name = "ID", conflicts_with_all = ["threads", "all"])]
+    pub user: Option<String>,
     /// Snapshot cadence K: a snapshot after K updates of messages (default: the DeerFlow
     /// config's database.checkpoint_delta.snapshot_frequency, else 10).
     #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..))]
@@ -49,7 +52,7 @@ pub struct FullToDeltaArgs {
 
 /// Runs `dfck migrate full-to-delta`: exit 1 when a thread is refused.
 pub fn run(global: &GlobalArgs, args: &FullToDeltaArgs) -> Result<Outcome, Error> {
-    if args.threads.is_empty() && !args.all {
+    if args.threads.is_empty() && !args.all && args.user.is_none() {
         return Err(Error::Usage(
             "name the threads to convert, or pass --all".into(),
         ));
@@ -68,17 +71,20 @@ pub fn run(global: &GlobalArgs, args: &FullToDeltaArgs) -> Result<Outcome, Error
             FormArg::Auto => None,
         },
     };
+    let (threads, all) =
+        super::select_threads(&target, &args.threads, args.all, args.user.as_deref())?;
     let progress = TerminalProgress::stderr();
     let report = crate::commands::migrate::to_delta::run(
         &WriteRequest {
             target: &target,
-            threads: &args.threads,
-            all: args.all,
+            threads: &threads,
+            all,
             apply: args.apply,
             jobs: args.jobs,
             backup: args.backup.as_deref(),
             progress: &progress,
             events: &render::write_event,
+            cache: None,
         },
         &opts,
     )?;

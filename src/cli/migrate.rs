@@ -35,6 +35,9 @@ pub struct DeltaToFullArgs {
     /// Every thread of the store.
     #[arg(long, conflicts_with = "threads")]
     pub all: bool,
+    /// The threads this DeerFlow user owns (`threads_meta.user_id`).
+    #[arg(long, value_name = "ID", conflicts_with_all = ["threads", "all"])]
+    pub user: Option<String>,
     /// Write the conversion: one transaction per thread, verified before commit.
     #[arg(long)]
     pub apply: bool,
@@ -59,7 +62,7 @@ pub fn run(global: &GlobalArgs, args: &MigrateArgs) -> Result<Outcome, Error> {
         Direction::DeltaToFull(a) => a,
         Direction::FullToDelta(a) => return super::full_to_delta::run(global, a),
     };
-    if args.threads.is_empty() && !args.all {
+    if args.threads.is_empty() && !args.all && args.user.is_none() {
         return Err(Error::Usage(
             "name the threads to convert, or pass --all".into(),
         ));
@@ -69,17 +72,20 @@ pub fn run(global: &GlobalArgs, args: &MigrateArgs) -> Result<Outcome, Error> {
         accept_delta_view: args.accept_delta_view,
         reducer: args.reducer.fixed(),
     };
+    let (threads, all) =
+        super::select_threads(&target, &args.threads, args.all, args.user.as_deref())?;
     let progress = TerminalProgress::stderr();
     let report: MigrateReport = crate::commands::migrate::run(
         &WriteRequest {
             target: &target,
-            threads: &args.threads,
-            all: args.all,
+            threads: &threads,
+            all,
             apply: args.apply,
             jobs: args.jobs,
             backup: args.backup.as_deref(),
             progress: &progress,
             events: &render::write_event,
+            cache: None,
         },
         &opts,
     )?;

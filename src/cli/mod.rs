@@ -3,6 +3,8 @@
 
 pub mod bench;
 mod copy;
+mod deerflow;
+mod delete;
 mod diff;
 mod full_to_delta;
 pub mod help;
@@ -136,6 +138,10 @@ pub enum Command {
     Migrate(migrate::MigrateArgs),
     /// Delete what no resume, regenerate or branch needs (dry run unless --apply).
     Prune(prune::PruneArgs),
+    /// Delete threads the way DeerFlow does: its reservation, the checkpoints and the thread
+    /// list entry in one transaction, its history cache and files (--erase: every row of the
+    /// thread); a dry run unless --apply.
+    Delete(delete::DeleteArgs),
     /// Give the space of deleted rows back: VACUUM a SQLite store (or copy it compacted with
     /// --into), VACUUM (ANALYZE) a PostgreSQL one (dry run without --apply).
     Reclaim(reclaim::ReclaimArgs),
@@ -311,6 +317,27 @@ pub fn run(cli: Cli) -> Result<Outcome, crate::error::Error> {
     })
 }
 
+/// The threads a command selects: the named ones, every thread (`all`), or with `--user` the
+/// threads that user owns in DeerFlow's thread list (resolved on a read-only look at the
+/// store). Returns (threads, all).
+pub(crate) fn select_threads(
+    target: &Target,
+    threads: &[String],
+    all: bool,
+    user: Option<&str>,
+) -> Result<(Vec<String>, bool), Error> {
+    match user {
+        None => Ok((threads.to_vec(), all)),
+        Some(u) => {
+            let store = target.open_read_only()?;
+            Ok((
+                crate::commands::deerflow_view::user_threads(store.as_ref(), u)?,
+                false,
+            ))
+        }
+    }
+}
+
 /// The command's name as `pg_stat_activity` shows it (`dfck <name>`).
 fn command_name(command: &Command) -> &'static str {
     match command {
@@ -322,6 +349,7 @@ fn command_name(command: &Command) -> &'static str {
             migrate::Direction::FullToDelta(_) => "migrate full-to-delta",
         },
         Command::Prune(_) => "prune",
+        Command::Delete(_) => "delete",
         Command::Reclaim(_) => "reclaim",
         Command::Copy(_) => "copy",
         Command::Bench(_) => "bench",
@@ -340,6 +368,7 @@ fn run_command(cli: &Cli) -> Result<Outcome, crate::error::Error> {
         Command::Lineage(args) => lineage::run(&cli.global, args)?,
         Command::Migrate(args) => migrate::run(&cli.global, args)?,
         Command::Prune(args) => prune::run(&cli.global, args)?,
+        Command::Delete(args) => delete::run(&cli.global, args)?,
         Command::Reclaim(args) => reclaim::run(&cli.global, args)?,
         Command::Copy(args) => copy::run(&cli.global, args)?,
         Command::Bench(args) => bench::run(&cli.global, args)?,

@@ -1,12 +1,13 @@
 //! `dfck prune [THREAD …|--all]`: what may be deleted (dry run), or the deletion.
 
 use super::{GlobalArgs, output};
-use crate::commands::prune::{PruneOptions, age};
+use crate::commands::prune::PruneOptions;
 use crate::commands::wiring::WriteRequest;
 use crate::render::{self, TerminalProgress};
 use clap::Args;
 use dfck_core::error::Error;
 use dfck_core::outcome::Outcome;
+use dfck_core::time as age;
 
 /// Arguments of `dfck prune`.
 #[derive(Debug, Args)]
@@ -22,6 +23,9 @@ pub struct PruneArgs {
     /// Every thread of the store.
     #[arg(long, conflicts_with = "threads")]
     pub all: bool,
+    /// The threads this DeerFlow user owns (`threads_meta.user_id`).
+    #[arg(long, value_name = "ID", conflicts_with_all = ["threads", "all"])]
+    pub user: Option<String>,
     /// Also delete leaf branches off each thread's kept lineage (old regenerate or edit
     /// branches; a client may still hold one as a resume target: protect those).
     #[arg(long)]
@@ -75,24 +79,27 @@ fn options(args: &PruneArgs) -> Result<PruneOptions, Error> {
 
 /// Runs `dfck prune`: exit 1 when a thread is refused.
 pub fn run(global: &GlobalArgs, args: &PruneArgs) -> Result<Outcome, Error> {
-    if args.threads.is_empty() && !args.all {
+    if args.threads.is_empty() && !args.all && args.user.is_none() {
         return Err(Error::Usage(
             "name the threads to prune, or pass --all".into(),
         ));
     }
     let opts = options(args)?;
     let (target, _) = global.resolve()?;
+    let (threads, all) =
+        super::select_threads(&target, &args.threads, args.all, args.user.as_deref())?;
     let progress = TerminalProgress::stderr();
     let report = crate::commands::prune::run(
         &WriteRequest {
             target: &target,
-            threads: &args.threads,
-            all: args.all,
+            threads: &threads,
+            all,
             apply: args.apply,
             jobs: args.jobs,
             backup: args.backup.as_deref(),
             progress: &progress,
             events: &render::write_event,
+            cache: None,
         },
         &opts,
     )?;

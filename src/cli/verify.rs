@@ -12,6 +12,9 @@ use dfck_core::outcome::Outcome;
 pub struct VerifyArgs {
     /// Threads to check (default: every thread in the store).
     pub threads: Vec<String>,
+    /// The threads this DeerFlow user owns (`threads_meta.user_id`).
+    #[arg(long, value_name = "ID", conflicts_with = "threads")]
+    pub user: Option<String>,
     /// Report `lineage.depth_exceeded` for a parent walk from the head longer than N
     /// checkpoints (no limit by default: cycle detection bounds every walk).
     #[arg(long, value_name = "N")]
@@ -30,10 +33,14 @@ pub fn run(global: &GlobalArgs, args: &VerifyArgs) -> Result<Outcome, Error> {
         jobs: args.jobs as usize,
     };
     let open = || target.open_read_only();
+    let threads = match &args.user {
+        Some(u) => crate::commands::deerflow_view::user_threads(store.as_ref(), u)?,
+        None => args.threads.clone(),
+    };
     let report = verify_store(
         store.as_ref(),
         &open,
-        &args.threads,
+        &threads,
         &opts,
         &TerminalProgress::stderr(),
     )?;

@@ -69,6 +69,9 @@ pub struct ThreadSummary {
     /// Bytes per channel, largest first (`--channels`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub channels: Option<Vec<crate::commands::space::ChannelBytes>>,
+    /// The thread as DeerFlow lists and runs it (stores with DeerFlow's tables).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deerflow: Option<crate::commands::deerflow_view::ThreadApp>,
 }
 
 /// Row counts of the store.
@@ -125,6 +128,9 @@ pub struct StoreSummary {
     /// What prune and full-to-delta would give back (`--savings`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub savings: Option<crate::commands::savings::Savings>,
+    /// DeerFlow's tables and thread list (stores with DeerFlow's tables).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deerflow: Option<crate::commands::deerflow_view::AppSummary>,
     /// Threads, in `sort` order (by thread id unless asked otherwise).
     pub threads: Vec<ThreadSummary>,
 }
@@ -332,6 +338,7 @@ fn finish_thread(
         first_activity,
         last_activity,
         channels: None,
+        deerflow: None,
     })
 }
 
@@ -452,6 +459,7 @@ pub fn summarize_with(
         top: opts.top,
         channel_totals,
         savings: None,
+        deerflow: None,
         threads,
     })
 }

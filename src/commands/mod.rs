@@ -3,8 +3,11 @@
 //! `space` and `savings`), `conversation` views and `diff`, `verify`, `explain`, the write
 //! commands `migrate` (both directions), `prune`, `copy` and `reclaim`.
 
+pub mod cache;
 pub mod conversation;
 pub mod copy;
+pub mod deerflow_view;
+pub mod delete;
 pub mod diff;
 pub mod explain;
 pub mod inspect;

@@ -361,5 +361,14 @@ pub fn verify_store<'s>(
             None => report.threads_gone.push(ids[i].clone()),
         }
     }
+    let now = dfck_core::time::now_micros() / 1_000_000;
+    report
+        .findings
+        .extend(crate::commands::deerflow_view::findings(
+            store,
+            &ids,
+            threads.is_empty(),
+            now,
+        )?);
     Ok(report)
 }

@@ -9,7 +9,7 @@ use dfck_core::store::Store;
 use dfck_core::store::postgres::PostgresStore;
 use dfck_core::store::sqlite::SqliteStore;
 use dfck_core::target::Target;
-use dfck_core::write::{Connections, RunOptions, WriteEvent};
+use dfck_core::write::{Connections, RunOptions, ThreadCache, WriteEvent};
 use std::path::Path;
 
 /// What a write command is asked to do, beside its own options.
@@ -30,6 +30,8 @@ pub struct WriteRequest<'a> {
     pub progress: &'a (dyn Progress + Sync),
     /// What the engine reports while it runs (the backup written, a WAL left).
     pub events: &'a (dyn Fn(WriteEvent<'_>) + Sync),
+    /// DeerFlow's history cache, purged of every thread the command changes.
+    pub cache: Option<&'a (dyn ThreadCache + Sync)>,
 }
 
 impl WriteRequest<'_> {
@@ -60,6 +62,8 @@ impl WriteRequest<'_> {
             phase,
             progress: self.progress,
             events: self.events,
+            cache: self.cache,
+            exact_threads: false,
         };
         with_connections(
             self.target,

@@ -3,6 +3,7 @@
 //! Nothing in the runtime library depends on this module.
 
 pub mod conversation;
+pub mod deerflow;
 pub mod escape;
 mod full_to_delta;
 pub(crate) mod grid;
@@ -147,6 +148,7 @@ pub fn summary_table(s: &StoreSummary) -> String {
         }
     }
     space::summary_space(&mut out, s);
+    deerflow::summary_deerflow(&mut out, s);
     if s.threads.is_empty() {
         let _ = writeln!(out, "(no threads)");
         return finish(out);
@@ -159,7 +161,7 @@ pub fn summary_table(s: &StoreSummary) -> String {
             s.sort.as_str()
         );
     }
-    let mut t = table(&[
+    let mut headers = vec![
         "thread",
         "ns",
         "checkpoints",
@@ -172,25 +174,30 @@ pub fn summary_table(s: &StoreSummary) -> String {
         "ts",
         "first activity",
         "last activity",
-    ]);
+    ];
+    if s.deerflow.is_some() {
+        headers.extend(deerflow::HEADERS);
+    }
+    let mut t = table(&headers);
     for th in &s.threads {
-        add_row(
-            &mut t,
-            vec![
-                th.thread_id.clone(),
-                th.namespaces.len().to_string(),
-                th.checkpoints.to_string(),
-                th.writes.to_string(),
-                human_bytes(th.bytes),
-                share(th.history_bytes, th.bytes),
-                th.mode.as_str().to_owned(),
-                th.head.checkpoint_id.clone(),
-                opt(&th.head.step),
-                short_ts(&th.head.ts),
-                short_ts(&th.first_activity),
-                short_ts(&th.last_activity),
-            ],
-        );
+        let mut row = vec![
+            th.thread_id.clone(),
+            th.namespaces.len().to_string(),
+            th.checkpoints.to_string(),
+            th.writes.to_string(),
+            human_bytes(th.bytes),
+            share(th.history_bytes, th.bytes),
+            th.mode.as_str().to_owned(),
+            th.head.checkpoint_id.clone(),
+            opt(&th.head.step),
+            short_ts(&th.head.ts),
+            short_ts(&th.first_activity),
+            short_ts(&th.last_activity),
+        ];
+        if s.deerflow.is_some() {
+            row.extend(deerflow::cells(th.deerflow.as_ref()));
+        }
+        add_row(&mut t, row);
     }
     let _ = writeln!(out, "{t}");
     space::summary_channels(&mut out, s);
@@ -617,4 +624,5 @@ pub fn copy_table(r: &crate::commands::copy::CopyReport) -> String {
 }
 pub mod bench;
 pub mod bench_reporter;
+pub mod delete;
 pub mod prune;

@@ -107,6 +107,11 @@ pub fn write_event(e: dfck_core::write::WriteEvent<'_>) {
         dfck_core::write::WriteEvent::BackupWritten(dest) => {
             note(&format!("dfck: backup written to {}", dest.display()));
         }
+        dfck_core::write::WriteEvent::CacheNotPurged(thread, why) => note(&format!(
+            "dfck: warning: {}: DeerFlow's history cache was not purged ({}); DeerFlow may show the old history until the keys expire, or restart it",
+            super::escape::cell(thread),
+            super::escape::cell(why)
+        )),
         dfck_core::write::WriteEvent::WalLeft(left) if left.of_target => note(&format!(
             "dfck: warning: another connection holds a read transaction on the target, so its WAL could not be truncated; {:.1} MiB of WAL are left (everything committed is durable in it)",
             left.bytes as f64 / f64::from(1u32 << 20)

@@ -98,6 +98,12 @@ finding_codes! {
     ValueUnsupportedSerializer = "value.unsupported_serializer", Error;
     /// A message without an id inside a persisted `messages` write.
     MessageMissingId = "message.missing_id", Warning;
+    /// DeerFlow lists a thread (`threads_meta`) that has no checkpoints.
+    DeerflowListedWithoutCheckpoints = "deerflow.listed_without_checkpoints", Warning;
+    /// A thread has checkpoints but no `threads_meta` row: no DeerFlow user can see or delete it.
+    DeerflowUnlistedThread = "deerflow.unlisted_thread", Warning;
+    /// A `pending`/`running` `runs` row whose lease is NULL or expired.
+    DeerflowStaleRunLease = "deerflow.stale_run_lease", Warning;
 }
 
 impl std::fmt::Display for FindingCode {

@@ -6,15 +6,17 @@
 //! checkpoints and threads, [`materialize`] rebuilds state by replaying writes, [`lineage`]
 //! analyses parent chains and forks into [`finding`]s. [`write`] is the engine every
 //! store-changing command runs through (one verified transaction per thread, `--jobs` over
-//! [`pool`]). Beside them: [`config`] (finding a DeerFlow store from its config), [`target`]
+//! [`pool`]). [`deerflow`] knows DeerFlow's own tables beside LangGraph's. Beside them:
+//! [`config`] (finding a DeerFlow store from its config), [`target`]
 //! (what `--db` names), [`address`] (ids as people type them), [`error`], and the leaves
-//! [`failpoint`], [`progress`], [`outcome`], [`redact`], [`suggest`].
+//! [`failpoint`], [`progress`], [`outcome`], [`redact`], [`suggest`], [`time`].
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod address;
 pub mod codec;
 pub mod config;
+pub mod deerflow;
 pub mod error;
 pub mod failpoint;
 pub mod finding;
@@ -28,4 +30,5 @@ pub mod redact;
 pub mod store;
 pub mod suggest;
 pub mod target;
+pub mod time;
 pub mod write;

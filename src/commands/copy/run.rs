@@ -165,6 +165,8 @@ fn copy(
         phase: "copying threads",
         progress: req.progress,
         events: req.events,
+        cache: req.cache,
+        exact_threads: false,
     };
     let conns = Connections {
         first: &first,

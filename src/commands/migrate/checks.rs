@@ -217,6 +217,8 @@ mod tests {
         };
         let run = RunOptions {
             jobs: 1,
+            cache: None,
+            exact_threads: false,
             backup: None,
             phase: "converting threads",
             progress: &NoProgress,

@@ -261,7 +261,7 @@ fn due<'a>(ts: impl Iterator<Item = &'a str>, opts: &PruneOptions) -> bool {
     if opts.older_than.is_none() && opts.idle.is_none() {
         return false;
     }
-    let ts: Vec<i64> = ts.filter_map(super::age::unix_seconds).collect();
+    let ts: Vec<i64> = ts.filter_map(dfck_core::time::unix_seconds).collect();
     let (Some(first), Some(last)) = (ts.iter().min(), ts.iter().max()) else {
         return false;
     };

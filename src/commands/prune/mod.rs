@@ -4,10 +4,9 @@
 //! transaction per thread that deletes, removes the orphans it leaves, and verifies before
 //! commit that every kept checkpoint shows the state it showed and none lost its parent.
 //!
-//! Submodules: `select` (the protected set and the shapes), `age` (durations and
-//! timestamps), `job` (planning a thread and the engine job).
+//! Submodules: `select` (the protected set and the shapes), `job` (planning a thread and the
+//! engine job); durations and timestamps are `dfck_core::time`.
 
-pub mod age;
 mod job;
 pub mod select;
 

@@ -12,7 +12,7 @@ use crate::target::Target;
 use std::path::{Path, PathBuf};
 
 /// `database.sqlite_dir` when unset, relative to DeerFlow's CWD.
-const DEFAULT_SQLITE_DIR: &str = ".deer-flow/data";
+pub(super) const DEFAULT_SQLITE_DIR: &str = ".deer-flow/data";
 /// `checkpointer.connection_string` of a SQLite checkpointer when unset, relative to the
 /// data home.
 const DEFAULT_LEGACY_SQLITE: &str = "store.db";

@@ -59,6 +59,17 @@ pub fn discover(opts: &DiscoverOptions) -> Result<Discovered, ConfigError> {
         ),
     };
 
+    let lookup = |name: &str| env.get(name);
+    let base_dir = locate::base_dir(opts, &cwd, &deerflow_cwd, &lookup)?;
+    let app = super::app::app_config(
+        &database,
+        &top,
+        &cfg,
+        &deerflow_cwd,
+        base_dir,
+        checkpoint_channel_mode,
+        &lookup,
+    )?;
     // sqlite: the file must exist (the store layer checks its tables).
     if let Selection::Sqlite { path, how } = &selection {
         if !path.is_file() {
@@ -75,6 +86,7 @@ pub fn discover(opts: &DiscoverOptions) -> Result<Discovered, ConfigError> {
         target: selection.into_target(),
         checkpoint_channel_mode,
         snapshot_frequency,
+        app,
     })
 }
 

@@ -17,6 +17,7 @@
 //! Library code: nothing here prints. Error messages are one line and never contain a
 //! password (URLs go through [`crate::redact::redact_url`]).
 
+mod app;
 mod backend;
 mod discover;
 mod dotenv;
@@ -29,6 +30,7 @@ mod yaml;
 mod tests;
 
 pub use crate::error::ConfigError;
+pub use app::AppConfig;
 pub use backend::valid_schema;
 pub use discover::discover;
 pub use dotenv::parse_dotenv;
@@ -61,6 +63,9 @@ pub struct Discovered {
     pub checkpoint_channel_mode: ChannelMode,
     /// `database.checkpoint_delta.snapshot_frequency`.
     pub snapshot_frequency: u64,
+    /// DeerFlow's settings beside the store: its history cache, the base directory of
+    /// thread files, where run events live.
+    pub app: AppConfig,
 }
 
 /// Inputs of [`discover`]; the environment is injected so tests never touch the process's.

@@ -2,6 +2,7 @@
 //! [`WriteStore`] trait (the per-thread transaction the write engine, `crate::write`,
 //! drives). This is the only layer that speaks SQL; everything above it works on rows.
 
+pub mod app;
 pub mod delete;
 pub mod files;
 pub mod postgres;
@@ -332,6 +333,12 @@ pub trait Store {
         prefix: &str,
         limit: usize,
     ) -> Result<Vec<(String, String, String)>, StoreError>;
+
+    /// DeerFlow's own tables in the same database ([`app::AppTables`]); `None` where the
+    /// backend has none to offer.
+    fn app(&self) -> Option<&dyn app::AppTables> {
+        None
+    }
 
     /// Starts a read transaction for a run of reads that must see one state of the store
     /// (a dry run's plan of one thread); a no-op where the whole connection already reads

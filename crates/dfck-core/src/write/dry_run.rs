@@ -20,9 +20,23 @@ where
     J: ThreadPlan<C>,
 {
     let ids = conn.list_threads(threads)?;
+    plan_each(job, conn, &ids, progress)
+}
+
+/// [`dry_run`] on exactly `ids`, without the check that each has checkpoints.
+pub fn plan_each<C, J>(
+    job: &J,
+    conn: &C,
+    ids: &[String],
+    progress: &dyn Progress,
+) -> Result<Vec<J::Report>, Error>
+where
+    C: PlanStore + ?Sized,
+    J: ThreadPlan<C>,
+{
     progress.start("planning threads", Some(ids.len() as u64));
     let mut out = Vec::with_capacity(ids.len());
-    for id in &ids {
+    for id in ids {
         conn.begin_read()?;
         let planned = job
             .plan(conn, id)

@@ -90,6 +90,26 @@ pub trait ThreadJob<C: ?Sized>: ThreadPlan<C> {
     fn verify(&self, conn: &C, thread_id: &str, expect: &Self::Expect) -> Result<(), Refusal>;
     /// The report of a committed thread.
     fn committed(&self, report: Self::Report, expect: Self::Expect) -> Self::Report;
+
+    /// Before the thread's transaction, outside it (e.g. DeerFlow's thread-operation
+    /// reservation, committed on its own): `Err` refuses the thread, untouched.
+    fn before(&self, _conn: &C, _thread_id: &str) -> Result<(), Refusal> {
+        Ok(())
+    }
+
+    /// After the thread's transaction ended, outside it — `committed` or not — with the keys
+    /// the cache purge removed (`None`: no cache to purge): the steps that are not rows (a
+    /// thread's files) and releasing what [`ThreadJob::before`] took.
+    fn after(
+        &self,
+        _conn: &C,
+        _thread_id: &str,
+        report: Self::Report,
+        _committed: bool,
+        _cache_keys: Option<u64>,
+    ) -> Result<Self::Report, Error> {
+        Ok(report)
+    }
 }
 
 /// Shared state of one run that apply steps report to.

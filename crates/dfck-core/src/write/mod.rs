@@ -16,7 +16,7 @@ mod dry_run;
 mod job;
 pub mod preamble;
 
-pub use dry_run::dry_run;
+pub use dry_run::{dry_run, plan_each};
 pub use job::{ApplyContext, Planned, Refusal, ThreadJob, ThreadPlan};
 
 use crate::error::{Error, StoreError};
@@ -46,6 +46,9 @@ pub enum WriteEvent<'a> {
     /// truncated: what was committed is durable in it, and it stays this large until the
     /// reader is gone.
     WalLeft(WalLeft),
+    /// A committed thread's cached history could not be purged (thread, why): DeerFlow may
+    /// serve the old history until the keys expire.
+    CacheNotPurged(&'a str, &'a str),
 }
 
 /// How a run goes.
@@ -60,6 +63,18 @@ pub struct RunOptions<'a> {
     pub progress: &'a (dyn Progress + Sync),
     /// Receives [`WriteEvent`]s.
     pub events: &'a (dyn Fn(WriteEvent<'_>) + Sync),
+    /// DeerFlow's history cache: a committed thread's keys are purged (DeerFlow assumes
+    /// checkpoints never change).
+    pub cache: Option<&'a (dyn ThreadCache + Sync)>,
+    /// The threads given are worked on as they are, without the check that each has
+    /// checkpoints (`dfck delete`: DeerFlow may list a thread that has none).
+    pub exact_threads: bool,
+}
+
+/// Where a committed thread's cached history is purged (DeerFlow's Redis cache).
+pub trait ThreadCache {
+    /// Removes every cached key of `thread_id`; how many.
+    fn purge(&self, thread_id: &str) -> Result<u64, String>;
 }
 
 /// Runs `job` on the given threads (every thread of the store when none are given): one
@@ -77,7 +92,11 @@ where
 {
     let first = conns.first;
     let cx = ApplyContext::new(job.name());
-    let ids = first.list_threads(threads)?;
+    let ids = if opts.exact_threads {
+        threads.to_vec()
+    } else {
+        first.list_threads(threads)?
+    };
     if let Some(dest) = opts.backup {
         let plan = first.backup_plan(dest)?;
         if let Some(reason) = backup_space(job, first, &ids, &plan, &cx)? {
@@ -104,7 +123,7 @@ where
             });
         }
         let r = crate::pool::run(ids.len(), opts.jobs, first, &open, &|conn: &C, i| {
-            let report = run_thread(job, conn, &ids[i], &cx)?;
+            let report = run_thread(job, conn, &ids[i], &cx, opts)?;
             conn.between_threads();
             opts.progress.inc(1);
             Ok(report)
@@ -266,7 +285,37 @@ fn run_thread<C, J>(
     conn: &C,
     thread_id: &str,
     cx: &ApplyContext,
+    opts: &RunOptions<'_>,
 ) -> Result<J::Report, Error>
+where
+    C: WriteStore,
+    J: ThreadJob<C>,
+{
+    if let Err(reason) = job.before(conn, thread_id) {
+        return Ok(job.refuse(job.untouched(thread_id), reason));
+    }
+    let (report, committed) = thread_transaction(job, conn, thread_id, cx)?;
+    let keys = match opts.cache.filter(|_| committed) {
+        Some(cache) => match cache.purge(thread_id) {
+            Ok(n) => Some(n),
+            Err(why) => {
+                (opts.events)(WriteEvent::CacheNotPurged(thread_id, &why));
+                None
+            }
+        },
+        None => None,
+    };
+    job.after(conn, thread_id, report, committed, keys)
+}
+
+/// The thread's transaction: lock, plan, guard, apply, verify, commit — or roll back. The
+/// report, and whether it committed.
+fn thread_transaction<C, J>(
+    job: &J,
+    conn: &C,
+    thread_id: &str,
+    cx: &ApplyContext,
+) -> Result<(J::Report, bool), Error>
 where
     C: WriteStore,
     J: ThreadJob<C>,
@@ -278,10 +327,10 @@ where
                 "{} holds this thread's lock; re-run when it is done",
                 holder.as_deref().unwrap_or("another session")
             );
-            return Ok(job.refuse(job.untouched(thread_id), Refusal(reason)));
+            return Ok((job.refuse(job.untouched(thread_id), Refusal(reason)), false));
         }
         ThreadLock::Contended(reason) => {
-            return Ok(job.refuse(job.untouched(thread_id), Refusal(reason)));
+            return Ok((job.refuse(job.untouched(thread_id), Refusal(reason)), false));
         }
     }
     let planned = job
@@ -296,7 +345,7 @@ where
         }) => (report, work, growth, written),
         Ok(Planned::Done(report)) => {
             conn.rollback()?;
-            return Ok(report);
+            return Ok((report, false));
         }
         Err(e) => {
             conn.rollback()?;
@@ -320,7 +369,7 @@ where
                 need.div_ceil(1 << 20),
                 free / (1 << 20)
             );
-            return Ok(job.refuse(report, Refusal(reason)));
+            return Ok((job.refuse(report, Refusal(reason)), false));
         }
     }
     let applied = job
@@ -329,11 +378,11 @@ where
     match applied {
         Ok(expect) => {
             conn.commit()?;
-            Ok(job.committed(report, expect))
+            Ok((job.committed(report, expect), true))
         }
         Err(reason) => {
             conn.rollback()?;
-            Ok(job.refuse(report, reason))
+            Ok((job.refuse(report, reason), false))
         }
     }
 }
@@ -433,6 +482,8 @@ mod tests {
         let open = || SqliteStore::open_read_write(&db);
         let opts = RunOptions {
             jobs: 1,
+            cache: None,
+            exact_threads: false,
             backup: None,
             phase: "touching threads",
             progress: &NoProgress,

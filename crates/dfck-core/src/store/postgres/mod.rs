@@ -4,6 +4,7 @@
 //! cursors fetched in batches, so memory stays bounded and the caller's callbacks may issue
 //! further queries between batches), and the per-thread write transaction in `write`.
 
+mod app;
 mod connect;
 pub mod conninfo;
 pub mod resolve;

@@ -3,6 +3,7 @@
 //! (`space`), the write transaction and batches (`write`), copies into a SQLite target
 //! (`copy`), reading columns whatever their storage class (`rows`).
 
+mod app;
 mod copy;
 mod open;
 mod rows;
@@ -307,6 +308,10 @@ const CHECKPOINT_COLS: &str =
     "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata";
 
 impl Store for SqliteStore {
+    fn app(&self) -> Option<&dyn crate::store::app::AppTables> {
+        Some(self)
+    }
+
     /// `BEGIN` (deferred: the first read takes the snapshot), unless a transaction is
     /// already open on this connection (a copy source's snapshot).
     fn begin_read_transaction(&self) -> Result<(), StoreError> {

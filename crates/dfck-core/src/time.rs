@@ -1,6 +1,7 @@
-//! Ages for `prune --older-than` / `--idle`: durations as operators write them (`90d`,
-//! `12h`, `2w`, `30m`, `45s`) and checkpoint `ts` values (ISO 8601 with an offset, as
-//! LangGraph writes them) as Unix seconds.
+//! Time as stores and operators write it: durations (`90d`, `12h`, `2w`, `30m`, `45s`, for
+//! `--older-than` / `--idle`), timestamps (LangGraph's ISO 8601 `ts` with an offset,
+//! DeerFlow's `YYYY-MM-DD HH:MM:SS.ffffff` UTC) as Unix seconds, and Unix time back as
+//! DeerFlow's text.
 
 /// The forms a duration takes, for error messages.
 const FORMS: &str = "a number and a unit: s, m, h, d or w (e.g. 45s, 30m, 12h, 90d, 2w)";
@@ -74,6 +75,43 @@ pub fn unix_seconds(ts: &str) -> Option<i64> {
     Some(days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + s - offset)
 }
 
+/// The proleptic Gregorian date of a day count since 1970-01-01 (inverse of
+/// [`days_from_civil`]).
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+/// Now, in Unix microseconds.
+pub fn now_micros() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+}
+
+/// Unix microseconds as DeerFlow's SQLite stores a UTC time:
+/// `2026-08-20 08:12:01.250000`.
+pub fn deerflow_text(micros: i64) -> String {
+    let secs = micros.div_euclid(1_000_000);
+    let frac = micros.rem_euclid(1_000_000);
+    let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
+    let t = secs.rem_euclid(86_400);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}.{frac:06}",
+        t / 3600,
+        t / 60 % 60,
+        t % 60
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,5 +139,16 @@ mod tests {
             unix_seconds("2026-12-02T10:24:32Z")
         );
         assert_eq!(unix_seconds("yesterday"), None);
+    }
+
+    #[test]
+    fn deerflow_text_round_trips() {
+        let t = unix_seconds("2026-08-20T08:12:01Z").unwrap();
+        assert_eq!(
+            deerflow_text(t * 1_000_000 + 250_000),
+            "2026-08-20 08:12:01.250000"
+        );
+        assert_eq!(unix_seconds("2026-08-20 08:12:01.250000"), Some(t));
+        assert_eq!(deerflow_text(0), "1970-01-01 00:00:00.000000");
     }
 }
