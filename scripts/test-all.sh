@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: starts a throwaway PostgreSQL 15 server (scripts/pg-test-server.sh)
-# with the fixture databases, runs every test (SQLite and Postgres) in release mode, checks
+# with the fixture databases and a throwaway Redis (scripts/redis-test-server.sh), runs every test (SQLite and Postgres) in release mode, checks
 # converted stores with the real Python LangGraph (scripts/check_migrated.py), and stops the
-# server again, whatever happens. This is the test command README.md names and .ci/run calls.
+# servers again, whatever happens. This is the test command README.md names and .ci/run calls.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,7 +19,8 @@ if [ ! -x "$PG_BIN/initdb" ]; then
 fi
 
 export DFCK_PG_DIR="${DFCK_PG_DIR:-$(mktemp -d /tmp/dfck-pg-test.XXXXXX)}"
-trap 'scripts/pg-test-server.sh stop >/dev/null 2>&1 || true' EXIT
+export DFCK_REDIS_DIR="${DFCK_REDIS_DIR:-$(mktemp -d /tmp/dfck-redis-test.XXXXXX)}"
+trap 'scripts/pg-test-server.sh stop >/dev/null 2>&1 || true; scripts/redis-test-server.sh stop >/dev/null 2>&1 || true' EXIT
 TEST_POSTGRES_URI="$(scripts/pg-test-server.sh start | tail -n 1)"
 export TEST_POSTGRES_URI
 export DFCK_REQUIRE_POSTGRES=1
@@ -27,12 +28,17 @@ echo "test-all: PostgreSQL test server at ${TEST_POSTGRES_URI//dfck-test-pw/***}
 # A hot standby of it (streaming replication): write commands must refuse it up front.
 TEST_POSTGRES_STANDBY_URI="$(scripts/pg-test-server.sh standby | tail -n 1)"
 export TEST_POSTGRES_STANDBY_URI
+# DeerFlow's Redis history cache: the commands that delete or rewrite threads purge its keys.
+TEST_REDIS_URL="$(scripts/redis-test-server.sh start | tail -n 1)"
+export TEST_REDIS_URL
+export DFCK_REQUIRE_REDIS=1
+echo "test-all: Redis test server at $TEST_REDIS_URL" >&2
 
 # The pinned Python LangGraph (installed into .venv once) serves the tests that compare dfck
 # with the real library: the langgraph bench engine, Python reading native-engine stores.
 VENV="${DFCK_VENV:-.venv}"
 case "$VENV" in /*) ;; *) VENV="$PWD/$VENV" ;; esac
-if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import langgraph, langgraph.checkpoint.postgres" 2>/dev/null; then
+if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import langgraph, langgraph.checkpoint.postgres, sqlalchemy" 2>/dev/null; then
     echo "test-all: installing the pinned Python packages into $VENV (scripts/requirements.txt)" >&2
     python3 -m venv "$VENV"
     "$VENV/bin/pip" install -q -r scripts/requirements.txt
@@ -56,6 +62,12 @@ cargo test --release --workspace -- --show-output
 
 # The real library reads copied stores (SQLite -> PostgreSQL -> SQLite) and continues them.
 "$VENV/bin/python" scripts/check_copied.py --dfck target/release/dfck
+
+# DeerFlow's own tables, read through SQLAlchemy reflection of the committed schema: delete and
+# erase (SQLite and PostgreSQL) change exactly the rows DeerFlow's contract names, the real
+# saver reads and continues every kept thread; copy SQLite -> PostgreSQL -> SQLite keeps every
+# DeerFlow table's rows.
+"$VENV/bin/python" scripts/check_deerflow_db.py --dfck target/release/dfck
 
 # The real library reads stores reclaimed in place and --into, and continues them.
 "$VENV/bin/python" scripts/check_reclaimed.py --dfck target/release/dfck

@@ -9,6 +9,7 @@ use dfck_core::config::Discovered;
 use dfck_core::deerflow::cache::{Cache, identity_postgres, identity_sqlite, key_prefix};
 use dfck_core::error::Error;
 use dfck_core::target::Target;
+use std::path::PathBuf;
 
 /// Where DeerFlow's history cache is, beyond what its config says.
 #[derive(Debug, Args, Default)]
@@ -84,5 +85,31 @@ fn identity(target: &Target) -> String {
             identity_sqlite(&std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
         }
         Target::Postgres { url, schema } => identity_postgres(url, schema.as_deref().unwrap_or("")),
+    }
+}
+
+/// DeerFlow's home: `--deerflow-home` (or `DEER_FLOW_HOME`), else the discovered config's.
+pub fn base_dir(home: Option<&PathBuf>, found: Option<&Discovered>) -> Option<PathBuf> {
+    home.cloned()
+        .or_else(|| found.map(|f| f.app.base_dir.clone()))
+}
+
+/// A note on stderr of what happens to DeerFlow's history cache of the threads a command
+/// changed (`changed`: how many; nothing when none).
+pub fn cache_note(report: &CacheReport, changed: usize, dry_run: bool) {
+    if changed == 0 {
+        return;
+    }
+    match (&report.key_prefix, &report.note) {
+        (Some(prefix), _) => crate::render::note(&format!(
+            "dfck: DeerFlow's history cache (redis, keys {prefix}:<thread>:*): the keys of {changed} thread(s) {}",
+            if dry_run {
+                "would be purged after each commit"
+            } else {
+                "purged after each commit"
+            }
+        )),
+        (None, Some(note)) => crate::render::note(&format!("dfck: {note}")),
+        (None, None) => {}
     }
 }

@@ -77,6 +77,7 @@ fn options(args: &DeleteArgs, base_dir: Option<PathBuf>) -> Result<DeleteOptions
         now: dfck_core::time::now_micros() / 1_000_000,
         base_dir,
         events_dir: None,
+        protect: Default::default(),
     })
 }
 
@@ -124,10 +125,7 @@ pub fn run(global: &GlobalArgs, args: &DeleteArgs) -> Result<Outcome, Error> {
     }
     let receipt = check_receipt(args)?;
     let (target, found) = global.resolve()?;
-    let base_dir = args
-        .deerflow_home
-        .clone()
-        .or_else(|| found.as_ref().map(|f| f.app.base_dir.clone()));
+    let base_dir = super::deerflow::base_dir(args.deerflow_home.as_ref(), found.as_ref());
     let mut opts = options(args, base_dir)?;
     opts.events_dir = found.as_ref().and_then(|f| f.app.events_dir.clone());
     let (cache, cache_report) = args.cache.connect(&target, found.as_ref(), args.apply)?;

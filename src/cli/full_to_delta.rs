@@ -48,6 +48,9 @@ pub struct FullToDeltaArgs {
     /// SQLite: write a consistent copy here before converting (with --apply).
     #[arg(long, value_name = "PATH")]
     pub backup: Option<std::path::PathBuf>,
+    /// DeerFlow's history cache (purged of every converted thread).
+    #[command(flatten)]
+    pub cache: super::deerflow::CacheArgs,
 }
 
 /// Runs `dfck migrate full-to-delta`: exit 1 when a thread is refused.
@@ -73,6 +76,9 @@ pub fn run(global: &GlobalArgs, args: &FullToDeltaArgs) -> Result<Outcome, Error
     };
     let (threads, all) =
         super::select_threads(&target, &args.threads, args.all, args.user.as_deref())?;
+    let (cache, cache_report) = args
+        .cache
+        .connect(&target, discovered.as_ref(), args.apply)?;
     let progress = TerminalProgress::stderr();
     let report = crate::commands::migrate::to_delta::run(
         &WriteRequest {
@@ -84,11 +90,14 @@ pub fn run(global: &GlobalArgs, args: &FullToDeltaArgs) -> Result<Outcome, Error
             backup: args.backup.as_deref(),
             progress: &progress,
             events: &render::write_event,
-            cache: None,
+            cache: cache
+                .as_ref()
+                .map(|c| c as &(dyn dfck_core::write::ThreadCache + Sync)),
         },
         &opts,
     )?;
     output(global.format(), &report, render::full_to_delta_table)?;
+    super::deerflow::cache_note(&cache_report, report.done + report.would, report.would > 0);
     if report.done + report.would > 0 {
         render::note(&format!(
             "dfck: {} thread(s) {}. Set database.checkpoint_channel_mode: delta in DeerFlow's config.yaml (checkpoint_delta.snapshot_frequency: {}) and restart every process sharing this store.",

@@ -50,6 +50,9 @@ pub struct DeltaToFullArgs {
     /// SQLite: write a consistent copy here before converting (with --apply).
     #[arg(long, value_name = "PATH")]
     pub backup: Option<std::path::PathBuf>,
+    /// DeerFlow's history cache (purged of every converted thread).
+    #[command(flatten)]
+    pub cache: super::deerflow::CacheArgs,
     /// Messages reducer the conversion replays with (`auto`: DeerFlow's on threads carrying
     /// DeerFlow's mode marker, LangGraph's otherwise).
     #[arg(long, value_enum, default_value_t = ReducerArg::Auto)]
@@ -74,6 +77,9 @@ pub fn run(global: &GlobalArgs, args: &MigrateArgs) -> Result<Outcome, Error> {
     };
     let (threads, all) =
         super::select_threads(&target, &args.threads, args.all, args.user.as_deref())?;
+    let (cache, cache_report) = args
+        .cache
+        .connect(&target, discovered.as_ref(), args.apply)?;
     let progress = TerminalProgress::stderr();
     let report: MigrateReport = crate::commands::migrate::run(
         &WriteRequest {
@@ -85,11 +91,14 @@ pub fn run(global: &GlobalArgs, args: &MigrateArgs) -> Result<Outcome, Error> {
             backup: args.backup.as_deref(),
             progress: &progress,
             events: &render::write_event,
-            cache: None,
+            cache: cache
+                .as_ref()
+                .map(|c| c as &(dyn dfck_core::write::ThreadCache + Sync)),
         },
         &opts,
     )?;
     output(global.format(), &report, render::migrate_table)?;
+    super::deerflow::cache_note(&cache_report, report.converted, report.dry_run);
     if !report.dry_run && report.converted > 0 {
         render::note(&format!(
             "dfck: {} thread(s) converted. Set database.checkpoint_channel_mode: full and restart every process sharing this store.",

@@ -56,6 +56,14 @@ pub struct PruneArgs {
     /// SQLite: write a consistent copy here before deleting (with --apply).
     #[arg(long, value_name = "PATH")]
     pub backup: Option<std::path::PathBuf>,
+    /// On a DeerFlow database, DeerFlow's home, whose users/{user}/threads/{id} and
+    /// threads/{id} directories go with a thread deleted whole (default: DEER_FLOW_HOME, else
+    /// the DeerFlow config's).
+    #[arg(long, value_name = "DIR", env = "DEER_FLOW_HOME")]
+    pub deerflow_home: Option<std::path::PathBuf>,
+    /// DeerFlow's history cache.
+    #[command(flatten)]
+    pub cache: super::deerflow::CacheArgs,
 }
 
 fn options(args: &PruneArgs) -> Result<PruneOptions, Error> {
@@ -85,9 +93,14 @@ pub fn run(global: &GlobalArgs, args: &PruneArgs) -> Result<Outcome, Error> {
         ));
     }
     let opts = options(args)?;
-    let (target, _) = global.resolve()?;
+    let (target, found) = global.resolve()?;
     let (threads, all) =
         super::select_threads(&target, &args.threads, args.all, args.user.as_deref())?;
+    let whole = crate::commands::delete::DeleteOptions {
+        base_dir: super::deerflow::base_dir(args.deerflow_home.as_ref(), found.as_ref()),
+        ..Default::default()
+    };
+    let (cache, cache_report) = args.cache.connect(&target, found.as_ref(), args.apply)?;
     let progress = TerminalProgress::stderr();
     let report = crate::commands::prune::run(
         &WriteRequest {
@@ -99,12 +112,21 @@ pub fn run(global: &GlobalArgs, args: &PruneArgs) -> Result<Outcome, Error> {
             backup: args.backup.as_deref(),
             progress: &progress,
             events: &render::write_event,
-            cache: None,
+            cache: cache
+                .as_ref()
+                .map(|c| c as &(dyn dfck_core::write::ThreadCache + Sync)),
         },
         &opts,
+        &whole,
+        cache_report.clone(),
     )?;
+    let cache_report_shown = cache_report;
     output(global.format(), &report, render::prune::prune_table)?;
-    Ok(if report.refused > 0 {
+    if report.deerflow_delete.is_none() {
+        super::deerflow::cache_note(&cache_report_shown, report.pruned, report.dry_run);
+    }
+    let refused = report.refused + report.deerflow_delete.as_ref().map_or(0, |d| d.refused);
+    Ok(if refused > 0 {
         Outcome::Refused
     } else {
         Outcome::Clean

@@ -7,6 +7,17 @@ use std::fmt::Write;
 /// The prune report as text.
 pub fn prune_table(r: &PruneReport) -> String {
     let mut out = String::new();
+    if let Some(d) = &r.deerflow_delete {
+        let _ = writeln!(
+            out,
+            "whole threads, deleted as DeerFlow deletes them (its thread list entry, history cache and files go too):"
+        );
+        out.push_str(&super::delete::delete_table(d));
+        if r.threads.is_empty() {
+            return out;
+        }
+        let _ = writeln!(out, "\nthe other threads:");
+    }
     let _ = writeln!(
         out,
         "{}threads: {} {}, {} refused, {} skipped — {} checkpoints, {} {}",

@@ -336,3 +336,31 @@ fn more_outputs() {
         assert!(text.starts_with("exit: 0\n"), "{text}");
     }
 }
+
+#[test]
+fn deerflow_store_summary() {
+    let text = snap(
+        "deerflow_store_summary",
+        &["--db", "fixtures/sqlite/deerflow_app.db", "inspect"],
+    );
+    assert!(
+        text.contains("title") && text.contains("Kyoto trip"),
+        "{text}"
+    );
+}
+
+#[test]
+fn deerflow_delete_dry_run() {
+    let text = snap(
+        "deerflow_delete_dry_run",
+        &[
+            "--db",
+            "fixtures/sqlite/deerflow_app.db",
+            "delete",
+            "df0a0000-0000-4000-8000-000000000001",
+            "df0a0000-0000-4000-8000-000000000003",
+            "legacy.thread.0001",
+        ],
+    );
+    assert!(text.starts_with("exit: 1\n"), "{text}");
+}

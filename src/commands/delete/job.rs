@@ -20,6 +20,9 @@ pub struct Delete<'a> {
     pub op: &'a ThreadOperation,
 }
 
+/// Why a thread an age selected is left alone.
+pub const NOT_DUE: &str = "not old enough";
+
 /// What the plan hands to apply: the thread's owner (for its files).
 pub struct Work {
     user_id: Option<String>,
@@ -43,27 +46,41 @@ pub fn plan_thread(
     op: &ThreadOperation,
 ) -> Result<(ThreadDelete, Option<Work>), Error> {
     let mut report = ThreadDelete::new(thread_id, DeleteStatus::Would);
-    let times = match store.checkpoint_times(thread_id)? {
-        Some(t) => t,
-        None => Vec::new(),
-    };
-    if !store.namespaces(thread_id)?.is_empty() && times.is_empty() {
-        // A backend without a cheap timestamp read: count from the structure.
-        for ns in store.namespaces(thread_id)? {
-            let t = dfck_core::model::thread::LoadedThread::load(store, thread_id, &ns)?;
-            report.checkpoints += t.nodes.len() as u64;
-            report.writes += t.nodes.iter().map(|n| n.writes.len() as u64).sum::<u64>();
-            report.bytes += t.nodes.iter().map(|n| n.bytes).sum::<u64>();
+    // (checkpoint id, ts) of every checkpoint: from the inline columns where the backend
+    // has them, else from the thread loaded structurally.
+    let mut seen: Vec<(String, Option<String>)> = Vec::new();
+    match store.checkpoint_times(thread_id)? {
+        Some(times) => {
+            for c in times {
+                report.checkpoints += 1;
+                report.writes += c.writes;
+                report.bytes += c.bytes;
+                seen.push((c.checkpoint_id, c.ts));
+            }
+        }
+        None => {
+            for ns in store.namespaces(thread_id)? {
+                let t = dfck_core::model::thread::LoadedThread::load(store, thread_id, &ns)?;
+                for n in &t.nodes {
+                    report.checkpoints += 1;
+                    report.writes += n.writes.len() as u64;
+                    report.bytes += n.bytes;
+                    let ts = n.checkpoint.as_ref().ok().and_then(|c| c.ts.clone());
+                    seen.push((n.id.clone(), ts));
+                }
+            }
         }
     }
-    for c in &times {
-        report.checkpoints += 1;
-        report.writes += c.writes;
-        report.bytes += c.bytes;
-    }
-    if !opts.due(times.iter().filter_map(|c| c.ts.as_deref())) {
+    if !opts.due(seen.iter().filter_map(|(_, ts)| ts.as_deref())) {
         report.status = DeleteStatus::Skipped;
-        report.reason = Some("not old enough".into());
+        report.reason = Some(NOT_DUE.into());
+        return Ok((report, None));
+    }
+    if let Some((id, _)) = seen.iter().find(|(id, _)| opts.protect.contains(id)) {
+        report.status = DeleteStatus::Refused;
+        report.reason = Some(format!(
+            "it holds protected checkpoint {id}; not deleting the thread"
+        ));
         return Ok((report, None));
     }
     let app = store.app();

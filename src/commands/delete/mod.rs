@@ -11,7 +11,7 @@ mod job;
 pub mod operation;
 pub mod receipt;
 
-pub use job::Delete;
+pub use job::{Delete, NOT_DUE};
 
 use crate::commands::wiring::WriteRequest;
 use dfck_core::deerflow::AppSchema;
@@ -36,6 +36,9 @@ pub struct DeleteOptions {
     pub base_dir: Option<PathBuf>,
     /// With `erase`: the root of DeerFlow's JSONL event files (its `jsonl` run-events backend).
     pub events_dir: Option<PathBuf>,
+    /// Checkpoints never deleted (whole ids): a thread holding one is refused (`prune
+    /// --protect`).
+    pub protect: std::collections::HashSet<String>,
 }
 
 impl DeleteOptions {
@@ -186,6 +189,16 @@ pub struct DeleteReport {
 }
 
 impl DeleteReport {
+    /// The report without the threads an age left alone (for `prune`, which prunes those).
+    pub fn due_only(self) -> Self {
+        let threads = self
+            .threads
+            .into_iter()
+            .filter(|t| t.reason.as_deref() != Some(NOT_DUE))
+            .collect();
+        DeleteReport::new(self.dry_run, self.erase, self.revision, self.cache, threads)
+    }
+
     fn new(
         dry_run: bool,
         erase: bool,

@@ -12,6 +12,7 @@ pub mod select;
 
 pub use job::{Prune, plan_thread};
 
+use crate::commands::delete::{CacheReport, DeleteOptions, DeleteReport};
 use crate::commands::wiring::WriteRequest;
 use dfck_core::error::Error;
 use dfck_core::progress::Progress;
@@ -168,6 +169,10 @@ pub struct PruneReport {
     pub checkpoints: u64,
     /// Logical bytes freed (would be), over every thread.
     pub bytes_freed: u64,
+    /// On a DeerFlow database, the whole threads `--older-than`/`--idle` selected, deleted
+    /// the way `dfck delete` deletes them (its report); `threads` holds the others.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deerflow_delete: Option<DeleteReport>,
 }
 
 impl PruneReport {
@@ -182,6 +187,7 @@ impl PruneReport {
             checkpoints: threads.iter().filter(changed).map(|p| p.checkpoints).sum(),
             bytes_freed: threads.iter().filter(changed).map(|p| p.bytes_freed).sum(),
             threads,
+            deerflow_delete: None,
         }
     }
 }
@@ -239,8 +245,86 @@ pub fn apply<C: DeleteRows + Send>(
     Ok(PruneReport::new(false, out))
 }
 
-/// `dfck prune`: the dry run, or with `req.apply` the deletion (see [`WriteRequest`]).
-pub fn run(req: &WriteRequest<'_>, opts: &PruneOptions) -> Result<PruneReport, Error> {
+/// `dfck prune`: the dry run, or with `req.apply` the deletion (see [`WriteRequest`]). On a
+/// DeerFlow database (`threads_meta` present), the whole threads an age selects are deleted
+/// by `dfck delete` (`whole`: its options, the age taken from `opts`; `cache`: the report's
+/// account of DeerFlow's history cache), the other threads pruned as on any store.
+pub fn run(
+    req: &WriteRequest<'_>,
+    opts: &PruneOptions,
+    whole: &DeleteOptions,
+    cache: CacheReport,
+) -> Result<PruneReport, Error> {
+    if opts.older_than.is_none() && opts.idle.is_none() {
+        return prune_threads(req, opts);
+    }
+    let probe = req.target.open_read_only()?;
+    let lists = match probe.app() {
+        Some(a) => a.app_schema()?.lists_threads(),
+        None => false,
+    };
+    if !lists {
+        return prune_threads(req, opts);
+    }
+    let opts = &resolve_protect(probe.as_ref(), req.threads, req.all, opts)?;
+    let selected: Vec<String> = if req.all {
+        let mut ids = Vec::new();
+        probe.scan_thread_ids(&mut |t| {
+            ids.push(t);
+            Ok(())
+        })?;
+        ids
+    } else {
+        req.threads.to_vec()
+    };
+    drop(probe);
+    let del_opts = DeleteOptions {
+        erase: false,
+        older_than: opts.older_than,
+        idle: opts.idle,
+        now: opts.now,
+        protect: opts.protect.clone(),
+        ..whole.clone()
+    };
+    let del_req = WriteRequest {
+        threads: &selected,
+        all: false,
+        ..*req
+    };
+    let deleted = crate::commands::delete::run(&del_req, None, &del_opts, cache)?.due_only();
+    let handled: HashSet<&str> = deleted
+        .threads
+        .iter()
+        .map(|t| t.thread_id.as_str())
+        .collect();
+    let rest: Vec<String> = selected
+        .iter()
+        .filter(|t| !handled.contains(t.as_str()))
+        .cloned()
+        .collect();
+    let rest_opts = PruneOptions {
+        older_than: None,
+        idle: None,
+        ..opts.clone()
+    };
+    let mut report = if rest.is_empty() {
+        PruneReport::new(!req.apply, Vec::new())
+    } else {
+        prune_threads(
+            &WriteRequest {
+                threads: &rest,
+                all: false,
+                ..*req
+            },
+            &rest_opts,
+        )?
+    };
+    report.deerflow_delete = Some(deleted);
+    Ok(report)
+}
+
+/// The prune of `req`'s threads as on any store.
+fn prune_threads(req: &WriteRequest<'_>, opts: &PruneOptions) -> Result<PruneReport, Error> {
     req.dry_or_apply(
         "pruning threads",
         |store| plan(store, req.threads, req.all, opts, req.progress),

@@ -219,6 +219,18 @@ pub fn require_standby(what: &str) -> Option<String> {
     got
 }
 
+/// The test Redis server (`TEST_REDIS_URL`, started by scripts/test-all.sh), or `None` after
+/// saying that `what` is skipped; required with `DFCK_REQUIRE_REDIS`.
+pub fn require_redis(what: &str) -> Option<String> {
+    let got = std::env::var("TEST_REDIS_URL")
+        .ok()
+        .filter(|u| !u.is_empty());
+    if got.is_none() {
+        require_or_skip("DFCK_REQUIRE_REDIS", "TEST_REDIS_URL", what);
+    }
+    got
+}
+
 /// The pinned Python with LangGraph (`DFCK_TEST_PYTHON`), or `None` after saying that `what`
 /// is skipped. With `DFCK_REQUIRE_PYTHON` set (CI) a missing Python fails the test.
 pub fn require_python(what: &str) -> Option<PathBuf> {

@@ -20,3 +20,17 @@ pub fn connect(rt: &tokio::runtime::Runtime, uri: &str) -> Client {
         client
     })
 }
+
+/// A fresh database `name` made from the fixture database `template` on the server `uri`;
+/// returns its URI.
+pub fn clone_db(uri: &str, template: &str, name: &str) -> String {
+    let rt = runtime();
+    let admin = connect(&rt, uri);
+    for sql in [
+        format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"),
+        format!("CREATE DATABASE \"{name}\" TEMPLATE \"{template}\""),
+    ] {
+        rt.block_on(admin.batch_execute(&sql)).unwrap();
+    }
+    super::with_db(uri, name)
+}

@@ -46,8 +46,9 @@ pub(super) fn app_config(
     };
     let kind = opt_str(&cache_section, "type", cfg)?.unwrap_or_else(|| "memory".into());
     let disabled = matches!(get(&cache_section, "max_entries"), Some(Node::Int(0)));
-    // DeerFlow keeps the history cache only in delta mode.
-    let cache = if mode != ChannelMode::Delta || disabled {
+    // DeerFlow keeps the history cache only in delta mode; a Redis cache's keys outlive a
+    // switch to full mode (and come back into use after one back), so they are purged anyway.
+    let cache = if disabled || (mode != ChannelMode::Delta && kind != "redis") {
         cache::Cache::Off
     } else if kind == "redis" {
         let url = opt_str(&cache_section, "redis_url", cfg)?

@@ -27,6 +27,8 @@ mod paths;
 mod yaml;
 
 #[cfg(test)]
+mod app_tests;
+#[cfg(test)]
 mod tests;
 
 pub use crate::error::ConfigError;
