@@ -103,7 +103,7 @@ fn show(
                 channels: args.channels,
             };
             let mut s = summarize_with(store, &opts, progress)?;
-            crate::commands::deerflow_view::attach(store, &mut s)?;
+            s.attach_deerflow(store)?;
             if args.savings {
                 let ids: Vec<String> = s.threads.iter().map(|t| t.thread_id.clone()).collect();
                 let frequency = discovered.as_ref().map_or(10, |d| d.snapshot_frequency);

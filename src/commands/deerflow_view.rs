@@ -3,7 +3,6 @@
 //! match — listed threads without checkpoints, checkpoint threads DeerFlow cannot list, active
 //! runs whose lease expired.
 
-use crate::commands::inspect::StoreSummary;
 use dfck_core::deerflow::{ActiveRun, AppSchema, RunSummary, TableSpace, ThreadMeta};
 use dfck_core::error::Error;
 use dfck_core::store::Store;
@@ -106,14 +105,16 @@ impl AppData {
     }
 }
 
-/// Adds DeerFlow's view to a store summary (its threads as listed and run, its tables).
-pub fn attach(store: &dyn Store, summary: &mut StoreSummary) -> Result<(), Error> {
+/// DeerFlow's view of a store (`None`: no DeerFlow tables): the summary's part, and each of
+/// `threads` as DeerFlow lists and runs it, in that order.
+pub fn view(
+    store: &dyn Store,
+    threads: &[&str],
+) -> Result<Option<(AppSummary, Vec<ThreadApp>)>, Error> {
     let Some(data) = load(store)? else {
-        return Ok(());
+        return Ok(None);
     };
-    for t in &mut summary.threads {
-        t.deerflow = Some(data.thread(&t.thread_id));
-    }
+    let per_thread = threads.iter().map(|t| data.thread(t)).collect();
     let tables = match store.app() {
         Some(app) => app.app_space(&data.schema)?,
         None => Vec::new(),
@@ -132,15 +133,15 @@ pub fn attach(store: &dyn Store, summary: &mut StoreSummary) -> Result<(), Error
         .cloned()
         .collect();
     unlisted.sort();
-    summary.deerflow = Some(AppSummary {
+    let summary = AppSummary {
         revision: data.schema.revision.clone(),
         tables,
         listed_threads: data.metas.len() as u64,
         listed_without_checkpoints: listed_without,
         unlisted_threads: unlisted,
         active_runs: data.active,
-    });
-    Ok(())
+    };
+    Ok(Some((summary, per_thread)))
 }
 
 /// Every thread id with checkpoints.

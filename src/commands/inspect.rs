@@ -352,6 +352,22 @@ fn sort_threads(threads: &mut [ThreadSummary], key: SortKey) {
     });
 }
 
+impl StoreSummary {
+    /// Adds DeerFlow's view (docs/deerflow-database.md): its threads as listed and run, its
+    /// tables; nothing on a store without DeerFlow's tables.
+    pub fn attach_deerflow(&mut self, store: &dyn Store) -> Result<(), Error> {
+        let ids: Vec<&str> = self.threads.iter().map(|t| t.thread_id.as_str()).collect();
+        let Some((summary, per_thread)) = crate::commands::deerflow_view::view(store, &ids)? else {
+            return Ok(());
+        };
+        for (t, d) in self.threads.iter_mut().zip(per_thread) {
+            t.deerflow = Some(d);
+        }
+        self.deerflow = Some(summary);
+        Ok(())
+    }
+}
+
 /// Summarizes the whole store, streaming thread by thread; threads by thread id.
 pub fn summarize(store: &dyn Store, progress: &dyn Progress) -> Result<StoreSummary, Error> {
     summarize_with(store, &SummaryOptions::default(), progress)

@@ -62,6 +62,15 @@ fn verify(target: &str, args: &[&str]) -> (Json, i32) {
 /// Stores with rows dfck cannot read by design: only `value.unsupported_serializer`.
 const UNREADABLE: [&str; 2] = ["encrypted", "pickle"];
 
+/// Errors a fixture holds because the program that wrote it has the bug: DeerFlow's own
+/// branch (thread …09 of `deerflow_app`) stores a literal `Overwrite` (DeerFlow #4380).
+fn known_errors(stem: &str) -> BTreeSet<String> {
+    match stem {
+        "deerflow_app" => BTreeSet::from(["value.literal_overwrite".to_string()]),
+        _ => BTreeSet::new(),
+    }
+}
+
 #[test]
 fn healthy_sqlite_fixtures_have_no_error_findings() {
     let mut threads = 0;
@@ -79,8 +88,9 @@ fn healthy_sqlite_fixtures_have_no_error_findings() {
             );
             assert_eq!(exit, 1, "{stem}");
         } else {
-            assert!(errors.is_empty(), "{stem}: {errors:?}");
-            assert_eq!(exit, i32::from(leak), "{stem}");
+            let known = known_errors(&stem);
+            assert_eq!(errors, known, "{stem}");
+            assert_eq!(exit, i32::from(leak || !known.is_empty()), "{stem}");
         }
     }
     println!(
@@ -173,8 +183,9 @@ fn healthy_postgres_fixtures_have_no_error_findings() {
         let (report, exit) = verify(&with_db(&uri, &format!("dfck_{stem}")), &["--jobs", "2"]);
         checkpoints += report["checkpoints_checked"].as_u64().unwrap();
         let (errors, leak) = errors_beside_real_leaks(&report);
-        assert!(errors.is_empty(), "{stem}: {errors:?}");
-        assert_eq!(exit, i32::from(leak), "{stem}");
+        let known = known_errors(&stem);
+        assert_eq!(errors, known, "{stem}");
+        assert_eq!(exit, i32::from(leak || !known.is_empty()), "{stem}");
     }
     println!("verify (postgres): {checkpoints} checkpoints, no error findings");
     assert!(checkpoints > 500);
