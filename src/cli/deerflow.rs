@@ -113,3 +113,12 @@ pub fn cache_note(report: &CacheReport, changed: usize, dry_run: bool) {
         (None, None) => {}
     }
 }
+
+/// The connected cache as the engine takes it.
+pub fn thread_cache(
+    cache: &Option<RedisCache>,
+) -> Option<&(dyn dfck_core::write::ThreadCache + Sync)> {
+    cache
+        .as_ref()
+        .map(|c| c as &(dyn dfck_core::write::ThreadCache + Sync))
+}

@@ -140,9 +140,7 @@ pub fn run(global: &GlobalArgs, args: &DeleteArgs) -> Result<Outcome, Error> {
             backup: args.backup.as_deref(),
             progress: &progress,
             events: &render::write_event,
-            cache: cache
-                .as_ref()
-                .map(|c| c as &(dyn dfck_core::write::ThreadCache + Sync)),
+            cache: super::deerflow::thread_cache(&cache),
         },
         args.user.as_deref(),
         &opts,

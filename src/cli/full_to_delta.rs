@@ -90,9 +90,7 @@ pub fn run(global: &GlobalArgs, args: &FullToDeltaArgs) -> Result<Outcome, Error
             backup: args.backup.as_deref(),
             progress: &progress,
             events: &render::write_event,
-            cache: cache
-                .as_ref()
-                .map(|c| c as &(dyn dfck_core::write::ThreadCache + Sync)),
+            cache: super::deerflow::thread_cache(&cache),
         },
         &opts,
     )?;

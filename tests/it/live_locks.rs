@@ -171,6 +171,18 @@ fn every_sqlite_write_command_keeps_its_locks_while_its_connections_are_open() {
         ],
         &[&source, &into],
     ));
+    let (_d7, app) = temp_copy(&sqlite_fixture("deerflow_app"));
+    lost.extend(check_locks(
+        "delete --apply (DeerFlow's reservation, then the thread)",
+        &[
+            "--db",
+            s(&app),
+            "delete",
+            "df0a0000-0000-4000-8000-000000000001",
+            "--apply",
+        ],
+        &[&app],
+    ));
     let (d6, vacuumed) = temp_copy(&sqlite_fixture("mixed"));
     lost.extend(check_locks(
         "reclaim --apply",
