@@ -236,7 +236,13 @@ fn selection(
         let app = store
             .app()
             .ok_or_else(|| Error::Usage("--user needs DeerFlow's tables".into()))?;
-        return Ok(app.user_thread_ids(u)?);
+        let ids = app.user_thread_ids(u)?;
+        if ids.is_empty() {
+            return Err(Error::Usage(format!(
+                "--user {u}: DeerFlow's thread list holds no thread of this user"
+            )));
+        }
+        return Ok(ids);
     }
     if !req.threads.is_empty() {
         let mut out = Vec::new();
