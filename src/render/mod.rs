@@ -611,16 +611,12 @@ pub fn copy_table(r: &crate::commands::copy::CopyReport) -> String {
             counts(&d.rows)
         );
         if let Some(s) = &d.shared {
-            let _ = writeln!(
-                out,
-                "deerflow rows outside threads: {} — {}{}",
-                s.status,
-                counts(&s.rows),
-                s.reason
-                    .as_deref()
-                    .map(|w| format!(" ({})", esc(w)))
-                    .unwrap_or_default()
-            );
+            let what = match (s.rows.is_empty(), &s.reason) {
+                (true, Some(why)) => esc(why),
+                (false, Some(why)) => format!("{} ({})", counts(&s.rows), esc(why)),
+                (_, None) => counts(&s.rows),
+            };
+            let _ = writeln!(out, "deerflow rows outside threads: {}: {what}", s.status);
         }
     }
     let mut headers = vec![

@@ -20,6 +20,7 @@ mod config_discovery;
 mod conversation_views;
 mod copy;
 mod copy_crash;
+mod deerflow_copy;
 mod diff;
 mod formats;
 mod hostile;

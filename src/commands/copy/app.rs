@@ -277,7 +277,14 @@ impl ThreadApp {
                 continue;
             }
             for r in &rows {
-                target.insert_app_row(&m.target, r).map_err(e)?;
+                target.insert_app_row(&m.target, r).map_err(|err| {
+                    let hint = if err.to_string().contains("foreign key") {
+                        "; copy with --all, which brings the rows outside threads (channel connections, users) first"
+                    } else {
+                        ""
+                    };
+                    Refusal(format!("{err}{hint}"))
+                })?;
                 cx.row_written();
             }
             target.advance_sequences(&m.target).map_err(e)?;

@@ -255,10 +255,14 @@ pub fn decide(sides: &Sides<'_>, thread_id: &str, opts: &CopyOptions) -> Result<
             }
         }
     } else {
+        report.reason = Some(if rows.is_empty() {
+            "no checkpoints: DeerFlow's rows only".into()
+        } else {
+            "checkpoints already in the target, identical".into()
+        });
         report.namespaces = 0;
         report.checkpoints = 0;
         report.writes = 0;
-        report.reason = Some("checkpoints already in the target, identical".into());
     }
     report.bytes = laid.iter().map(LaidNs::bytes).sum();
     if digest.is_none() && target.is_some() && !laid.is_empty() {

@@ -113,6 +113,11 @@ fn each_row(
     Ok(bad.map_or(Ok(()), Err))
 }
 
+/// "1 row", "3 rows".
+fn rows(n: u64) -> String {
+    format!("{n} row{}", if n == 1 { "" } else { "s" })
+}
+
 /// Whether the target's row `theirs` equals `row` (both of `m`'s target table).
 fn same(m: &TableMap, row: &AppRow, theirs: &AppRow) -> bool {
     m.target.fingerprint(theirs) == row.fingerprint(&m.target)
@@ -208,11 +213,11 @@ impl<C: PlanStore + CopySides + ?Sized> ThreadPlan<C> for Shared<'_> {
             .iter()
             .zip(&tallies)
             .filter(|(_, t)| t.differ > 0)
-            .map(|(m, t)| format!("{} {}", m.name(), t.differ))
+            .map(|(m, t)| format!("{} of {}", rows(t.differ), m.name()))
             .collect();
         if !differ.is_empty() && !self.replace {
             let why = format!(
-                "the target holds other values under the same keys ({} rows); pass --replace to overwrite them",
+                "the target holds other values under the same keys ({}); pass --replace to overwrite them",
                 differ.join(", ")
             );
             return Ok(Planned::Done(report.with(CopyStatus::Refused, Some(why))));
@@ -304,7 +309,7 @@ impl ThreadJob<CopyConn> for Shared<'_> {
 
     fn committed(&self, report: SharedReport, _: ()) -> SharedReport {
         let reason = (report.replaced > 0)
-            .then(|| format!("overwrote {} different rows of the target", report.replaced));
+            .then(|| format!("overwrote the target's different {}", rows(report.replaced)));
         report.with(CopyStatus::Done, reason)
     }
 }
