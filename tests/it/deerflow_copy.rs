@@ -552,8 +552,13 @@ fn named_threads_carry_their_rows_and_a_value_the_target_cannot_hold_refuses() {
     );
 }
 
-/// A throwaway `redis-server` on a free port, killed on drop.
-struct Redis(std::process::Child, u16, tempfile::TempDir);
+/// A throwaway `redis-server` on a free port (its directory kept until it is killed, on
+/// drop).
+struct Redis {
+    child: std::process::Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
 
 impl Redis {
     fn start() -> Option<Redis> {
@@ -576,9 +581,14 @@ impl Redis {
             .stdout(std::process::Stdio::null())
             .spawn()
             .ok()?;
+        let redis = Redis {
+            child,
+            port,
+            _dir: dir,
+        };
         for _ in 0..100 {
             if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return Some(Redis(child, port, dir));
+                return Some(redis);
             }
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
@@ -587,7 +597,7 @@ impl Redis {
 
     fn cli(&self, args: &[&str]) -> String {
         let out = std::process::Command::new("redis-cli")
-            .args(["-p", &self.1.to_string()])
+            .args(["-p", &self.port.to_string()])
             .args(args)
             .output()
             .unwrap();
@@ -597,8 +607,8 @@ impl Redis {
 
 impl Drop for Redis {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
@@ -629,7 +639,7 @@ fn replace_purges_the_replaced_threads_cache_keys_only() {
     for t in [T_A, t_b] {
         redis.cli(&["SET", &format!("pfx:{t}:history"), "x"]);
     }
-    let url = format!("redis://127.0.0.1:{}", redis.1);
+    let url = format!("redis://127.0.0.1:{}", redis.port);
     let to = [
         "--to",
         s(&target),
