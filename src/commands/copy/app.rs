@@ -70,8 +70,17 @@ pub fn prepare(
         .into());
     };
     if target_schema.revision != schema.revision {
+        let newer = schema
+            .revision
+            .as_deref()
+            .is_some_and(|r| target_schema.at_least(r));
+        let what = if newer {
+            "the target is newer: start its DeerFlow version once against (a copy of) the source first, so that both are at the same revision"
+        } else {
+            "start DeerFlow once against the target (the version that wrote the source, which migrates it) so that both are at the same revision"
+        };
         return Err(StoreError::Target(format!(
-            "DeerFlow's schema differs: the source is at alembic revision {want}, the target ({shown}) at {}; start DeerFlow once against the target (the version that wrote the source, which migrates it) so that both are at the same revision",
+            "DeerFlow's schema differs: the source is at alembic revision {want}, the target ({shown}) at {}; {what}",
             revision(&target_schema.revision)
         ))
         .into());
