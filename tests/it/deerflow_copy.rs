@@ -18,16 +18,16 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 /// Thread A (alice, 27 checkpoints, runs, events, feedback, an MCP task).
-const T_A: &str = "df0a0000-0000-4000-8000-000000000001";
+pub(crate) const T_A: &str = "df0a0000-0000-4000-8000-000000000001";
 /// Thread K: listed by DeerFlow, a pending run, no checkpoints.
-const T_K: &str = "df0a0000-0000-4000-8000-00000000000b";
+pub(crate) const T_K: &str = "df0a0000-0000-4000-8000-00000000000b";
 
 fn schema_dir() -> PathBuf {
     root().join("fixtures/deerflow-schema")
 }
 
 /// The alembic head DeerFlow's schema fixtures were rendered at.
-fn head() -> String {
+pub(crate) fn head() -> String {
     let source = std::fs::read_to_string(schema_dir().join("SOURCE")).unwrap();
     source
         .lines()
@@ -38,7 +38,7 @@ fn head() -> String {
 }
 
 /// Every DeerFlow table of the schema fixture.
-fn deerflow_tables() -> Vec<String> {
+pub(crate) fn deerflow_tables() -> Vec<String> {
     std::fs::read_to_string(schema_dir().join("sqlite.sql"))
         .unwrap()
         .lines()
@@ -49,7 +49,7 @@ fn deerflow_tables() -> Vec<String> {
 
 /// A SQLite file holding DeerFlow's schema at `revision` and no rows, as DeerFlow's bootstrap
 /// leaves an empty database ("create_all + alembic stamp head").
-fn sqlite_schema(path: &Path, revision: &str) {
+pub(crate) fn sqlite_schema(path: &Path, revision: &str) {
     let c = Connection::open(path).unwrap();
     c.execute_batch(&std::fs::read_to_string(schema_dir().join("sqlite.sql")).unwrap())
         .unwrap();
@@ -58,7 +58,7 @@ fn sqlite_schema(path: &Path, revision: &str) {
 }
 
 /// A fresh database `dfck_copy_df_<name>` holding DeerFlow's schema at the head, no rows.
-fn pg_schema(uri: &str, name: &str) -> String {
+pub(crate) fn pg_schema(uri: &str, name: &str) -> String {
     let rt = pg::runtime();
     let admin = pg::connect(&rt, uri);
     let db = format!("dfck_copy_df_{name}");
@@ -83,7 +83,7 @@ fn pg_schema(uri: &str, name: &str) -> String {
 }
 
 /// Every row of every DeerFlow table and of LangGraph's tables, as stored, sorted.
-fn rows(path: &Path) -> BTreeMap<String, Vec<Vec<Value>>> {
+pub(crate) fn rows(path: &Path) -> BTreeMap<String, Vec<Vec<Value>>> {
     let c = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
     let mut out = BTreeMap::new();
     for t in deerflow_tables()
@@ -107,7 +107,7 @@ fn rows(path: &Path) -> BTreeMap<String, Vec<Vec<Value>>> {
 }
 
 /// The fixture's secret values: password hashes, encrypted channel credentials, OAuth state.
-fn secrets() -> Vec<String> {
+pub(crate) fn secrets() -> Vec<String> {
     let c = Connection::open_with_flags(
         sqlite_fixture("deerflow_app"),
         rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
@@ -135,7 +135,7 @@ fn secrets() -> Vec<String> {
 }
 
 /// Runs `dfck --db SOURCE copy ARGS`, and checks that no secret reached stdout or stderr.
-fn copy(source: &str, args: &[&str]) -> Output {
+pub(crate) fn copy(source: &str, args: &[&str]) -> Output {
     let out = dfck(source, &[&["copy"][..], args].concat());
     let text = format!(
         "{}{}",
@@ -148,7 +148,7 @@ fn copy(source: &str, args: &[&str]) -> Output {
     out
 }
 
-fn json(out: &Output) -> Json {
+pub(crate) fn json(out: &Output) -> Json {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
             "not JSON ({e}): {} / {}",
@@ -158,11 +158,11 @@ fn json(out: &Output) -> Json {
     })
 }
 
-fn s(p: &Path) -> &str {
+pub(crate) fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
-fn thread<'a>(report: &'a Json, id: &str) -> &'a Json {
+pub(crate) fn thread<'a>(report: &'a Json, id: &str) -> &'a Json {
     report["threads"]
         .as_array()
         .unwrap()

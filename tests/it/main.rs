@@ -21,6 +21,7 @@ mod conversation_views;
 mod copy;
 mod copy_crash;
 mod deerflow_copy;
+mod deerflow_copy_resume;
 mod diff;
 mod formats;
 mod hostile;
