@@ -1,4 +1,5 @@
-//! `dfck copy --to TARGET [THREAD …|--all] [--apply]`: the plan, or the copy.
+//! `dfck copy --to TARGET [THREAD …|--all] [--apply]`: the plan, or the copy (DeerFlow's own
+//! tables with the checkpoints, unless `--checkpoints-only`).
 
 use super::{GlobalArgs, output};
 use crate::commands::wiring::WriteRequest;
@@ -35,6 +36,14 @@ pub struct CopyArgs {
     /// PostgreSQL targets: copy this many threads at once, each over its own connections.
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
     pub jobs: u16,
+    /// Copy LangGraph's checkpoints and writes only, leaving DeerFlow's own tables behind
+    /// (a target without DeerFlow's schema).
+    #[arg(long)]
+    pub checkpoints_only: bool,
+    /// The target's DeerFlow history cache (never the source's): purged of every thread
+    /// `--replace` overwrote.
+    #[command(flatten)]
+    pub cache: super::deerflow::CacheArgs,
 }
 
 /// Runs `dfck copy`: exit 1 when a thread is refused.
@@ -59,6 +68,9 @@ pub fn run(global: &GlobalArgs, args: &CopyArgs) -> Result<Outcome, Error> {
     };
     let (threads, all) =
         super::select_threads(&source, &args.threads, args.all, args.user.as_deref())?;
+    // The cache of the target's DeerFlow: only --redis-url / --cache-key-prefix name it (the
+    // discovered config is the source's DeerFlow).
+    let (cache, _) = args.cache.connect(&to, None, args.apply)?;
     let progress = TerminalProgress::stderr();
     let report = crate::commands::copy::run(
         &WriteRequest {
@@ -70,13 +82,16 @@ pub fn run(global: &GlobalArgs, args: &CopyArgs) -> Result<Outcome, Error> {
             backup: None,
             progress: &progress,
             events: &render::write_event,
-            cache: None,
+            cache: cache
+                .as_ref()
+                .map(|c| c as &(dyn dfck_core::write::ThreadCache + Sync)),
         },
         &to,
         args.replace,
+        args.checkpoints_only,
     )?;
     output(global.format(), &report, render::copy_table)?;
-    Ok(if report.refused > 0 {
+    Ok(if report.any_refused() {
         Outcome::Refused
     } else {
         Outcome::Clean

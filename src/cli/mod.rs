@@ -147,7 +147,7 @@ pub enum Command {
     Reclaim(reclaim::ReclaimArgs),
     /// Copy threads into another store (SQLite or PostgreSQL), verified; a dry run unless --apply.
     #[command(
-        after_help = "Only LangGraph's checkpoints and writes are copied, in the target's own layout; DeerFlow's own tables (threads_meta, runs, users) are not: docs/copy.md says how to move them. Exit 1 when a thread is refused (the target keeps none of its rows)."
+        after_help = "LangGraph's checkpoints and writes are copied in the target's own layout. DeerFlow's own tables go with them: each thread's rows (threads_meta, runs, run_events, feedback, …) in the thread's transaction, and with --all every other DeerFlow row (users, agents, channels, …) first; the target must hold DeerFlow's schema at the source's alembic revision (start DeerFlow once against it), or pass --checkpoints-only. docs/copy.md. Exit 1 when a thread is refused (the target keeps none of its rows)."
     )]
     Copy(copy::CopyArgs),
     /// Benchmarks: paired full/delta channel and production cases, and their summaries.

@@ -561,7 +561,8 @@ pub fn migrate_table(r: &MigrateReport) -> String {
     let _ = writeln!(out, "{t}");
     finish(out)
 }
-/// The `copy` report as a table, with what a copy leaves behind.
+/// The `copy` report as a table: totals, DeerFlow's rows (its shared rows and per thread),
+/// or what a copy left behind.
 pub fn copy_table(r: &crate::commands::copy::CopyReport) -> String {
     let mut out = String::new();
     let _ = writeln!(
@@ -591,35 +592,69 @@ pub fn copy_table(r: &crate::commands::copy::CopyReport) -> String {
         r.writes,
         human_bytes(r.bytes)
     );
-    let mut t = table(&[
+    let counts = |rows: &[(String, u64)]| {
+        if rows.is_empty() {
+            "-".to_owned()
+        } else {
+            rows.iter()
+                .map(|(t, n)| format!("{t} {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    };
+    if let Some(d) = &r.deerflow {
+        let _ = writeln!(
+            out,
+            "deerflow: schema {}; rows {}: {}",
+            d.revision.as_deref().unwrap_or("unrecorded"),
+            if r.dry_run { "to copy" } else { "copied" },
+            counts(&d.rows)
+        );
+        if let Some(s) = &d.shared {
+            let what = match (s.rows.is_empty(), &s.reason) {
+                (true, Some(why)) => esc(why),
+                (false, Some(why)) => format!("{} ({})", counts(&s.rows), esc(why)),
+                (_, None) => counts(&s.rows),
+            };
+            let _ = writeln!(out, "deerflow rows outside threads: {}: {what}", s.status);
+        }
+    }
+    let mut headers = vec![
         "thread",
         "status",
         "namespaces",
         "checkpoints",
         "writes",
         "bytes",
-        "reason",
-    ]);
+    ];
+    if r.deerflow.is_some() {
+        headers.push("deerflow rows");
+    }
+    headers.push("reason");
+    let mut t = table(&headers);
     for p in &r.threads {
-        add_row(
-            &mut t,
-            vec![
-                p.thread_id.clone(),
-                p.status.as_str().to_owned(),
-                p.namespaces.to_string(),
-                p.checkpoints.to_string(),
-                p.writes.to_string(),
-                human_bytes(p.bytes),
-                opt(&p.reason),
-            ],
-        );
+        let mut row = vec![
+            p.thread_id.clone(),
+            p.status.as_str().to_owned(),
+            p.namespaces.to_string(),
+            p.checkpoints.to_string(),
+            p.writes.to_string(),
+            human_bytes(p.bytes),
+        ];
+        if r.deerflow.is_some() {
+            row.push(counts(&p.deerflow_rows));
+        }
+        row.push(opt(&p.reason));
+        add_row(&mut t, row);
     }
     let _ = writeln!(out, "{t}");
-    let _ = writeln!(
-        out,
-        "not copied: DeerFlow's own tables ({}) — only LangGraph's checkpoints and writes move; see docs/copy.md to move the rest",
-        r.not_copied.join(", ")
-    );
+    if !r.not_copied.is_empty() {
+        let _ = writeln!(
+            out,
+            "not copied (--checkpoints-only): DeerFlow's own tables ({})",
+            r.not_copied.join(", ")
+        );
+    }
     finish(out)
 }
 pub mod bench;

@@ -20,6 +20,8 @@ mod config_discovery;
 mod conversation_views;
 mod copy;
 mod copy_crash;
+mod deerflow_copy;
+mod deerflow_copy_resume;
 mod deerflow_delete;
 mod deerflow_view;
 mod diff;

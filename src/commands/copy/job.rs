@@ -1,11 +1,16 @@
 //! The copy as a write-engine job: [`CopyConn`] pairs the read-only source (one snapshot)
-//! with the target store the engine writes; [`decide`] reads a thread from the source and
-//! says what to do with it; [`Copy`] inserts its rows and verifies them before commit.
+//! with the target store the engine writes; [`decide`] reads a thread from the source — its
+//! checkpoints and, when DeerFlow's tables are copied, its rows there — and says what to do
+//! with it; [`Copy`] inserts its rows and verifies them before commit, both parts in the
+//! thread's one transaction.
 
+use super::app::{AppCopy, AppPrints, AppState, ThreadApp};
+use super::cache::PurgeReplaced;
 use super::convert::{LaidBody, LaidNs, lay_out, load_thread};
 use super::digest::{ThreadDigest, difference, digest_thread};
 use super::{CopyOptions, CopyStatus, CopyThread};
 use dfck_core::error::{Error, StoreError};
+use dfck_core::store::app_copy::AppRows;
 use dfck_core::store::postgres::PostgresStore;
 use dfck_core::store::sqlite::SqliteStore;
 use dfck_core::store::{
@@ -112,24 +117,49 @@ pub enum Decision {
     Copy {
         /// The thread's report (counts and bytes).
         report: CopyThread,
-        /// The rows in the target's layout.
+        /// The checkpoint rows in the target's layout (none when the target holds them).
         laid: Vec<LaidNs>,
         /// The target holds a different copy, to delete first (`--replace`).
         replace: bool,
         /// The source's fingerprints, for the check before commit (`None` in a dry run
         /// into an empty target).
         digest: Option<ThreadDigest>,
+        /// DeerFlow's rows of the thread: to insert (`None` when the target holds them) and
+        /// the fingerprints the target must show.
+        app: Option<(Option<ThreadApp>, AppPrints)>,
     },
 }
 
-/// Reads `thread_id` from `source` and decides against `target` (`None`: an empty or
-/// missing target). `Err` is a store failure; refusals are reports.
-pub fn decide(
-    source: &dyn Store,
-    target: Option<&dyn Store>,
-    thread_id: &str,
-    opts: &CopyOptions,
-) -> Result<Decision, Error> {
+/// How the target's copy of one part of a thread (checkpoints, DeerFlow rows) compares.
+#[derive(PartialEq)]
+enum Part {
+    /// Nothing on either side, or identical.
+    Same,
+    /// The target lacks it.
+    Absent,
+    /// Different: why.
+    Differs(String),
+}
+
+/// The sides a decision reads: the source, the target's checkpoints (`None`: none yet) and,
+/// when DeerFlow's tables are copied, both sides' DeerFlow rows.
+pub struct Sides<'a> {
+    /// The source store.
+    pub source: &'a dyn Store,
+    /// The target store, when it holds LangGraph's tables.
+    pub target: Option<&'a dyn Store>,
+    /// DeerFlow's tables, when copied: the tables, and the target's rows.
+    pub app: Option<(&'a AppCopy, &'a dyn AppRows)>,
+}
+
+/// Reads `thread_id` from the source and decides against the target. `Err` is a store
+/// failure; refusals are reports.
+pub fn decide(sides: &Sides<'_>, thread_id: &str, opts: &CopyOptions) -> Result<Decision, Error> {
+    let Sides {
+        source,
+        target,
+        app,
+    } = *sides;
     let refused =
         |r: CopyThread, why: String| Decision::Done(r.with(CopyStatus::Refused, Some(why)));
     let rows = match load_thread(source, thread_id) {
@@ -138,7 +168,14 @@ pub fn decide(
         Err(e) => return Err(e.into()),
     };
     let mut report = CopyThread::new(thread_id);
-    if rows.is_empty() {
+    let theirs = match (app, source.app_rows()) {
+        (Some((a, _)), Some(src)) => match ThreadApp::load(a, src, thread_id)? {
+            Ok(t) => Some(t),
+            Err(r) => return Ok(refused(report, r.0)),
+        },
+        _ => None,
+    };
+    if rows.is_empty() && theirs.as_ref().is_none_or(ThreadApp::is_empty) {
         return Ok(Decision::Done(report.with(
             CopyStatus::Skipped,
             Some("thread no longer exists".into()),
@@ -152,54 +189,110 @@ pub fn decide(
         None => false,
     };
     let mut digest = None;
-    let mut replace = false;
-    if let Some(t) = target.filter(|_| exists) {
-        let want = match digest_thread(source, thread_id) {
-            Ok(d) => d,
-            Err(r) => return Ok(refused(report, r.0)),
-        };
-        let got = match digest_thread(t, thread_id) {
-            Ok(d) => d,
-            Err(r) => return Ok(refused(report, format!("the target's copy: {}", r.0))),
-        };
-        match difference(&want, &got) {
-            None => {
-                return Ok(Decision::Done(report.with(
-                    CopyStatus::Skipped,
-                    Some("already in the target, identical".into()),
-                )));
-            }
-            Some(why) if !opts.replace => {
-                return Ok(refused(
-                    report,
-                    format!(
-                        "the target already holds this thread and it differs ({why}); pass --replace to overwrite it"
-                    ),
-                ));
-            }
-            Some(_) => replace = true,
+    let checkpoints = match target.filter(|_| exists) {
+        None if rows.is_empty() => Part::Same,
+        None => Part::Absent,
+        Some(_) if rows.is_empty() => {
+            Part::Differs("the target holds checkpoints the source does not".into())
         }
-        digest = Some(want);
+        Some(t) => {
+            let want = match digest_thread(source, thread_id) {
+                Ok(d) => d,
+                Err(r) => return Ok(refused(report, r.0)),
+            };
+            let got = match digest_thread(t, thread_id) {
+                Ok(d) => d,
+                Err(r) => return Ok(refused(report, format!("the target's copy: {}", r.0))),
+            };
+            let part = match difference(&want, &got) {
+                None => Part::Same,
+                Some(why) => Part::Differs(why),
+            };
+            digest = Some(want);
+            part
+        }
+    };
+    let deerflow = match (&theirs, app) {
+        (Some(t), Some((a, target_app))) => match t.state(a, target_app, thread_id)? {
+            AppState::Absent if t.is_empty() => Part::Same,
+            AppState::Absent => Part::Absent,
+            AppState::Identical => Part::Same,
+            AppState::Differs(why) => Part::Differs(why),
+        },
+        _ => Part::Same,
+    };
+    let differs: Vec<&str> = [&checkpoints, &deerflow]
+        .into_iter()
+        .filter_map(|p| match p {
+            Part::Differs(why) => Some(why.as_str()),
+            _ => None,
+        })
+        .collect();
+    if !differs.is_empty() && !opts.replace {
+        return Ok(refused(
+            report,
+            format!(
+                "the target already holds this thread and it differs ({}); pass --replace to overwrite it",
+                differs.join("; ")
+            ),
+        ));
     }
+    let replace = !differs.is_empty();
+    if !replace && checkpoints == Part::Same && deerflow == Part::Same {
+        return Ok(Decision::Done(report.with(
+            CopyStatus::Skipped,
+            Some("already in the target, identical".into()),
+        )));
+    }
+    let copy_checkpoints = replace || checkpoints == Part::Absent;
+    let copy_deerflow = replace || deerflow == Part::Absent;
     let mut laid = Vec::with_capacity(rows.len());
-    for ns in rows {
-        match lay_out(ns, opts.target) {
-            Ok(l) => laid.push(l),
-            Err(r) => return Ok(refused(report, r.0)),
+    if copy_checkpoints {
+        for ns in rows {
+            match lay_out(ns, opts.target) {
+                Ok(l) => laid.push(l),
+                Err(r) => return Ok(refused(report, r.0)),
+            }
         }
+    } else {
+        report.reason = Some(if rows.is_empty() {
+            "no checkpoints: DeerFlow's rows only".into()
+        } else {
+            "checkpoints already in the target, identical".into()
+        });
+        report.namespaces = 0;
+        report.checkpoints = 0;
+        report.writes = 0;
     }
     report.bytes = laid.iter().map(LaidNs::bytes).sum();
-    if digest.is_none() && target.is_some() {
+    if digest.is_none() && target.is_some() && !laid.is_empty() {
         match digest_thread(source, thread_id) {
             Ok(d) => digest = Some(d),
             Err(r) => return Ok(refused(report, r.0)),
         }
     }
+    let app = match (theirs, app) {
+        (Some(t), Some((a, _))) => {
+            let prints = t.prints().clone();
+            if copy_deerflow {
+                report.deerflow_rows = t.counts(a);
+                report.bytes += t.bytes();
+                Some((Some(t), prints))
+            } else {
+                if !t.is_empty() {
+                    report.reason = Some("DeerFlow's rows already in the target, identical".into());
+                }
+                Some((None, prints))
+            }
+        }
+        _ => None,
+    };
     Ok(Decision::Copy {
         report,
         laid,
         replace,
         digest,
+        app,
     })
 }
 
@@ -207,6 +300,10 @@ pub fn decide(
 pub struct Copy<'a> {
     /// The copy's options.
     pub opts: &'a CopyOptions,
+    /// DeerFlow's tables, when they are copied.
+    pub app: Option<&'a AppCopy>,
+    /// The target's history cache, told which threads were replaced.
+    pub cache: Option<&'a PurgeReplaced<'a>>,
 }
 
 /// What the plan hands to the insert.
@@ -214,12 +311,14 @@ pub struct Work {
     laid: Vec<LaidNs>,
     replace: bool,
     digest: Option<ThreadDigest>,
+    app: Option<(Option<ThreadApp>, AppPrints)>,
 }
 
 /// What the insert hands to the check: the source's fingerprints.
 pub struct Expect {
     digest: Option<ThreadDigest>,
     replaced: bool,
+    app: Option<AppPrints>,
 }
 
 fn refusal(e: impl std::fmt::Display) -> Refusal {
@@ -305,6 +404,8 @@ pub trait CopySides {
     fn source(&self) -> &dyn Store;
     /// The target store, when it holds anything.
     fn target(&self) -> Option<&dyn Store>;
+    /// The target's DeerFlow tables, when it has them.
+    fn app_target(&self) -> Option<&dyn AppRows>;
 }
 
 impl CopySides for CopyConn {
@@ -315,6 +416,10 @@ impl CopySides for CopyConn {
     fn target(&self) -> Option<&dyn Store> {
         Some(self.target.write().store())
     }
+
+    fn app_target(&self) -> Option<&dyn AppRows> {
+        self.target.write().store().app_rows()
+    }
 }
 
 /// A dry run's connections: the source and, when it exists and holds a store, the target,
@@ -324,6 +429,9 @@ pub struct CopyPlanConn<'a> {
     pub source: &'a dyn Store,
     /// The target store, when it holds anything.
     pub target: Option<&'a dyn Store>,
+    /// The target's DeerFlow tables, read on a connection of their own (LangGraph's tables
+    /// may not be there yet).
+    pub app_target: Option<&'a dyn AppRows>,
 }
 
 impl CopySides for CopyPlanConn<'_> {
@@ -333,6 +441,10 @@ impl CopySides for CopyPlanConn<'_> {
 
     fn target(&self) -> Option<&dyn Store> {
         self.target
+    }
+
+    fn app_target(&self) -> Option<&dyn AppRows> {
+        self.app_target
     }
 }
 
@@ -377,17 +489,24 @@ impl<C: PlanStore + CopySides + ?Sized> ThreadPlan<C> for Copy<'_> {
     }
 
     fn would(&self, report: CopyThread) -> CopyThread {
-        report.with(CopyStatus::Would, None)
+        let reason = report.reason.clone();
+        report.with(CopyStatus::Would, reason)
     }
 
     fn plan(&self, conn: &C, thread_id: &str) -> Result<Planned<CopyThread, Work>, Error> {
-        match decide(conn.source(), conn.target(), thread_id, self.opts)? {
+        let sides = Sides {
+            source: conn.source(),
+            target: conn.target(),
+            app: self.app.zip(conn.app_target()),
+        };
+        match decide(&sides, thread_id, self.opts)? {
             Decision::Done(r) => Ok(Planned::Done(r)),
             Decision::Copy {
                 report,
                 laid,
                 replace,
                 digest,
+                app,
             } => {
                 let bytes = report.bytes;
                 Ok(Planned::Write {
@@ -396,6 +515,7 @@ impl<C: PlanStore + CopySides + ?Sized> ThreadPlan<C> for Copy<'_> {
                         laid,
                         replace,
                         digest,
+                        app,
                     },
                     growth: bytes,
                     written: bytes,
@@ -426,32 +546,67 @@ impl ThreadJob<CopyConn> for Copy<'_> {
         for ns in &work.laid {
             insert(conn, thread_id, ns, cx)?;
         }
+        let app = match (work.app, self.app) {
+            (Some((rows, prints)), Some(app)) => {
+                let target = conn.app_target().ok_or_else(|| {
+                    Refusal("the target's DeerFlow tables cannot be written".into())
+                })?;
+                if let Some(rows) = rows {
+                    rows.insert(app, target, thread_id, work.replace, cx)?;
+                }
+                Some(prints)
+            }
+            _ => None,
+        };
+        if work.replace {
+            if let Some(c) = self.cache {
+                c.replaced(thread_id);
+            }
+        }
         Ok(Expect {
             digest: work.digest,
             replaced: work.replace,
+            app,
         })
     }
 
     fn verify(&self, conn: &CopyConn, thread_id: &str, expect: &Expect) -> Result<(), Refusal> {
-        let Some(want) = &expect.digest else {
-            return Err(Refusal(
-                "verification failed: no source fingerprints".into(),
-            ));
-        };
-        let got = digest_thread(conn.store(), thread_id)
-            .map_err(|r| Refusal(format!("verification failed: {}", r.0)))?;
-        match difference(want, &got) {
-            None => Ok(()),
-            Some(why) => Err(Refusal(format!(
-                "verification failed: the copy differs from the source ({why})"
-            ))),
+        let source_has_checkpoints = !conn
+            .source()
+            .namespaces(thread_id)
+            .map_err(|e| Refusal(format!("verification failed: {e}")))?
+            .is_empty();
+        match &expect.digest {
+            Some(want) => {
+                let got = digest_thread(conn.store(), thread_id)
+                    .map_err(|r| Refusal(format!("verification failed: {}", r.0)))?;
+                if let Some(why) = difference(want, &got) {
+                    return Err(Refusal(format!(
+                        "verification failed: the copy differs from the source ({why})"
+                    )));
+                }
+            }
+            None if source_has_checkpoints => {
+                return Err(Refusal(
+                    "verification failed: no source fingerprints".into(),
+                ));
+            }
+            None => {}
         }
+        if let (Some(want), Some(app)) = (&expect.app, self.app) {
+            let target = conn.app_target().ok_or_else(|| {
+                Refusal("verification failed: the target's DeerFlow tables cannot be read".into())
+            })?;
+            super::app::verify(app, target, thread_id, want)?;
+        }
+        Ok(())
     }
 
     fn committed(&self, report: CopyThread, expect: Expect) -> CopyThread {
-        let reason = expect
-            .replaced
-            .then(|| "replaced the target's different copy".to_owned());
+        let reason = match expect.replaced {
+            true => Some("replaced the target's different copy".to_owned()),
+            false => report.reason.clone(),
+        };
         report.with(CopyStatus::Done, reason)
     }
 }

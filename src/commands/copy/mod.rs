@@ -4,22 +4,32 @@
 //!
 //! Submodules: `convert` (reading a thread whole and laying its rows out for the target),
 //! `digest` (the fingerprints an identical copy must share), `job` (the engine job and the
-//! connection pairing the read-only source with the target), `run` (the command as a whole:
-//! the request checked, the dry run, the connections of `--apply`).
+//! connection pairing the read-only source with the target), `app` (DeerFlow's own tables:
+//! the schema check, the thread list, one thread's rows), `shared` (DeerFlow's rows outside
+//! threads, their own engine job), `cache` (the target's history cache, purged of replaced
+//! threads), `run` (the command as a whole: the request checked, the dry run, the
+//! connections of `--apply`).
 
+mod app;
+mod cache;
 mod convert;
 mod digest;
 mod job;
 mod run;
+mod shared;
 
+pub use app::{AppCopy, AppSetup};
+pub use cache::PurgeReplaced;
 pub use convert::{LaidNs, NsRows, lay_out, load_thread};
 pub use digest::{ThreadDigest, difference, digest_thread};
-pub use job::{Copy, CopyConn, TargetConn, decide};
+pub use job::{Copy, CopyConn, Sides, TargetConn, decide};
 pub use run::run;
+pub use shared::SharedReport;
 
 use dfck_core::error::Error;
 use dfck_core::progress::Progress;
-use dfck_core::store::{Backend, Store};
+use dfck_core::store::Backend;
+use dfck_core::store::app_copy::AppRows;
 use dfck_core::write::{Connections, RunOptions};
 use serde::Serialize;
 
@@ -72,6 +82,9 @@ pub struct CopyThread {
     pub writes: usize,
     /// Bytes of the rows written in the target's layout.
     pub bytes: u64,
+    /// DeerFlow's rows of the thread copied (would be), per table.
+    #[serde(serialize_with = "app::table_counts")]
+    pub deerflow_rows: Vec<(String, u64)>,
 }
 
 impl CopyThread {
@@ -85,6 +98,7 @@ impl CopyThread {
             checkpoints: 0,
             writes: 0,
             bytes: 0,
+            deerflow_rows: Vec::new(),
         }
     }
 
@@ -96,8 +110,17 @@ impl CopyThread {
     }
 }
 
-/// What a copy leaves behind: DeerFlow's own application tables.
-pub const NOT_COPIED: &[&str] = &["threads_meta", "runs", "users"];
+/// What a copy did (would do) with DeerFlow's own tables.
+#[derive(Debug, Clone, Serialize)]
+pub struct DeerflowCopy {
+    /// The alembic revision source and target hold.
+    pub revision: Option<String>,
+    /// The rows outside threads (`--all` only; `None` for named threads).
+    pub shared: Option<SharedReport>,
+    /// Rows copied (would be) per table, over the threads and the shared rows.
+    #[serde(serialize_with = "app::table_counts")]
+    pub rows: Vec<(String, u64)>,
+}
 
 /// `dfck copy` (plan or result).
 #[derive(Debug, Clone, Serialize)]
@@ -126,30 +149,84 @@ pub struct CopyReport {
     pub writes: usize,
     /// Bytes copied (would be).
     pub bytes: u64,
-    /// Tables a copy never touches (DeerFlow's own).
-    pub not_copied: Vec<&'static str>,
+    /// DeerFlow's own tables: `None` when the source has none, or with `--checkpoints-only`.
+    pub deerflow: Option<DeerflowCopy>,
+    /// DeerFlow's tables the copy left behind (`--checkpoints-only`).
+    pub not_copied: Vec<String>,
+}
+
+/// Where a copy went and what it found there, besides the threads.
+pub struct CopyPlace {
+    /// The source store (passwords redacted).
+    pub source: String,
+    /// The target store (passwords redacted).
+    pub target: String,
+    /// The target's backend.
+    pub target_backend: Backend,
+    /// Whether the target was (or would be) set up as a LangGraph store first.
+    pub target_created: bool,
 }
 
 impl CopyReport {
-    /// Totals over `threads`.
+    /// Totals over `threads` (and DeerFlow's shared rows).
     pub fn new(
         dry_run: bool,
-        source: String,
-        target: String,
-        target_backend: Backend,
-        target_created: bool,
+        place: CopyPlace,
         threads: Vec<CopyThread>,
+        app: &AppSetup,
+        shared: Option<SharedReport>,
     ) -> Self {
+        let CopyPlace {
+            source,
+            target,
+            target_backend,
+            target_created,
+        } = place;
         let count = |s: CopyStatus| threads.iter().filter(|t| t.status == s).count();
         let moved = threads
             .iter()
             .filter(|t| matches!(t.status, CopyStatus::Done | CopyStatus::Would));
         let (mut checkpoints, mut writes, mut bytes) = (0, 0, 0);
+        let mut rows: Vec<(String, u64)> = Vec::new();
+        let mut add = |counts: &[(String, u64)]| {
+            for (t, n) in counts {
+                match rows.iter_mut().find(|(r, _)| r == t) {
+                    Some(r) => r.1 += n,
+                    None => rows.push((t.clone(), *n)),
+                }
+            }
+        };
+        if let Some(s) = shared
+            .as_ref()
+            .filter(|s| matches!(s.status, CopyStatus::Done | CopyStatus::Would))
+        {
+            add(&s.rows);
+        }
         for t in moved {
             checkpoints += t.checkpoints;
             writes += t.writes;
             bytes += t.bytes;
+            add(&t.deerflow_rows);
         }
+        let (deerflow, not_copied) = match app {
+            AppSetup::Absent => (None, Vec::new()),
+            AppSetup::Left(tables) => (None, tables.clone()),
+            AppSetup::Copy(a) => {
+                let order = |t: &(String, u64)| {
+                    a.maps
+                        .iter()
+                        .position(|m| m.name() == t.0)
+                        .unwrap_or(usize::MAX)
+                };
+                rows.sort_by_key(order);
+                let deerflow = DeerflowCopy {
+                    revision: a.revision.clone(),
+                    shared,
+                    rows,
+                };
+                (Some(deerflow), Vec::new())
+            }
+        };
         CopyReport {
             dry_run,
             source,
@@ -163,8 +240,19 @@ impl CopyReport {
             writes,
             bytes,
             threads,
-            not_copied: NOT_COPIED.to_vec(),
+            deerflow,
+            not_copied,
         }
+    }
+
+    /// Whether anything was refused: a thread, or DeerFlow's shared rows.
+    pub fn any_refused(&self) -> bool {
+        self.refused > 0
+            || self
+                .deerflow
+                .as_ref()
+                .and_then(|d| d.shared.as_ref())
+                .is_some_and(|s| s.status == CopyStatus::Refused)
     }
 }
 
@@ -177,31 +265,103 @@ pub struct CopyOptions {
     pub target: Backend,
 }
 
-/// The dry run: for every given thread (every thread with `all`), what a copy would do,
-/// planned by the engine ([`dfck_core::write::dry_run`]). `target` is `None` when the
-/// target does not exist yet or is empty.
+/// The stores a dry run reads: the source, the target's LangGraph tables (`None` when the
+/// target does not exist yet or holds none) and its DeerFlow tables.
+pub struct PlanSides<'a> {
+    /// The source, inside its snapshot.
+    pub source: &'a dyn dfck_core::store::Store,
+    /// The target's LangGraph store.
+    pub target: Option<&'a dyn dfck_core::store::Store>,
+    /// The target's DeerFlow tables.
+    pub app_target: Option<&'a dyn AppRows>,
+}
+
+/// The dry run: DeerFlow's shared rows (with `app` and `all`), then every thread of `ids`,
+/// what a copy would do, planned by the engine ([`dfck_core::write::plan_each`]).
 pub fn plan(
-    source: &dyn Store,
-    target: Option<&dyn Store>,
-    threads: &[String],
+    sides: &PlanSides<'_>,
+    ids: &[String],
+    app: Option<&AppCopy>,
     all: bool,
     opts: &CopyOptions,
     progress: &dyn Progress,
-) -> Result<Vec<CopyThread>, Error> {
-    let job = Copy { opts };
-    let conn = job::CopyPlanConn { source, target };
-    dfck_core::write::dry_run(&job, &conn, if all { &[] } else { threads }, progress)
+) -> Result<(Vec<CopyThread>, Option<SharedReport>), Error> {
+    let conn = job::CopyPlanConn {
+        source: sides.source,
+        target: sides.target,
+        app_target: sides.app_target,
+    };
+    let shared = match app.filter(|_| all) {
+        Some(app) => {
+            let job = shared::Shared {
+                app,
+                replace: opts.replace,
+            };
+            let key = [shared::KEY.to_owned()];
+            dfck_core::write::plan_each(&job, &conn, &key, progress)?.pop()
+        }
+        None => None,
+    };
+    let job = Copy {
+        opts,
+        app,
+        cache: None,
+    };
+    let threads = dfck_core::write::plan_each(&job, &conn, ids, progress)?;
+    Ok((threads, shared))
 }
 
-/// `copy --apply`: one engine transaction per thread on the target (see
-/// [`dfck_core::write::run`]).
+/// `copy --apply`: DeerFlow's shared rows in one engine transaction (with `app` and `all`),
+/// then one per thread of `ids` on the target (see [`dfck_core::write::run`]).
 pub fn apply(
     conns: Connections<'_, CopyConn>,
-    threads: &[String],
+    ids: &[String],
+    app: Option<&AppCopy>,
     all: bool,
     opts: &CopyOptions,
     run: &RunOptions<'_>,
-) -> Result<Vec<CopyThread>, Error> {
-    let job = Copy { opts };
-    dfck_core::write::run(&job, conns, if all { &[] } else { threads }, run)
+) -> Result<(Vec<CopyThread>, Option<SharedReport>), Error> {
+    let shared = match app.filter(|_| all) {
+        Some(app) => {
+            let job = shared::Shared {
+                app,
+                replace: opts.replace,
+            };
+            let once = RunOptions {
+                jobs: 1,
+                backup: None,
+                phase: "copying DeerFlow's shared rows",
+                progress: run.progress,
+                events: run.events,
+                cache: None,
+                exact_threads: true,
+            };
+            let c = Connections {
+                first: conns.first,
+                open: conns.open,
+                spare: None,
+            };
+            dfck_core::write::run(&job, c, &[shared::KEY.to_owned()], &once)?.pop()
+        }
+        None => None,
+    };
+    let purge = run.cache.map(PurgeReplaced::new);
+    let job = Copy {
+        opts,
+        app,
+        cache: purge.as_ref(),
+    };
+    let threads_run = RunOptions {
+        jobs: run.jobs,
+        backup: None,
+        phase: run.phase,
+        progress: run.progress,
+        events: run.events,
+        cache: purge
+            .as_ref()
+            .map(|p| p as &(dyn dfck_core::write::ThreadCache + Sync)),
+        exact_threads: true,
+    };
+    let threads = dfck_core::write::run(&job, conns, ids, &threads_run)?;
+    Ok((threads, shared))
 }

@@ -1,8 +1,10 @@
-//! `dfck copy` as a whole: checking the request, the dry run against the target as it is, or
-//! the copy over one connection pair per job (the source inside one snapshot, exported to
-//! every job on PostgreSQL; the target set up first when it is new).
+//! `dfck copy` as a whole: checking the request, DeerFlow's schema on both sides (before
+//! anything is written), the dry run against the target as it is, or the copy over one
+//! connection pair per job (the source inside one snapshot, exported to every job on
+//! PostgreSQL; the target set up first when it is new).
 
-use super::{CopyConn, CopyOptions, CopyReport, TargetConn, apply, plan};
+use super::app::{self, AppSetup};
+use super::{CopyConn, CopyOptions, CopyPlace, CopyReport, PlanSides, TargetConn, apply, plan};
 use crate::commands::wiring::WriteRequest;
 use dfck_core::error::{Error, StoreError};
 use dfck_core::store::postgres::{PostgresStore, TargetState};
@@ -12,8 +14,13 @@ use dfck_core::target::Target;
 use dfck_core::write::{Connections, RunOptions};
 
 /// Runs `dfck copy`: `req.target` is the source, `to` the store copied into (`--backup` does
-/// not apply).
-pub fn run(req: &WriteRequest<'_>, to: &Target, replace: bool) -> Result<CopyReport, Error> {
+/// not apply); `checkpoints_only` leaves DeerFlow's tables behind.
+pub fn run(
+    req: &WriteRequest<'_>,
+    to: &Target,
+    replace: bool,
+    checkpoints_only: bool,
+) -> Result<CopyReport, Error> {
     let source = req.target;
     if same_store(source, to) {
         return Err(Error::Usage(
@@ -41,12 +48,18 @@ pub fn run(req: &WriteRequest<'_>, to: &Target, replace: bool) -> Result<CopyRep
         replace,
         target: backend,
     };
-    let (threads, created) = if req.apply {
-        copy(req, to, &opts)?
+    let src = open_source(source)?;
+    let setup = app_setup(src.as_ref(), to, checkpoints_only)?;
+    let app = match &setup {
+        AppSetup::Copy(a) => Some(a),
+        _ => None,
+    };
+    let ((threads, shared), created) = if req.apply {
+        drop(src);
+        copy(req, to, &opts, app)?
     } else {
-        let src = open_source(source)?;
         let (dst, created): (Option<Box<dyn Store>>, bool) = match to {
-            Target::Sqlite(p) if !p.exists() => (None, true),
+            Target::Sqlite(p) if SqliteStore::prepare_copy_target(p, false)? => (None, true),
             Target::Postgres { url, schema } => {
                 match PostgresStore::prepare_copy_target(url, schema.as_deref(), false)? {
                     TargetState::Empty => (None, true),
@@ -55,24 +68,62 @@ pub fn run(req: &WriteRequest<'_>, to: &Target, replace: bool) -> Result<CopyRep
             }
             t => (Some(t.open_read_only()?), false),
         };
-        let threads = plan(
-            src.as_ref(),
-            dst.as_deref(),
-            req.threads,
-            req.all,
-            &opts,
-            req.progress,
-        )?;
-        (threads, created)
+        let app_dst = match app {
+            Some(_) => open_app_target(to)?,
+            None => None,
+        };
+        let ids = app::thread_ids(src.as_ref(), app, req.selected())?;
+        let sides = PlanSides {
+            source: src.as_ref(),
+            target: dst.as_deref(),
+            app_target: app_dst.as_deref().and_then(|s| s.app_rows()),
+        };
+        (
+            plan(&sides, &ids, app, req.all, &opts, req.progress)?,
+            created,
+        )
     };
-    Ok(CopyReport::new(
-        !req.apply,
-        source.display(),
-        to.display(),
-        backend,
-        created,
-        threads,
-    ))
+    let place = CopyPlace {
+        source: source.display(),
+        target: to.display(),
+        target_backend: backend,
+        target_created: created,
+    };
+    Ok(CopyReport::new(!req.apply, place, threads, &setup, shared))
+}
+
+/// What the copy does with DeerFlow's tables: nothing when the source has none; with
+/// `--checkpoints-only`, leaves them; otherwise checks that the target holds DeerFlow's schema
+/// at the source's alembic revision (an error, exit 2, before anything is written).
+fn app_setup(source: &dyn Store, to: &Target, checkpoints_only: bool) -> Result<AppSetup, Error> {
+    let Some(schema) = app::source_schema(source)? else {
+        return Ok(AppSetup::Absent);
+    };
+    if checkpoints_only {
+        let mut tables = schema.tables.clone();
+        tables.retain(|t| t != "alembic_version");
+        return Ok(AppSetup::Left(tables));
+    }
+    if let Target::Postgres { url, schema } = to {
+        // The target's own checks first (a missing schema, another application's tables).
+        PostgresStore::prepare_copy_target(url, schema.as_deref(), false)?;
+    }
+    let target = open_app_target(to)?;
+    let copy = app::prepare(source, &schema, target.as_deref(), &to.display())?;
+    Ok(AppSetup::Copy(copy))
+}
+
+/// A read-only connection to the target's DeerFlow tables, whether or not LangGraph's are
+/// there; `None` when the target file does not exist.
+fn open_app_target(to: &Target) -> Result<Option<Box<dyn Store>>, StoreError> {
+    Ok(match to {
+        Target::Sqlite(p) if !p.exists() => None,
+        Target::Sqlite(p) => Some(Box::new(SqliteStore::open_app_read_only(p)?)),
+        Target::Postgres { url, schema } => Some(Box::new(PostgresStore::open_app_read_only(
+            url,
+            schema.as_deref(),
+        )?)),
+    })
 }
 
 /// Opens the source read-only inside one read snapshot.
@@ -104,12 +155,16 @@ fn same_store(a: &Target, b: &Target) -> bool {
     }
 }
 
+/// The threads copied and DeerFlow's shared rows.
+type Copied = (Vec<super::CopyThread>, Option<super::SharedReport>);
+
 /// `--apply`: sets the target up when it is new, then the engine's run.
 fn copy(
     req: &WriteRequest<'_>,
     target: &Target,
     opts: &CopyOptions,
-) -> Result<(Vec<super::CopyThread>, bool), Error> {
+    app: Option<&app::AppCopy>,
+) -> Result<(Copied, bool), Error> {
     let source = req.target;
     // Every worker reads the first connection's snapshot: PostgreSQL exports it. (A SQLite
     // read transaction cannot be shared; each worker holds its own.)
@@ -122,15 +177,9 @@ fn copy(
         _ => (open_source(source)?, None),
     };
     // Named threads must exist in the source before the target is set up.
-    if !req.all {
-        dfck_core::store::select_threads(first_source.as_ref(), req.threads)?;
-    }
+    let ids = app::thread_ids(first_source.as_ref(), app, req.selected())?;
     let created = match target {
-        Target::Sqlite(p) if !p.exists() => {
-            SqliteStore::create_langgraph(p)?;
-            true
-        }
-        Target::Sqlite(_) => false,
+        Target::Sqlite(p) => SqliteStore::prepare_copy_target(p, true)?,
         Target::Postgres { url, schema } => {
             PostgresStore::prepare_copy_target(url, schema.as_deref(), true)? == TargetState::Empty
         }
@@ -173,6 +222,6 @@ fn copy(
         open: &open,
         spare: None,
     };
-    let threads = apply(conns, req.threads, req.all, opts, &run)?;
-    Ok((threads, created))
+    let copied = apply(conns, &ids, app, req.all, opts, &run)?;
+    Ok((copied, created))
 }

@@ -3,6 +3,7 @@
 //! drives). This is the only layer that speaks SQL; everything above it works on rows.
 
 pub mod app;
+pub mod app_copy;
 pub mod delete;
 pub mod files;
 pub mod postgres;
@@ -337,6 +338,11 @@ pub trait Store {
     /// DeerFlow's own tables in the same database ([`app::AppTables`]); `None` where the
     /// backend has none to offer.
     fn app(&self) -> Option<&dyn app::AppTables> {
+        None
+    }
+
+    /// DeerFlow's tables row by row, for `copy` ([`app_copy::AppRows`]).
+    fn app_rows(&self) -> Option<&dyn app_copy::AppRows> {
         None
     }
 

@@ -12,7 +12,8 @@ use tokio_postgres::types::{Json as PgJson, Type};
 /// What a copy target holds before anything is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TargetState {
-    /// None of LangGraph's four tables exists: setup creates them.
+    /// None of LangGraph's four tables exists (nothing else does, or only DeerFlow's own
+    /// tables): setup creates them.
     Empty,
     /// Some exist: the schema check decides whether dfck can write there.
     Present,
@@ -27,9 +28,10 @@ const TABLES: [&str; 4] = [
 
 impl PostgresStore {
     /// Connects to a copy target and says whether LangGraph's tables are there (a schema
-    /// with other tables only is refused); with `setup`, an empty database (or schema) gets
-    /// them, exactly as `PostgresSaver.setup()`
-    /// creates them: every migration in order, each recorded in `checkpoint_migrations`.
+    /// with other tables only is refused, unless they are DeerFlow's: `alembic_version`);
+    /// with `setup`, an empty database (or schema) gets them, exactly as
+    /// `PostgresSaver.setup()` creates them: every migration in order, each recorded in
+    /// `checkpoint_migrations`.
     pub fn prepare_copy_target(
         url: &str,
         schema: Option<&str>,
@@ -86,7 +88,19 @@ impl PostgresStore {
             .first()
             .and_then(|r| r.try_get(0).ok())
             .unwrap_or(0);
-        if tables > 0 {
+        // DeerFlow's own tables without LangGraph's (a database its bootstrap set up before
+        // the checkpointer's first start): LangGraph's tables are set up beside them.
+        let deerflow: bool = store
+            .query(
+                "reading the schema",
+                "SELECT count(*) > 0 FROM pg_tables WHERE schemaname = current_schema() \
+                 AND tablename = 'alembic_version'",
+                &[],
+            )?
+            .first()
+            .and_then(|r| r.try_get(0).ok())
+            .unwrap_or(false);
+        if tables > 0 && !deerflow {
             return Err(StoreError::NotLangGraph {
                 path: store.info.location.clone(),
                 reason: format!(

@@ -5,6 +5,7 @@
 //! further queries between batches), and the per-thread write transaction in `write`.
 
 mod app;
+mod app_copy;
 mod connect;
 pub mod conninfo;
 pub mod resolve;

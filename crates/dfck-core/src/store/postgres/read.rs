@@ -150,6 +150,10 @@ impl Store for PostgresStore {
         Some(self)
     }
 
+    fn app_rows(&self) -> Option<&dyn crate::store::app_copy::AppRows> {
+        Some(self)
+    }
+
     fn info(&self) -> &StoreInfo {
         &self.info
     }

@@ -37,6 +37,50 @@ impl SqliteStore {
         conn.close().map_err(|(_, e)| fail(e))
     }
 
+    /// Readies a copy target at `path`: `true` when it is (with `setup`: was) set up as a
+    /// LangGraph store — a missing file is created by [`SqliteStore::create_langgraph`], a
+    /// file holding DeerFlow's tables (`alembic_version`) and none of LangGraph's gets them
+    /// beside DeerFlow's, as `SqliteSaver.setup()` adds them at DeerFlow's start. `false`
+    /// for anything else, which opening it then checks.
+    pub fn prepare_copy_target(path: &Path, setup: bool) -> Result<bool, StoreError> {
+        if !path.exists() {
+            if setup {
+                Self::create_langgraph(path)?;
+            }
+            return Ok(true);
+        }
+        let probe = || -> rusqlite::Result<bool> {
+            let conn = rusqlite::Connection::open_with_flags(
+                path,
+                rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
+                    | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )?;
+            conn.query_row(
+                "SELECT count(*) FILTER (WHERE name = 'alembic_version') > 0 \
+                 AND count(*) FILTER (WHERE name IN ('checkpoints', 'writes')) = 0 \
+                 FROM sqlite_master WHERE type = 'table'",
+                [],
+                |r| r.get(0),
+            )
+        };
+        if !probe().unwrap_or(false) {
+            return Ok(false);
+        }
+        if setup {
+            let fail = |e: rusqlite::Error| StoreError::Open {
+                path: path.display().to_string(),
+                reason: e.to_string(),
+            };
+            let conn = rusqlite::Connection::open(path).map_err(fail)?;
+            conn.busy_timeout(std::time::Duration::from_secs(30))
+                .map_err(fail)?;
+            conn.execute_batch(crate::store::schema::SQLITE_SETUP)
+                .map_err(fail)?;
+            conn.close().map_err(|(_, e)| fail(e))?;
+        }
+        Ok(true)
+    }
+
     /// Starts one read transaction that every later read of this connection sees: a
     /// consistent snapshot of the whole store while a live writer goes on.
     pub fn begin_snapshot(&self) -> Result<(), StoreError> {

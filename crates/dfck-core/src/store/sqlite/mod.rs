@@ -4,6 +4,7 @@
 //! (`copy`), reading columns whatever their storage class (`rows`).
 
 mod app;
+mod app_copy;
 mod copy;
 mod open;
 mod rows;
@@ -309,6 +310,10 @@ const CHECKPOINT_COLS: &str =
 
 impl Store for SqliteStore {
     fn app(&self) -> Option<&dyn crate::store::app::AppTables> {
+        Some(self)
+    }
+
+    fn app_rows(&self) -> Option<&dyn crate::store::app_copy::AppRows> {
         Some(self)
     }
 
