@@ -552,72 +552,20 @@ fn named_threads_carry_their_rows_and_a_value_the_target_cannot_hold_refuses() {
     );
 }
 
-/// A throwaway `redis-server` on a free port (its directory kept until it is killed, on
-/// drop).
-struct Redis {
-    child: std::process::Child,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl Redis {
-    fn start() -> Option<Redis> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .ok()?
-            .local_addr()
-            .ok()?
-            .port();
-        let dir = tempfile::tempdir().ok()?;
-        let child = std::process::Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-            ])
-            .args(["--appendonly", "no", "--dir", dir.path().to_str()?])
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .ok()?;
-        let redis = Redis {
-            child,
-            port,
-            _dir: dir,
-        };
-        for _ in 0..100 {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return Some(redis);
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        None
-    }
-
-    fn cli(&self, args: &[&str]) -> String {
-        let out = std::process::Command::new("redis-cli")
-            .args(["-p", &self.port.to_string()])
-            .args(args)
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+fn redis_exists(con: &mut redis::Connection, key: &str) -> bool {
+    redis::cmd("EXISTS").arg(key).query::<u64>(con).unwrap() == 1
 }
 
 #[test]
 fn replace_purges_the_replaced_threads_cache_keys_only() {
-    let Some(redis) = Redis::start() else {
-        eprintln!("copy cache purge skipped: no redis-server");
+    let Some(url) = require_redis("copy --replace purging the history cache") else {
         return;
     };
+    let mut con = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let prefix = format!("dfck-it-copy-{}", std::process::id());
     let (_d, src) = temp_copy(&sqlite_fixture("deerflow_app"));
     let dir = tempfile::tempdir().unwrap();
     let target = dir.path().join("t.db");
@@ -637,16 +585,19 @@ fn replace_purges_the_replaced_threads_cache_keys_only() {
         )
         .unwrap();
     for t in [T_A, t_b] {
-        redis.cli(&["SET", &format!("pfx:{t}:history"), "x"]);
+        let _: () = redis::cmd("SET")
+            .arg(format!("{prefix}:{t}:history"))
+            .arg("x")
+            .query(&mut con)
+            .unwrap();
     }
-    let url = format!("redis://127.0.0.1:{}", redis.port);
     let to = [
         "--to",
         s(&target),
         "--redis-url",
         &url,
         "--cache-key-prefix",
-        "pfx",
+        &prefix,
     ];
     let out = copy(
         s(&src),
@@ -658,14 +609,11 @@ fn replace_purges_the_replaced_threads_cache_keys_only() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(
-        redis.cli(&["EXISTS", &format!("pfx:{T_A}:history")]),
-        "0",
+    assert!(
+        !redis_exists(&mut con, &format!("{prefix}:{T_A}:history")),
         "replaced: purged"
     );
-    assert_eq!(
-        redis.cli(&["EXISTS", &format!("pfx:{t_b}:history")]),
-        "1",
-        "skipped: kept"
-    );
+    let kept = format!("{prefix}:{t_b}:history");
+    assert!(redis_exists(&mut con, &kept), "skipped: kept");
+    let _: () = redis::cmd("DEL").arg(&kept).query(&mut con).unwrap();
 }
