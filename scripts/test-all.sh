@@ -38,7 +38,7 @@ echo "test-all: Redis test server at $TEST_REDIS_URL" >&2
 # with the real library: the langgraph bench engine, Python reading native-engine stores.
 VENV="${DFCK_VENV:-.venv}"
 case "$VENV" in /*) ;; *) VENV="$PWD/$VENV" ;; esac
-if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import langgraph, langgraph.checkpoint.postgres, sqlalchemy" 2>/dev/null; then
+if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import langgraph, langgraph.checkpoint.postgres, sqlalchemy, Crypto" 2>/dev/null; then
     echo "test-all: installing the pinned Python packages into $VENV (scripts/requirements.txt)" >&2
     python3 -m venv "$VENV"
     "$VENV/bin/pip" install -q -r scripts/requirements.txt

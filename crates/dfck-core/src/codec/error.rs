@@ -45,13 +45,19 @@ pub enum CodecError {
     /// A serializer tag dfck cannot read (`pickle`, `msgpack+aes`, …).
     #[error("unsupported serializer type '{0}' ({why})", why = unsupported_why(.0))]
     UnsupportedSerializer(String),
+    /// An `<inner>+aes` value that does not decrypt with the key: a wrong key, a truncated
+    /// body or a failed tag.
+    #[error("cannot decrypt: {0}")]
+    Decrypt(String),
     /// A legacy `json` row that is not JSON.
     #[error("invalid legacy JSON value: {0}")]
     InvalidJson(String),
 }
 
 fn unsupported_why(tag: &str) -> &'static str {
-    if tag.contains('+') {
+    if tag.ends_with("+aes") {
+        "encrypted by LangGraph's EncryptedSerializer (AES): set LANGGRAPH_AES_KEY or pass --aes-key-file"
+    } else if tag.contains('+') {
         "encrypted by an EncryptedSerializer: needs the key and Python"
     } else if tag == "pickle" {
         "Python pickle: cannot be read without Python"

@@ -1,6 +1,7 @@
 //! Codec: LangGraph's serializer tags, msgpack with ext codes 0–7 (byte-exact round trip),
 //! and the JSON rendering of decoded values fixed by the CLI contract.
 
+pub mod aes;
 mod decode;
 mod encode;
 mod error;
@@ -22,9 +23,10 @@ use bytes::Bytes;
 
 /// Decodes a `(type, bytes)` pair the way `JsonPlusSerializer.loads_typed` does.
 ///
-/// `msgpack`, `null`, `bytes`, `bytearray` and legacy `json` are read; `pickle` and any
-/// `<tag>+<cipher>` (an `EncryptedSerializer`) are refused with
-/// [`CodecError::UnsupportedSerializer`].
+/// `msgpack`, `null`, `bytes`, `bytearray` and legacy `json` are read, and `<tag>+aes`
+/// (an `EncryptedSerializer` with AES) when the process has a key ([`aes::install_key`]);
+/// `pickle`, other ciphers and `+aes` without a key are refused with
+/// [`CodecError::UnsupportedSerializer`], a failed decryption is [`CodecError::Decrypt`].
 pub fn decode_typed(tag: Option<&str>, bytes: impl Into<Bytes>) -> Result<Value, CodecError> {
     decode_typed_checkpoint(tag, bytes, Depth::Full)
 }
@@ -36,7 +38,8 @@ pub fn decode_typed_checkpoint(
     bytes: impl Into<Bytes>,
     depth: Depth<'_>,
 ) -> Result<Value, CodecError> {
-    let bytes: Bytes = bytes.into();
+    let opened = aes::open(tag, bytes.into())?;
+    let (tag, bytes) = (opened.tag.as_deref(), opened.bytes);
     match tag {
         Some("msgpack") => decode_checkpoint(&bytes, depth),
         Some("null") => Ok(Value::Nil),
@@ -51,12 +54,20 @@ pub fn decode_typed_checkpoint(
     }
 }
 
-/// True when a serializer tag can be decoded without Python or a key.
+/// True when a serializer tag can be decoded without Python: the plain tags, and
+/// `<tag>+aes` of one of them when the process has a key.
 pub fn tag_supported(tag: Option<&str>) -> bool {
-    matches!(
-        tag,
-        Some("msgpack") | Some("null") | Some("bytes") | Some("bytearray") | Some("json")
-    )
+    let plain = |t: Option<&str>| {
+        matches!(
+            t,
+            Some("msgpack") | Some("null") | Some("bytes") | Some("bytearray") | Some("json")
+        )
+    };
+    match tag.and_then(|t| t.split_once('+')) {
+        Some((inner, aes::AES)) => aes::key().is_some() && plain(Some(inner)),
+        Some(_) => false,
+        None => plain(tag),
+    }
 }
 
 #[cfg(test)]

@@ -512,18 +512,22 @@ fn postgres_body_at(
             continue;
         }
         let bytes = bytes::Bytes::from(b.blob.unwrap_or_default());
-        let shallow = match depth {
-            codec::Depth::Shallow { keep } => {
-                b.type_tag == "msgpack" && !keep.contains(&b.channel.as_str())
-            }
-            codec::Depth::Full => false,
-        };
-        let v = if shallow {
-            codec::decode_value_shallow(&bytes)
-        } else {
-            codec::decode_typed(Some(&b.type_tag), bytes)
-        }
-        .map_err(|source| ModelError::Decode {
+        let v = codec::aes::open(Some(&b.type_tag), bytes)
+            .and_then(|opened| {
+                let shallow = match depth {
+                    codec::Depth::Shallow { keep } => {
+                        opened.tag.as_deref() == Some("msgpack")
+                            && !keep.contains(&b.channel.as_str())
+                    }
+                    codec::Depth::Full => false,
+                };
+                if shallow {
+                    codec::decode_value_shallow(&opened.bytes)
+                } else {
+                    codec::decode_typed(opened.tag.as_deref(), opened.bytes)
+                }
+            })
+            .map_err(|source| ModelError::Decode {
             what: format!(
                 "{what}: blob of channel '{}' (type {})",
                 b.channel, b.type_tag

@@ -40,7 +40,8 @@ const WHAT: &str = "reading a thread's checkpoints";
 /// checkpoint and metadata on the first only. Each row carries the blob at that version
 /// (none when there is no blob row), in full when the version is new — the parent has
 /// another or is not there — and else its first 16 bytes, enough to tell a snapshot from
-/// a list. A blob travels as a column of its own: no array is built around it.
+/// a list; an encrypted blob (`<tag>+aes`) always in full, as its head says nothing. A
+/// blob travels as a column of its own: no array is built around it.
 fn scan_sql(after: bool, upto: bool) -> String {
     let mut range = String::new();
     let mut n = 2;
@@ -59,7 +60,8 @@ fn scan_sql(after: bool, upto: bool) -> String {
              CASE WHEN cv.ord IS NULL OR cv.ord = 1 THEN c.metadata::text END, \
              (pg_column_size(c.checkpoint) + pg_column_size(c.metadata))::int8, \
              bl.channel, bl.type, \
-             CASE WHEN n.is_new THEN bl.blob ELSE substring(bl.blob FROM 1 FOR 16) END, \
+             CASE WHEN n.is_new OR strpos(bl.type, '+') > 0 THEN bl.blob \
+                  ELSE substring(bl.blob FROM 1 FOR 16) END, \
              n.is_new \
              FROM (SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, \
                    checkpoint, metadata FROM checkpoints \
@@ -117,14 +119,16 @@ impl Rows<'_> {
             return Ok(());
         };
         let blob: Option<Vec<u8>> = get(r, 9, WHAT)?;
-        let complete = get::<Option<bool>>(r, 10, WHAT)?.unwrap_or(true);
-        if complete {
+        let is_new = get::<Option<bool>>(r, 10, WHAT)?.unwrap_or(true);
+        if is_new {
             row.bytes += blob.as_ref().map_or(0, |b| b.len() as u64);
         }
+        let type_tag: String = get(r, 8, WHAT)?;
+        let complete = is_new || type_tag.contains('+');
         if let CheckpointBody::Postgres { blobs, .. } = &mut row.body {
             blobs.push(BlobRow {
                 channel,
-                type_tag: get(r, 8, WHAT)?,
+                type_tag,
                 blob,
                 complete,
             });
