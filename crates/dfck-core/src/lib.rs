@@ -7,7 +7,8 @@
 //! analyses parent chains and forks into [`finding`]s. [`write`] is the engine every
 //! store-changing command runs through (one verified transaction per thread, `--jobs` over
 //! [`pool`]). [`deerflow`] knows DeerFlow's own tables beside LangGraph's. Beside them:
-//! [`config`] (finding a DeerFlow store from its config), [`target`]
+//! [`config`] (finding a DeerFlow store from its config), [`strict`] (LangGraph's strict
+//! deserialization: the pinned safe set, dfck's denylist), [`target`]
 //! (what `--db` names), [`address`] (ids as people type them), [`error`], and the leaves
 //! [`failpoint`], [`progress`], [`outcome`], [`redact`], [`suggest`], [`time`].
 #![forbid(unsafe_code)]
@@ -28,6 +29,7 @@ pub mod pool;
 pub mod progress;
 pub mod redact;
 pub mod store;
+pub mod strict;
 pub mod suggest;
 pub mod target;
 pub mod time;

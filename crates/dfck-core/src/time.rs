@@ -1,7 +1,7 @@
 //! Time as stores and operators write it: durations (`90d`, `12h`, `2w`, `30m`, `45s`, for
 //! `--older-than` / `--idle`), timestamps (LangGraph's ISO 8601 `ts` with an offset,
-//! DeerFlow's `YYYY-MM-DD HH:MM:SS.ffffff` UTC) as Unix seconds, and Unix time back as
-//! DeerFlow's text.
+//! DeerFlow's `YYYY-MM-DD HH:MM:SS.ffffff` UTC) as Unix seconds, Unix time back as
+//! DeerFlow's text, and the time inside a checkpoint id (LangGraph's UUIDv6).
 
 /// The forms a duration takes, for error messages.
 const FORMS: &str = "a number and a unit: s, m, h, d or w (e.g. 45s, 30m, 12h, 90d, 2w)";
@@ -112,6 +112,35 @@ pub fn deerflow_text(micros: i64) -> String {
     )
 }
 
+/// 100-ns intervals from the Gregorian epoch of UUID time (1582-10-15) to 1970-01-01.
+const UUID_EPOCH_OFFSET: i64 = 0x01B2_1DD2_1381_4000;
+
+/// Unix microseconds of the time a version-6 UUID carries (LangGraph mints checkpoint ids
+/// with `uuid6`, so an id's time is when the checkpoint was written); `None` for anything
+/// that is not a UUIDv6 in its 36-character text form.
+pub fn uuid6_micros(id: &str) -> Option<i64> {
+    let b = id.as_bytes();
+    if b.len() != 36 || [8, 13, 18, 23].iter().any(|&i| b[i] != b'-') || b[14] != b'6' {
+        return None;
+    }
+    let hex = |r: std::ops::Range<usize>| i64::from_str_radix(id.get(r)?, 16).ok();
+    let ticks = (hex(0..8)? << 28) | (hex(9..13)? << 12) | hex(15..18)?;
+    Some((ticks - UUID_EPOCH_OFFSET).div_euclid(10))
+}
+
+/// Unix microseconds as RFC 3339 UTC to the second: `2026-08-20T08:12:01Z`.
+pub fn utc_text(micros: i64) -> String {
+    let secs = micros.div_euclid(1_000_000);
+    let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
+    let t = secs.rem_euclid(86_400);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        t / 3600,
+        t / 60 % 60,
+        t % 60
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -150,5 +179,23 @@ mod tests {
         );
         assert_eq!(unix_seconds("2026-08-20 08:12:01.250000"), Some(t));
         assert_eq!(deerflow_text(0), "1970-01-01 00:00:00.000000");
+    }
+
+    #[test]
+    fn uuid6_times() {
+        // uuid6 of 2025-12-03T18:57:01.123456Z, as LangGraph's `uuid6()` lays it out.
+        let micros = unix_seconds("2025-12-03T18:57:01Z").unwrap() * 1_000_000 + 123_456;
+        let ticks = micros * 10 + UUID_EPOCH_OFFSET;
+        let id = format!(
+            "{:08x}-{:04x}-6{:03x}-8000-000000000000",
+            ticks >> 28,
+            (ticks >> 12) & 0xffff,
+            ticks & 0xfff
+        );
+        assert_eq!(uuid6_micros(&id), Some(micros));
+        assert_eq!(utc_text(micros), "2025-12-03T18:57:01Z");
+        assert_eq!(uuid6_micros("1f1ee3a9-04b7-464f-bfff-95663584daca"), None);
+        assert_eq!(uuid6_micros("not an id"), None);
+        assert_eq!(uuid6_micros("1f1ee3a9-04b7-664f-bfff-95663584dac"), None);
     }
 }

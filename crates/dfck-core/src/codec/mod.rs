@@ -1,10 +1,12 @@
 //! Codec: LangGraph's serializer tags, msgpack with ext codes 0–7 (byte-exact round trip),
-//! and the JSON rendering of decoded values fixed by the CLI contract.
+//! the JSON rendering of decoded values fixed by the CLI contract, and what a stored value
+//! makes LangGraph import (`imports`).
 
 pub mod aes;
 mod decode;
 mod encode;
 mod error;
+pub mod imports;
 mod json;
 pub mod pyjson;
 mod scan;

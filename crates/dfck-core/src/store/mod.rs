@@ -95,6 +95,34 @@ impl WriteRow {
     }
 }
 
+/// Which row a serialized value is stored in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ValueRow {
+    /// A SQLite `checkpoints` row (the whole serialized checkpoint).
+    Checkpoint,
+    /// A PostgreSQL `checkpoint_blobs` row (one channel value at one version).
+    Blob,
+    /// A pending write (`writes` / `checkpoint_writes`).
+    Write,
+}
+
+/// One serialized value as stored, each read once ([`Store::scan_stored_values`]).
+#[derive(Debug, Clone)]
+pub struct StoredValue {
+    /// The row it is stored in.
+    pub row: ValueRow,
+    /// The channel of a blob or write (`None` for a whole checkpoint).
+    pub channel: Option<String>,
+    /// The serializer tag (`None` when SQL NULL).
+    pub type_tag: Option<String>,
+    /// The serialized bytes (`None` when SQL NULL).
+    pub bytes: Option<Vec<u8>>,
+    /// The checkpoints holding it, in no particular order: a checkpoint row's own id, the
+    /// checkpoints whose `channel_versions` name a blob's version (none when no checkpoint
+    /// does: LangGraph never reads that blob), the checkpoint a write is stored on.
+    pub checkpoint_ids: Vec<String>,
+}
+
 /// The threads a command works on: the given ones (each once, in first-seen order), or
 /// every thread of the store when none are given.
 pub fn select_threads(store: &dyn Store, given: &[String]) -> Result<Vec<String>, StoreError> {
@@ -419,6 +447,41 @@ pub trait Store {
         ns: &str,
         f: &mut dyn FnMut(CheckpointRow) -> Result<(), StoreError>,
     ) -> Result<(), StoreError>;
+
+    /// Streams every serialized value of (thread, ns) once, in no particular order: SQLite
+    /// checkpoint rows and writes; PostgreSQL blobs (with the checkpoints naming their
+    /// version) and writes. The PostgreSQL checkpoint JSONB holds only inline primitives and
+    /// is not a serialized value.
+    fn scan_stored_values(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        f: &mut dyn FnMut(StoredValue) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        self.scan_thread(thread_id, ns, &mut |row| match row.body {
+            CheckpointBody::Serialized { type_tag, bytes } => f(StoredValue {
+                row: ValueRow::Checkpoint,
+                channel: None,
+                type_tag,
+                bytes: Some(bytes),
+                checkpoint_ids: vec![row.checkpoint_id],
+            }),
+            CheckpointBody::Postgres { .. } => Err(StoreError::Query {
+                what: "reading a thread's stored values".into(),
+                reason: "this backend reads its values by blob".into(),
+            }),
+        })?;
+        for w in self.thread_writes(thread_id, ns)? {
+            f(StoredValue {
+                row: ValueRow::Write,
+                channel: Some(w.channel),
+                type_tag: w.type_tag,
+                bytes: Some(w.value),
+                checkpoint_ids: vec![w.checkpoint_id],
+            })?;
+        }
+        Ok(())
+    }
 
     /// Lets one [`Store::scan_thread`] read over up to `jobs` connections (PostgreSQL: helper
     /// connections inside this transaction's snapshot, for large threads); rows still come

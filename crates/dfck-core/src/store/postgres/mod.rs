@@ -2,7 +2,8 @@
 //! helpers. Connecting and schema detection live in `connect`, reads inside one
 //! `REPEATABLE READ READ ONLY` transaction in `read` (large scans go through server-side
 //! cursors fetched in batches, so memory stays bounded and the caller's callbacks may issue
-//! further queries between batches), and the per-thread write transaction in `write`.
+//! further queries between batches; `values` reads every serialized value once), and the
+//! per-thread write transaction in `write`.
 
 mod app;
 mod app_copy;
@@ -16,6 +17,7 @@ pub use copy::TargetState;
 mod read;
 mod scan;
 mod space;
+mod values;
 mod write;
 pub use space::PgVacuumEnd;
 

@@ -430,6 +430,15 @@ impl Store for PostgresStore {
         self.scan_thread_split(thread_id, ns, f)
     }
 
+    fn scan_stored_values(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        f: &mut dyn FnMut(crate::store::StoredValue) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        self.stored_values(thread_id, ns, f)
+    }
+
     fn split_scans(&self, jobs: usize) {
         self.scan_jobs.set(jobs.max(1));
     }
