@@ -26,6 +26,14 @@ const EXAMPLES: &[(&str, &str)] = &[
   dfck --db 'host=db dbname=deerflow sslmode=verify-full' inspect",
     ),
     (
+        "audit",
+        "dfck audit --db deerflow.db                    # every import, its class; exit 1 unless strict mode reads all
+  dfck audit --emit python > allowlist.py         # allowed_msgpack_modules = [(\"mod\", \"Name\"), …]
+  dfck audit --emit langgraph-json                # the checkpointer.serde fragment of langgraph.json
+  dfck audit --emit env                           # LANGGRAPH_STRICT_MSGPACK=true when the safe set suffices
+  DFCK_DB=postgresql://app@db/deerflow dfck audit --jobs 4 --format json",
+    ),
+    (
         "verify",
         "dfck verify --db deerflow.db                   # every thread; exit 1 on errors
   dfck verify t-1 t-2 --format json

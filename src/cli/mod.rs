@@ -1,6 +1,7 @@
 //! Command-line interface: clap definitions and the dispatch into the library. One file
 //! per command; `main.rs` only parses, calls [`run`] and maps errors to exit codes.
 
+mod audit;
 pub mod bench;
 mod copy;
 mod deerflow;
@@ -132,6 +133,9 @@ pub enum Command {
     Inspect(inspect::InspectArgs),
     /// Check a store (or threads) for every known way a checkpoint store goes wrong.
     Verify(verify::VerifyArgs),
+    /// List every class and method the stored values would make LangGraph import, classified
+    /// for strict mode (safe, needs allowlist, never allowed), and the allowlist it needs.
+    Audit(audit::AuditArgs),
     /// Walk a thread's parent chain to the root, or draw its whole tree (--tree).
     Lineage(lineage::LineageArgs),
     /// Plan the conversion of delta threads to full mode (dry run).
@@ -343,6 +347,7 @@ fn command_name(command: &Command) -> &'static str {
     match command {
         Command::Inspect(_) => "inspect",
         Command::Verify(_) => "verify",
+        Command::Audit(_) => "audit",
         Command::Lineage(_) => "lineage",
         Command::Migrate(m) => match m.direction {
             migrate::Direction::DeltaToFull(_) => "migrate delta-to-full",
@@ -365,6 +370,7 @@ fn run_command(cli: &Cli) -> Result<Outcome, crate::error::Error> {
     Ok(match &cli.command {
         Command::Inspect(args) => inspect::run(&cli.global, args)?,
         Command::Verify(args) => verify::run(&cli.global, args)?,
+        Command::Audit(args) => audit::run(&cli.global, args)?,
         Command::Lineage(args) => lineage::run(&cli.global, args)?,
         Command::Migrate(args) => migrate::run(&cli.global, args)?,
         Command::Prune(args) => prune::run(&cli.global, args)?,

@@ -1,8 +1,10 @@
 //! The commands: each reads (or changes) a store through `dfck_core` and returns a report
-//! value that `crate::render` prints. `inspect` (store summary, thread listing, state, with
+//! value that `crate::render` prints. `audit` (what the stored values import, strict mode),
+//! `inspect` (store summary, thread listing, state, with
 //! `space` and `savings`), `conversation` views and `diff`, `verify`, `explain`, the write
 //! commands `migrate` (both directions), `prune`, `copy` and `reclaim`.
 
+pub mod audit;
 pub mod cache;
 pub mod conversation;
 pub mod copy;

@@ -1,7 +1,9 @@
-//! Rendering of report values: tables (comfy-table) and JSON for stdout, the progress bar
+//! Rendering of report values: tables (comfy-table) and JSON for stdout (`audit.rs`: the
+//! audit's table and its `--emit` artifacts), the progress bar
 //! and notes for stderr, and the writing of them ([`emit`], [`output`], [`note`]).
 //! Nothing in the runtime library depends on this module.
 
+pub mod audit;
 pub mod conversation;
 pub mod deerflow;
 pub mod escape;

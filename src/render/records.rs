@@ -40,8 +40,8 @@ pub(crate) fn style() -> Style {
 
 /// The keys whose array holds a report's rows, in the order they are looked for: a lineage
 /// report's rows are its checkpoints, a verify report's its findings, a store summary's and
-/// every write command's its threads.
-const ROW_KEYS: [&str; 3] = ["checkpoints", "findings", "threads"];
+/// every write command's its threads, an audit's its entries (the distinct imports).
+const ROW_KEYS: [&str; 4] = ["checkpoints", "findings", "threads", "entries"];
 
 /// The rows of a report: a top-level array, or the array under the first of [`ROW_KEYS`].
 fn rows(doc: &Value) -> Option<&Vec<Value>> {
