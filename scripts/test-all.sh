@@ -72,6 +72,11 @@ cargo test --release --workspace -- --show-output
 # The real library reads stores reclaimed in place and --into, and continues them.
 "$VENV/bin/python" scripts/check_reclaimed.py --dfck target/release/dfck
 
+# The allowlist `dfck audit --emit python` prints lets the real library read every checkpoint
+# and pending write of every fixture in strict mode exactly as permissive mode reads them, with
+# no blocked serde event, and every entry of it is needed; tampered stores exit 1, never allowed.
+"$VENV/bin/python" scripts/check_audit.py --dfck target/release/dfck
+
 # The fuzz targets (run under nightly with cargo-fuzz, see fuzz/) still compile against the
 # library as it is now.
 cargo check --quiet --manifest-path fuzz/Cargo.toml --bins
