@@ -1,6 +1,7 @@
 //! Snapshots of every human (table) output, produced by the real `dfck` binary on the
 //! committed fixtures: store summary, thread listing, state, verify (with findings and clean),
-//! lineage chain and tree, the migrate plan and the bench summaries. A change to any of these
+//! lineage chain and tree, the migrate plan, audit (clean and tampered) and the bench
+//! summaries. A change to any of these
 //! texts (column, wording, width, order, exit code) shows up as a snapshot diff
 //! (`cargo insta review`).
 //!
@@ -153,6 +154,27 @@ fn verify_clean() {
         &["--db", "fixtures/sqlite/full.db", "verify"],
     );
     assert!(text.starts_with("exit: 0\n"), "{text}");
+}
+
+#[test]
+fn audit_apptypes() {
+    let text = snap(
+        "audit_apptypes",
+        &["--db", "fixtures/sqlite/apptypes.db", "audit"],
+    );
+    assert!(text.starts_with("exit: 0\n"), "{text}");
+}
+
+#[test]
+fn audit_tampered() {
+    let text = snap(
+        "audit_tampered",
+        &["--db", "fixtures/tampered/apptypes_module.db", "audit"],
+    );
+    assert!(
+        text.starts_with("exit: 1\n"),
+        "a value never allowed gives exit 1: {text}"
+    );
 }
 
 #[test]

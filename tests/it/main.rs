@@ -3,6 +3,7 @@
 //! starts it). Shared helpers are in [`common`].
 
 mod addressing;
+mod audit;
 mod backup_hardening;
 mod bad_inputs;
 mod bench_acceptance;
