@@ -24,8 +24,8 @@ Encrypted stems (`aes_delta`, `aes_full`, scripts/gen_aes_fixtures.py): both dfc
 `--aes-key-file fixtures/aes.key` right after the binary, the savers `serde=` the fixture
 key's EncryptedSerializer (scripts/aeskey.py), so encrypted threads are read and continued.
 Before, `copy --to PG` WITHOUT the key (LANGGRAPH_AES_KEY unset, into a fresh database) must
-exit 2 with one stderr line naming LANGGRAPH_AES_KEY, leave the source file unchanged and create
-nothing in the target. After the SQLite→PostgreSQL copy: every PostgreSQL write copied from a
+refuse every encrypted thread (exit 1, the refusal naming LANGGRAPH_AES_KEY) and create no row
+of one in the target. After the SQLite→PostgreSQL copy: every PostgreSQL write copied from a
 `+aes` SQLite write is `+aes`, and every blob named only by checkpoints that were `+aes` in
 SQLite is `+aes` (blobs shared by a plaintext and an encrypted checkpoint — the thread whose
 encryption was switched on later — may be either and are counted; checkpoint metadata and
@@ -201,8 +201,8 @@ def pg_copy_protection(src: aeskey.Census, conn: Any, label: str) -> tuple[str, 
 
 
 def no_key_copy(dfck: str, orig: Path, tmp: Path, server: str, stem: str) -> list[str]:
-    """`copy --to PG` without the key (another source copy, another fresh database): exit 2,
-    one stderr line naming LANGGRAPH_AES_KEY, the source unchanged, nothing in the target."""
+    """`copy --to PG` without the key (another source copy, another fresh database): exit 1,
+    encrypted threads refused naming LANGGRAPH_AES_KEY, none of their rows in the target."""
     import psycopg
 
     src, pgdb = tmp / f"{stem}.nokey.db", f"dfck_copy_py_{stem}_nokey"

@@ -26,9 +26,8 @@ database (dfck_<stem>, read back with PostgresSaver):
 
 Encrypted stems (`aes_full`, scripts/gen_aes_fixtures.py): dfck runs get `--aes-key-file
 fixtures/aes.key` right after the binary, the savers `serde=` the fixture key's
-EncryptedSerializer (scripts/aeskey.py). First the conversion of another copy WITHOUT the key must exit 2 with
-one stderr line naming LANGGRAPH_AES_KEY and change nothing (file SHA-256 / md5 of every
-table); after the keyed run, row protection is compared with the original (a `+aes` row stays
+EncryptedSerializer (scripts/aeskey.py). First the conversion of another copy WITHOUT the key must refuse
+every encrypted thread (exit 1, naming LANGGRAPH_AES_KEY) and change none of their rows; after the keyed run, row protection is compared with the original (a `+aes` row stays
 `+aes` with its inner tag, plaintext stays plaintext, a new row of a wholly encrypted thread is
 `+aes`; counts printed), and step 2 decrypts `+aes` rows to look for plain lists.
 
@@ -208,7 +207,7 @@ def check_stem(stem: str, dfck: str, fixtures: Path, tmp: Path) -> tuple[int, li
     db = tmp / f"{stem}.db"
     shutil.copyfile(src, db)
     key, errs = aeskey.dfck_args(stem), []
-    if key:  # without the key (on another copy): exit 2, one line, not a byte changed
+    if key:  # without the key (on another copy): encrypted threads refused, untouched
         errs += aeskey.no_key_sqlite(dfck, src, tmp, convert_args(stem), stem)
     done, more = convert(dfck, str(db), stem, key)
     errs += more
@@ -282,7 +281,7 @@ def check_stem_pg(stem: str, dfck: str, fixtures: Path, server: str) -> tuple[in
         admin.execute(f'CREATE DATABASE "{copy}" TEMPLATE "{template}"')
     url = with_db(server, copy)
     key, errs = aeskey.dfck_args(stem), []
-    if key:  # without the key (on another copy): exit 2, one line, no row changed
+    if key:  # without the key (on another copy): encrypted threads refused, untouched
         errs += aeskey.no_key_pg(dfck, server, template, convert_args(f"pg {stem}"), f"pg {stem}", with_db)
     done, more = convert(dfck, url, f"pg {stem}", key)
     errs += more

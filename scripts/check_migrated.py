@@ -37,9 +37,9 @@ Encrypted stems (`aes_*`, scripts/gen_aes_fixtures.py): every dfck run gets
 `--aes-key-file fixtures/aes.key` (right after the binary) and the savers get
 `serde=EncryptedSerializer.from_pycryptodome_aes(key=…)` (scripts/aeskey.py), so encrypted
 checkpoints are read and continued (new rows encrypted). Before the keyed run, the same command
-on another copy WITHOUT the key (LANGGRAPH_AES_KEY unset) must exit 2 with one stderr line naming
-LANGGRAPH_AES_KEY and leave the store unchanged (SQLite: file SHA-256 and sidecars; PostgreSQL:
-md5 of every table). After the keyed run, row protection: SQLite `checkpoints.type` /
+on another copy WITHOUT the key (LANGGRAPH_AES_KEY unset) must refuse every encrypted thread (exit 1, the refusal
+naming LANGGRAPH_AES_KEY) and change none of their rows (a hash of every row of the threads
+holding a `+aes` value). After the keyed run, row protection: SQLite `checkpoints.type` /
 `writes.type`, PostgreSQL `checkpoint_blobs.type` (without `empty`) / `checkpoint_writes.type` —
 a `+aes` row stays `+aes` with the same inner tag, a plaintext row stays plaintext, a new row in
 a wholly encrypted thread is `+aes`; the `+aes` / plain counts per table are printed. Raw-row
@@ -358,7 +358,7 @@ def check_stem(stem: str, dfck: str, fixtures: Path, tmp: Path) -> tuple[int, li
     db = tmp / f"{stem}.db"
     shutil.copyfile(src, db)
     key, errs = aeskey.dfck_args(stem), []
-    if key:  # without the key (on another copy): exit 2, one line, not a byte changed
+    if key:  # without the key (on another copy): encrypted threads refused, untouched
         errs += aeskey.no_key_sqlite(dfck, src, tmp, MIGRATE, stem)
     report, more, summary = migrate_all(dfck, str(db), stem, key)
     errs += more
@@ -446,7 +446,7 @@ def check_stem_pg(stem: str, dfck: str, fixtures: Path, server: str) -> tuple[in
         admin.execute(f'CREATE DATABASE "{copy}" TEMPLATE "{template}"')
     url = with_db(server, copy)
     key, errs = aeskey.dfck_args(stem), []
-    if key:  # without the key (on another copy): exit 2, one line, no row changed
+    if key:  # without the key (on another copy): encrypted threads refused, untouched
         errs += aeskey.no_key_pg(dfck, server, template, MIGRATE, f"pg {stem}", with_db)
     report, more, summary = migrate_all(dfck, url, f"pg {stem}", key)
     errs += more

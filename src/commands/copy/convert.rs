@@ -151,22 +151,42 @@ fn what(row: &CheckpointRow) -> String {
 ///
 /// Encryption (docs/security.md#writes): a value keeps its source's protection (a SQLite
 /// checkpoint's blobs on PostgreSQL are encrypted when it was, a SQLite checkpoint built from
-/// PostgreSQL blobs when any of them was, or, with none, when the thread holds an encrypted
-/// value); under `--encrypt-all` every serialized value is encrypted. Metadata and
+/// PostgreSQL blobs when any of them was, or, with none, when its own writes are, else as
+/// its parent, else when the thread holds an encrypted value); under `--encrypt-all` every serialized value is encrypted. Metadata and
 /// PostgreSQL's inline primitives stay plaintext JSONB, as with LangGraph's own saver.
 pub fn lay_out(rows: NsRows, target: Backend) -> Result<LaidNs, Refusal> {
     let mut checkpoints = Vec::with_capacity(rows.checkpoints.len());
     let mut blobs: Vec<LaidBlob> = Vec::new();
     let mut seen = std::collections::HashSet::new();
     let thread_sealed = thread_protection(&rows);
+    let mut decided: std::collections::HashMap<String, Protection> = Default::default();
     for row in rows.checkpoints {
         let w = what(&row);
+        // A checkpoint without blobs takes the protection of its own writes, else its
+        // parent's, else the thread's.
+        let own: Vec<Protection> = rows
+            .writes
+            .iter()
+            .filter(|x| x.checkpoint_id == row.checkpoint_id)
+            .map(|x| Protection::of_tag(x.type_tag.as_deref()))
+            .collect();
+        let fallback = if own.iter().any(|p| p.is_encrypted()) {
+            Protection::Aes
+        } else if !own.is_empty() {
+            Protection::Plain
+        } else {
+            row.parent_checkpoint_id
+                .as_ref()
+                .and_then(|p| decided.get(p).copied())
+                .unwrap_or(thread_sealed)
+        };
         let (body, new_blobs) = match target {
             Backend::Postgres => to_postgres(row.body, &row.metadata, &w)?,
-            _ => (
-                to_sqlite(row.body, &row.metadata, &w, thread_sealed)?,
-                Vec::new(),
-            ),
+            _ => {
+                let (body, sealed) = to_sqlite(row.body, &row.metadata, &w, fallback)?;
+                decided.insert(row.checkpoint_id.clone(), sealed);
+                (body, Vec::new())
+            }
         };
         // PostgreSQL keeps one value per (channel, version): the first checkpoint's, as
         // `PostgresSaver` (which writes a blob only for new versions) would.
@@ -247,18 +267,19 @@ fn to_sqlite(
     meta: &[u8],
     w: &str,
     thread_sealed: Protection,
-) -> Result<LaidBody, Refusal> {
+) -> Result<(LaidBody, Protection), Refusal> {
     match body {
         CheckpointBody::Serialized { type_tag, bytes } => {
-            let (type_tag, bytes) = Protection::of_tag(type_tag.as_deref())
-                .for_write()
-                .seal_stored(type_tag, bytes)
-                .map_err(sealing(w))?;
-            Ok(LaidBody::Sqlite {
-                type_tag,
-                bytes,
-                metadata: meta.to_vec(),
-            })
+            let sealed = Protection::of_tag(type_tag.as_deref()).for_write();
+            let (type_tag, bytes) = sealed.seal_stored(type_tag, bytes).map_err(sealing(w))?;
+            Ok((
+                LaidBody::Sqlite {
+                    type_tag,
+                    bytes,
+                    metadata: meta.to_vec(),
+                },
+                sealed,
+            ))
         }
         CheckpointBody::Postgres { checkpoint, blobs } => {
             // Values are laid out decrypted, and the body sealed as its blobs were.
@@ -316,19 +337,20 @@ fn to_sqlite(
             let body = dfck_core::model::postgres_body(&checkpoint, blobs, w)
                 .map_err(|e| Refusal(e.to_string()))?;
             let bytes = codec::encode(&langgraph_key_order(body));
-            let (type_tag, bytes) = sealed
-                .for_write()
-                .seal("msgpack", bytes)
-                .map_err(sealing(w))?;
+            let sealed = sealed.for_write();
+            let (type_tag, bytes) = sealed.seal("msgpack", bytes).map_err(sealing(w))?;
             let metadata = parse_meta(meta, w)?;
             let text =
                 codec::pyjson::dumps(&metadata, codec::pyjson::PyJsonFormatter::spaced(false))
                     .map_err(|e| Refusal(format!("{w}: metadata: {e}")))?;
-            Ok(LaidBody::Sqlite {
-                type_tag: Some(type_tag),
-                bytes,
-                metadata: text.into_bytes(),
-            })
+            Ok((
+                LaidBody::Sqlite {
+                    type_tag: Some(type_tag),
+                    bytes,
+                    metadata: text.into_bytes(),
+                },
+                sealed,
+            ))
         }
     }
 }
