@@ -20,6 +20,20 @@ a mixed full→delta thread, subgraph namespaces):
    the same graph (`Command(resume)` on a head waiting on an interrupt, else a new human
    message); the new head must extend the copied one.
 
+Encrypted stems (`aes_delta`, `aes_full`, scripts/gen_aes_fixtures.py): both dfck runs get
+`--aes-key-file fixtures/aes.key` right after the binary, the savers `serde=` the fixture
+key's EncryptedSerializer (scripts/aeskey.py), so encrypted threads are read and continued.
+Before, `copy --to PG` WITHOUT the key (LANGGRAPH_AES_KEY unset, into a fresh database) must
+refuse every encrypted thread (exit 1, the refusal naming LANGGRAPH_AES_KEY) and create no row
+of one in the target. After the SQLite→PostgreSQL copy: every PostgreSQL write copied from a
+`+aes` SQLite write is `+aes`, and every blob named only by checkpoints that were `+aes` in
+SQLite is `+aes` (blobs shared by a plaintext and an encrypted checkpoint — the thread whose
+encryption was switched on later — may be either and are counted; checkpoint metadata and
+inline primitive values are JSONB, plaintext by nature). After the way back: the checkpoint
+ids and parents are the original's; a checkpoint that was `+aes` is `+aes` with the same inner
+tag (a plaintext one may come back encrypted: PostgreSQL does not record a checkpoint's own
+protection; counted); `+aes` / plain row counts are printed.
+
 Exit 1 on any mismatch, 0 otherwise.
 """
 
@@ -42,19 +56,20 @@ sys.path.insert(0, str(HERE))
 from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: E402
 from langgraph.types import Command  # noqa: E402
 
+import aeskey  # noqa: E402
 import fixturelib  # noqa: E402
 from check_migrated import compare_values, with_db, writes_rows  # noqa: E402
 from gen_fixtures import build_deerflow_graph, build_subgraph_pair, graph_for_ns  # noqa: E402
 from graphs import HumanMessage, build_conv_graph, messages_annotation  # noqa: E402
 
-STEMS = ["delta_k3", "full", "deerflow", "mixed", "subgraph"]
+STEMS = ["delta_k3", "full", "deerflow", "mixed", "subgraph", "aes_delta", "aes_full"]
 
 
 def annotation(stem: str, tid: str) -> Any:
     """The messages annotation the generator used for this thread."""
-    if stem == "full" or tid in ("t-deerflow-full", "t-subgraph"):
+    if stem in ("full", "aes_full") or tid in ("t-deerflow-full", "t-subgraph"):
         return messages_annotation("full")
-    if tid in ("t-deerflow", "t-mixed"):
+    if tid in ("t-deerflow", "t-mixed", "t-aes-deerflow"):
         return messages_annotation("delta", 3, reducer="deerflow")
     if stem.startswith("delta_k"):
         return messages_annotation("delta", int(stem[len("delta_k"):]))
@@ -63,7 +78,7 @@ def annotation(stem: str, tid: str) -> Any:
 
 def graphs_for(stem: str, tid: str, saver: Any) -> dict:
     ann = annotation(stem, tid)
-    if tid.startswith("t-deerflow") or tid == "t-mixed":
+    if tid.startswith("t-deerflow") or tid in ("t-mixed", "t-aes-deerflow"):
         return {"graph": build_deerflow_graph(ann, saver), "subgraphs": {}}
     if tid.startswith("t-subgraph"):
         parent, child = build_subgraph_pair(ann, saver)
@@ -139,13 +154,69 @@ def checkpoint_keys(path: Path) -> list[tuple]:
         conn.close()
 
 
-def dfck_copy(dfck: str, source: str, to: str, errs: list[str], label: str) -> bool:
-    proc = subprocess.run([dfck, "--db", source, "copy", "--to", to, "--all", "--apply", "--format", "json"],
-                          capture_output=True, text=True)
+def copy_args(to: str) -> list[str]:
+    return ["copy", "--to", to, "--all", "--apply", "--format", "json"]
+
+
+def dfck_copy(dfck: str, source: str, to: str, errs: list[str], label: str, key: list[str] = ()) -> bool:
+    proc = subprocess.run([dfck, *key, "--db", source, *copy_args(to)], capture_output=True, text=True)
     if proc.returncode != 0:
         errs.append(f"{label}: dfck copy exited {proc.returncode}: {proc.stderr.strip()} {proc.stdout[:400]}")
         return False
     return True
+
+
+def pg_copy_protection(src: aeskey.Census, conn: Any, label: str) -> tuple[str, list[str]]:
+    """A PostgreSQL copy of a SQLite store: writes keep their source write's protection, a blob
+    named only by `+aes` source checkpoints is `+aes`. Returns (summary, problems)."""
+    from psycopg.rows import tuple_row
+
+    pg, problems = aeskey.pg_census(conn), []
+    refs: dict[tuple, set] = {}
+    with conn.cursor(row_factory=tuple_row) as cur:
+        cur.execute("SELECT thread_id, checkpoint_ns, checkpoint_id, checkpoint->'channel_versions' FROM checkpoints")
+        for tid, ns, cid, versions in cur.fetchall():
+            enc = aeskey.is_encrypted(src.get(("checkpoints", (tid, ns, cid))))
+            for ch, v in (versions or {}).items():
+                refs.setdefault((tid, ns, ch, str(v)), set()).add(enc)
+    shared = shared_aes = upgraded = 0
+    for (table, key), typ in sorted(pg.items()):
+        if table == "checkpoint_writes":
+            was = src.get(("writes", key))
+            if aeskey.is_encrypted(was) and (not aeskey.is_encrypted(typ) or aeskey.inner_type(was) != aeskey.inner_type(typ)):
+                problems.append(f"{label}: write {key} was {was} in SQLite, {typ} in PostgreSQL")
+            elif aeskey.is_encrypted(typ) and not aeskey.is_encrypted(was):
+                upgraded += 1
+            continue
+        r = refs.get(key, set())
+        if r == {True} and not aeskey.is_encrypted(typ):
+            problems.append(f"{label}: blob {key} is {typ} but only encrypted checkpoints name it")
+        elif r == {True, False}:
+            shared += 1
+            shared_aes += aeskey.is_encrypted(typ)
+        elif r == {False} and aeskey.is_encrypted(typ):
+            upgraded += 1
+    return (f"postgres rows {aeskey.counts_text(pg)} ({shared} blobs shared by plaintext and encrypted "
+            f"checkpoints, {shared_aes} of them +aes; {upgraded} rows plain→+aes)"), problems
+
+
+def no_key_copy(dfck: str, orig: Path, tmp: Path, server: str, stem: str) -> list[str]:
+    """`copy --to PG` without the key (another source copy, another fresh database): exit 1,
+    encrypted threads refused naming LANGGRAPH_AES_KEY, none of their rows in the target."""
+    import psycopg
+
+    src, pgdb = tmp / f"{stem}.nokey.db", f"dfck_copy_py_{stem}_nokey"
+    shutil.copyfile(orig, src)
+    with psycopg.connect(server, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{pgdb}"')
+        admin.execute(f'CREATE DATABASE "{pgdb}"')
+    url = with_db(server, pgdb)
+    try:
+        return aeskey.no_key_problems([dfck, "--db", str(src), *copy_args(url)],
+                                      lambda: (aeskey.sqlite_fingerprint(src), aeskey.pg_fingerprint(url)), stem)
+    finally:
+        with psycopg.connect(server, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{pgdb}" WITH (FORCE)')
 
 
 def check_stem(stem: str, dfck: str, fixtures: Path, tmp: Path, server: str) -> tuple[int, int, list[str]]:
@@ -163,17 +234,30 @@ def check_stem(stem: str, dfck: str, fixtures: Path, tmp: Path, server: str) -> 
         admin.execute(f'DROP DATABASE IF EXISTS "{pgdb}"')
         admin.execute(f'CREATE DATABASE "{pgdb}"')
     url = with_db(server, pgdb)
-    if not (dfck_copy(dfck, str(src), url, errs, f"{stem} sqlite→postgres")
-            and dfck_copy(dfck, url, str(back), errs, f"{stem} postgres→sqlite")):
+    key = aeskey.dfck_args(stem)
+    if key:
+        errs += no_key_copy(dfck, orig, tmp, server, stem)
+    if not (dfck_copy(dfck, str(src), url, errs, f"{stem} sqlite→postgres", key)
+            and dfck_copy(dfck, url, str(back), errs, f"{stem} postgres→sqlite", key)):
         return 0, 0, errs
     if writes_rows(orig) != writes_rows(back):
         errs.append(f"{stem}: the final copy's writes differ from the original's")
-    if checkpoint_keys(orig) != checkpoint_keys(back):
+    if key:  # types: compared by protection below (PostgreSQL keeps no checkpoint type)
+        if [k[:4] for k in checkpoint_keys(orig)] != [k[:4] for k in checkpoint_keys(back)]:
+            errs.append(f"{stem}: the final copy's checkpoint ids or parents differ")
+        prot, problems = aeskey.compare_census(aeskey.sqlite_census(orig), aeskey.sqlite_census(back),
+                                               f"{stem} back", plain_may_encrypt=True)
+        errs += problems
+        with psycopg.connect(url, autocommit=True) as conn:
+            pg_prot, problems = pg_copy_protection(aeskey.sqlite_census(orig), conn, f"{stem} postgres")
+        errs += problems
+        print(f"  {stem}: {pg_prot}; sqlite {prot}")
+    elif checkpoint_keys(orig) != checkpoint_keys(back):
         errs.append(f"{stem}: the final copy's checkpoint ids, parents or types differ")
     n = cont = 0
     with psycopg.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row) as conn:
         migrations = conn.execute("SELECT count(*) AS n FROM checkpoint_migrations").fetchone()["n"]
-        saver = PostgresSaver(conn)
+        saver = PostgresSaver(conn, **aeskey.saver_kwargs(stem))
         saver.setup()  # must find nothing to migrate
         after = conn.execute("SELECT count(*) AS n FROM checkpoint_migrations").fetchone()["n"]
         if (migrations, after) != (10, 10):
@@ -182,7 +266,7 @@ def check_stem(stem: str, dfck: str, fixtures: Path, tmp: Path, server: str) -> 
         cont += continue_threads(f"{stem} [postgres]", stem, saver, expected, errs)
     conn2 = sqlite3.connect(str(back), check_same_thread=False)
     try:
-        saver = SqliteSaver(conn2)
+        saver = SqliteSaver(conn2, **aeskey.saver_kwargs(stem))
         n += read_all(f"{stem} [sqlite]", stem, saver, expected, errs)
         cont += continue_threads(f"{stem} [sqlite]", stem, saver, expected, errs)
         conn2.commit()

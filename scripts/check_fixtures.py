@@ -23,6 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import ormsgpack  # noqa: E402
 
+import aeskey  # noqa: E402
 import fixturelib  # noqa: E402
 
 NULL_TASK_ID = "00000000-0000-0000-0000-000000000000"
@@ -134,6 +135,7 @@ class Store:
     def load(self, key):
         if key not in self.decoded:
             parent, typ, blob = self.ck[key]
+            typ, blob = aeskey.open_typed(typ, blob)  # aes_* stems: the fixture key
             if typ != "msgpack":
                 raise LookupError(typ)
             self.decoded[key] = (parent, decode_checkpoint(blob))
@@ -148,6 +150,7 @@ class Store:
         rows.sort(key=lambda r: (r[0], r[1], r[2]))
         out = []
         for tp, task, idx, typ, val in rows:
+            typ, val = aeskey.open_typed(typ, val)
             if "+" in typ or typ == "pickle":
                 raise LookupError(typ)
             out.append((task, fixturelib.render_typed(typ, bytes(val))))
@@ -230,6 +233,7 @@ def structural(db: Path) -> dict:
         m = json.loads(bytes(md))
         counters += "messages" in (m.get("counters_since_delta_snapshot") or {})
         marker += m.get("deerflow_checkpoint_channel_mode") == "delta"
+        typ, blob = aeskey.open_typed(typ, blob)
         if typ == "msgpack":
             ck = ormsgpack.unpackb(bytes(blob), ext_hook=lambda c, d: ("ext", c, d), option=ormsgpack.OPT_NON_STR_KEYS)
             v = ck["channel_values"].get("messages")

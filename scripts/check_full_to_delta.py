@@ -24,6 +24,13 @@ database (dfck_<stem>, read back with PostgresSaver):
    message): each new head must extend the previous one, and `dfck verify` must report no
    more errors than before.
 
+Encrypted stems (`aes_full`, scripts/gen_aes_fixtures.py): dfck runs get `--aes-key-file
+fixtures/aes.key` right after the binary, the savers `serde=` the fixture key's
+EncryptedSerializer (scripts/aeskey.py). First the conversion of another copy WITHOUT the key must refuse
+every encrypted thread (exit 1, naming LANGGRAPH_AES_KEY) and change none of their rows; after the keyed run, row protection is compared with the original (a `+aes` row stays
+`+aes` with its inner tag, plaintext stays plaintext, a new row of a wholly encrypted thread is
+`+aes`; counts printed), and step 2 decrypts `+aes` rows to look for plain lists.
+
 Exit 1 on any mismatch, 0 otherwise.
 """
 
@@ -46,6 +53,7 @@ sys.path.insert(0, str(HERE))
 from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: E402
 from langgraph.types import Command  # noqa: E402
 
+import aeskey  # noqa: E402
 import fixturelib  # noqa: E402
 from check_migrated import (  # noqa: E402
     CONV,
@@ -60,7 +68,7 @@ from check_migrated import (  # noqa: E402
 from gen_fixtures import build_deerflow_graph, build_subgraph_pair  # noqa: E402
 from graphs import HumanMessage, build_conv_graph, messages_annotation  # noqa: E402
 
-STEMS = ["full", "forks_full", "deerflow", "exit", "subgraph"]
+STEMS = ["full", "forks_full", "deerflow", "exit", "subgraph", "aes_full"]
 K = 3
 MARKER_KEY = "deerflow_checkpoint_channel_mode"
 TURNS = 3
@@ -79,12 +87,15 @@ def delta_graphs(kind: str, reducer: str, saver: Any) -> dict:
     raise ValueError(kind)
 
 
-def convert(dfck: str, target: str, stem: str) -> tuple[set[str], list[str]]:
-    """Runs the conversion; returns the converted threads and any problem."""
+def convert_args(stem: str) -> list[str]:
     extra = ["--form", "deerflow"] if stem == "deerflow" else []
+    return ["migrate", "full-to-delta", "--all", "--apply", "--snapshot-frequency", str(K), "--format", "json", *extra]
+
+
+def convert(dfck: str, target: str, stem: str, key: list[str] = ()) -> tuple[set[str], list[str]]:
+    """Runs the conversion (`key`: aeskey.dfck_args); returns the converted threads and any problem."""
     proc = subprocess.run(
-        [dfck, "--db", target, "migrate", "full-to-delta", "--all", "--apply",
-         "--snapshot-frequency", str(K), "--format", "json", *extra],
+        [dfck, *key, "--db", target, *convert_args(stem)],
         capture_output=True, text=True,
     )
     try:
@@ -114,6 +125,7 @@ def plain_lists_sqlite(conn: sqlite3.Connection, threads: set[str]) -> list[str]
     for tid, ns, cid, typ, blob in conn.execute(
         "SELECT thread_id, checkpoint_ns, checkpoint_id, type, checkpoint FROM checkpoints"
     ):
+        typ, blob = aeskey.open_typed(typ, blob)  # aes_* stems: decrypted with the fixture key
         if tid not in threads or typ != "msgpack":
             continue
         cp = fixturelib._unpack(bytes(blob))
@@ -194,7 +206,16 @@ def check_stem(stem: str, dfck: str, fixtures: Path, tmp: Path) -> tuple[int, li
     expected = json.loads((fixtures / "expected" / f"{stem}.json").read_text(encoding="utf-8"))
     db = tmp / f"{stem}.db"
     shutil.copyfile(src, db)
-    done, errs = convert(dfck, str(db), stem)
+    key, errs = aeskey.dfck_args(stem), []
+    if key:  # without the key (on another copy): encrypted threads refused, untouched
+        errs += aeskey.no_key_sqlite(dfck, src, tmp, convert_args(stem), stem)
+    done, more = convert(dfck, str(db), stem, key)
+    errs += more
+    prot = ""
+    if key:
+        prot, problems = aeskey.compare_census(aeskey.sqlite_census(src), aeskey.sqlite_census(db), stem)
+        errs += problems
+        prot = f"; {prot}"
     q = "SELECT * FROM writes ORDER BY 1, 2, 3, 4, 5"
     with sqlite3.connect(str(src)) as a, sqlite3.connect(str(db)) as b:
         if a.execute(q).fetchall() != b.execute(q).fetchall():
@@ -203,17 +224,17 @@ def check_stem(stem: str, dfck: str, fixtures: Path, tmp: Path) -> tuple[int, li
     try:
         marked = marked_threads_sqlite(conn)
         errs += [f"{stem}: {p}" for p in plain_lists_sqlite(conn, done)]
-        saver = SqliteSaver(conn)
+        saver = SqliteSaver(conn, **aeskey.saver_kwargs(stem))
         n = read_all(stem, saver, expected, marked, errs)
-        before = verify_errors(dfck, str(db))
+        before = verify_errors(dfck, str(db), key)
         continued = continue_threads(stem, saver, done, marked, errs)
         conn.commit()
-        after = verify_errors(dfck, str(db))
+        after = verify_errors(dfck, str(db), key)
         if after != before or before != 0:
             errs.append(f"{stem}: dfck verify errors {before} → {after} after continuing")
     finally:
         conn.close()
-    return n, errs, f"{len(done)} thread(s) converted, {continued} continued {TURNS} turns"
+    return n, errs, f"{len(done)} thread(s) converted, {continued} continued {TURNS} turns{prot}"
 
 
 PG_PLAIN_SQL = """
@@ -224,7 +245,27 @@ WHERE b.type = 'msgpack' AND NOT ((get_byte(b.blob, 0) = 199 AND get_byte(b.blob
    OR (get_byte(b.blob, 0) = 200 AND get_byte(b.blob, 3) = 7)
    OR (get_byte(b.blob, 0) = 201 AND get_byte(b.blob, 5) = 7))
 """
+# aes_* stems: the messages blob each checkpoint names, judged in Python once decrypted
+PG_AES_BLOBS_SQL = """
+SELECT c.thread_id, c.checkpoint_id, b.type, b.blob FROM checkpoints c JOIN checkpoint_blobs b
+  ON b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns AND b.channel = 'messages'
+ AND b.version = c.checkpoint -> 'channel_versions' ->> 'messages'
+WHERE b.type LIKE '%+aes'
+"""
 PG_WRITES_SQL = "SELECT * FROM checkpoint_writes ORDER BY 1, 2, 3, 4, 5, 6"
+
+
+def pg_plain_lists(conn: Any, aes: bool) -> list[tuple[str, str]]:
+    """(thread, checkpoint) whose messages blob is not an ext-7 snapshot."""
+    rows = conn.execute(PG_PLAIN_SQL).fetchall()
+    for tid, cid, typ, blob in conn.execute(PG_AES_BLOBS_SQL).fetchall() if aes else []:
+        typ, plain = aeskey.open_typed(typ, blob)
+        v = fixturelib._unpack(plain) if typ == "msgpack" else None
+        if typ == "msgpack" and not (isinstance(v, fixturelib._Ext) and v.code == 7):
+            rows.append((tid, cid))
+    return rows
+
+
 PG_MARKED_SQL = "SELECT DISTINCT thread_id FROM checkpoints WHERE metadata ? 'deerflow_checkpoint_channel_mode'"
 
 
@@ -239,25 +280,35 @@ def check_stem_pg(stem: str, dfck: str, fixtures: Path, server: str) -> tuple[in
         admin.execute(f'DROP DATABASE IF EXISTS "{copy}"')
         admin.execute(f'CREATE DATABASE "{copy}" TEMPLATE "{template}"')
     url = with_db(server, copy)
-    done, errs = convert(dfck, url, f"pg {stem}")
+    key, errs = aeskey.dfck_args(stem), []
+    if key:  # without the key (on another copy): encrypted threads refused, untouched
+        errs += aeskey.no_key_pg(dfck, server, template, convert_args(f"pg {stem}"), f"pg {stem}", with_db)
+    done, more = convert(dfck, url, f"pg {stem}", key)
+    errs += more
+    prot = ""
     with psycopg.connect(with_db(server, template)) as a, psycopg.connect(url) as b:
         if a.execute(PG_WRITES_SQL).fetchall() != b.execute(PG_WRITES_SQL).fetchall():
             errs.append(f"pg {stem}: checkpoint_writes differs from the original")
-        for tid, cid in b.execute(PG_PLAIN_SQL).fetchall():
+        if key:
+            prot, problems = aeskey.compare_census(aeskey.pg_census(a), aeskey.pg_census(b), f"pg {stem}")
+            errs += problems
+            prot = f"; {prot}"
+        for tid, cid in pg_plain_lists(b, bool(key)):
             if tid in done:
                 errs.append(f"pg {stem} {tid} {cid}: messages still stored as a plain blob")
         marked = {r[0] for r in b.execute(PG_MARKED_SQL).fetchall()}
     with psycopg.connect(url, autocommit=True, prepare_threshold=0) as conn:
         conn.row_factory = dict_row
-        n = read_all(f"pg {stem}", PostgresSaver(conn), expected, marked, errs)
-        before = verify_errors(dfck, url)
-        continued = continue_threads(f"pg {stem}", PostgresSaver(conn), done, marked, errs)
-        after = verify_errors(dfck, url)
+        saver = PostgresSaver(conn, **aeskey.saver_kwargs(stem))
+        n = read_all(f"pg {stem}", saver, expected, marked, errs)
+        before = verify_errors(dfck, url, key)
+        continued = continue_threads(f"pg {stem}", saver, done, marked, errs)
+        after = verify_errors(dfck, url, key)
         if after != before or before != 0:
             errs.append(f"pg {stem}: dfck verify errors {before} → {after} after continuing")
     with psycopg.connect(server, autocommit=True) as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{copy}"')
-    return n, errs, f"{len(done)} thread(s) converted, {continued} continued {TURNS} turns"
+    return n, errs, f"{len(done)} thread(s) converted, {continued} continued {TURNS} turns{prot}"
 
 
 def main() -> int:

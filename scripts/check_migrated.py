@@ -33,6 +33,18 @@ with --pg-url / TEST_POSTGRES_URI also for a copy of each Postgres fixture datab
    message); the new head must extend the converted one, and `dfck verify` must report no
    more errors than before.
 
+Encrypted stems (`aes_*`, scripts/gen_aes_fixtures.py): every dfck run gets
+`--aes-key-file fixtures/aes.key` (right after the binary) and the savers get
+`serde=EncryptedSerializer.from_pycryptodome_aes(key=…)` (scripts/aeskey.py), so encrypted
+checkpoints are read and continued (new rows encrypted). Before the keyed run, the same command
+on another copy WITHOUT the key (LANGGRAPH_AES_KEY unset) must refuse every encrypted thread (exit 1, the refusal
+naming LANGGRAPH_AES_KEY) and change none of their rows (a hash of every row of the threads
+holding a `+aes` value). After the keyed run, row protection: SQLite `checkpoints.type` /
+`writes.type`, PostgreSQL `checkpoint_blobs.type` (without `empty`) / `checkpoint_writes.type` —
+a `+aes` row stays `+aes` with the same inner tag, a plaintext row stays plaintext, a new row in
+a wholly encrypted thread is `+aes`; the `+aes` / plain counts per table are printed. Raw-row
+checks decrypt `+aes` rows with the key (on PostgreSQL also the messages blobs, in Python).
+
 Exit 1 on any mismatch, 0 otherwise.
 """
 
@@ -56,12 +68,13 @@ import langgraph.pregel._checkpoint as lg_checkpoint  # noqa: E402
 from langgraph.channels import DeltaChannel  # noqa: E402
 from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: E402
 
+import aeskey  # noqa: E402
 import fixturelib  # noqa: E402
 from gen_fixtures import build_deerflow_graph, build_subgraph_pair  # noqa: E402
 from graphs import HumanMessage, build_conv_graph, messages_annotation  # noqa: E402
 from langgraph.types import Command  # noqa: E402
 
-STEMS = ["delta_k1", "delta_k3", "delta_k10", "forks_delta_k1", "forks_delta_k4", "mixed", "deerflow"]
+STEMS = ["delta_k1", "delta_k3", "delta_k10", "forks_delta_k1", "forks_delta_k4", "mixed", "deerflow", "aes_delta"]
 MARKER_KEY = "deerflow_checkpoint_channel_mode"
 
 # Which graph builder the generator registered for each thread (gen_fixtures.py:
@@ -74,6 +87,7 @@ THREAD_GRAPH = {
     "t-mixed-lg": CONV,
     "t-subgraph": SUBGRAPH,
     "t-subgraph-delta": SUBGRAPH,
+    "t-aes-deerflow": DEERFLOW,  # gen_aes_fixtures.py
 }
 
 
@@ -192,6 +206,7 @@ def raw_row_problems(conn: sqlite3.Connection, skip_ns: set[tuple[str, str]]) ->
         ctr = md.get("counters_since_delta_snapshot")
         if isinstance(ctr, dict) and "messages" in ctr:
             probs.append(f"{where}: metadata still has counters_since_delta_snapshot.messages={ctr['messages']!r}")
+        typ, blob = aeskey.open_typed(typ, blob)  # aes_* stems: decrypted with the fixture key
         if typ != "msgpack":
             continue
         cp = fixturelib._unpack(bytes(blob))
@@ -291,29 +306,32 @@ def continue_threads(stem: str, saver: Any, expected: dict, skip_ns: set, errs: 
     return n
 
 
-def verify_errors(dfck: str, target: str) -> int:
-    """Error findings `dfck verify` reports on a store."""
-    proc = subprocess.run([dfck, "--db", target, "verify", "--format", "json"], capture_output=True, text=True)
+def verify_errors(dfck: str, target: str, key: list[str] = ()) -> int:
+    """Error findings `dfck verify` reports on a store (`key`: aeskey.dfck_args(stem))."""
+    proc = subprocess.run([dfck, *key, "--db", target, "verify", "--format", "json"], capture_output=True, text=True)
     if proc.returncode not in (0, 1):
         return -1
     return sum(1 for f in json.loads(proc.stdout)["findings"] if f["severity"] == "error")
 
-def contaminated_threads(dfck: str, target: str) -> set[str]:
-    proc = subprocess.run([dfck, "--db", target, "verify", "--format", "json"], capture_output=True, text=True)
+def contaminated_threads(dfck: str, target: str, key: list[str] = ()) -> set[str]:
+    proc = subprocess.run([dfck, *key, "--db", target, "verify", "--format", "json"], capture_output=True, text=True)
     if proc.returncode not in (0, 1):
         return set()
     return {f["thread_id"] for f in json.loads(proc.stdout)["findings"] if f["code"] == "delta.fork_contaminated"}
 
 
-def migrate_all(dfck: str, target: str, label: str) -> tuple[Optional[dict], list[str], str]:
+MIGRATE = ["migrate", "delta-to-full", "--all", "--apply", "--format", "json"]
+
+
+def migrate_all(dfck: str, target: str, label: str, key: list[str] = ()) -> tuple[Optional[dict], list[str], str]:
     """Runs migrate --all --apply: refusals are allowed only for the threads verify calls
     contaminated, and a rerun with --accept-delta-view must convert those and refuse none."""
-    contaminated = contaminated_threads(dfck, target)
+    contaminated = contaminated_threads(dfck, target, key)
     errs: list[str] = []
     summary = ""
     for extra in ([], ["--accept-delta-view"]):
         proc = subprocess.run(
-            [dfck, "--db", target, "migrate", "delta-to-full", "--all", "--apply", "--format", "json", *extra],
+            [dfck, *key, "--db", target, *MIGRATE, *extra],
             capture_output=True,
             text=True,
         )
@@ -339,9 +357,17 @@ def check_stem(stem: str, dfck: str, fixtures: Path, tmp: Path) -> tuple[int, li
     expected = json.loads((fixtures / "expected" / f"{stem}.json").read_text(encoding="utf-8"))
     db = tmp / f"{stem}.db"
     shutil.copyfile(src, db)
-    report, errs, summary = migrate_all(dfck, str(db), stem)
+    key, errs = aeskey.dfck_args(stem), []
+    if key:  # without the key (on another copy): encrypted threads refused, untouched
+        errs += aeskey.no_key_sqlite(dfck, src, tmp, MIGRATE, stem)
+    report, more, summary = migrate_all(dfck, str(db), stem, key)
+    errs += more
     if report is None:
         return 0, errs, summary
+    if key:
+        prot, problems = aeskey.compare_census(aeskey.sqlite_census(src), aeskey.sqlite_census(db), stem)
+        errs += problems
+        summary += f"; {prot}"
 
     # writes table must be untouched
     if writes_rows(src) != writes_rows(db):
@@ -356,12 +382,12 @@ def check_stem(stem: str, dfck: str, fixtures: Path, tmp: Path) -> tuple[int, li
         skip_ns = {(t, ns) for (t, ns) in still_delta if ns != ""}
         errs += [f"{stem}: {p}" for p in raw_row_problems(conn, skip_ns)]
 
-        saver = SqliteSaver(conn)
+        saver = SqliteSaver(conn, **aeskey.saver_kwargs(stem))
         n = read_all(stem, saver, expected, skip_ns, errs)
-        errors_before = verify_errors(dfck, str(db))
+        errors_before = verify_errors(dfck, str(db), key)
         continued = continue_threads(stem, saver, expected, skip_ns, errs)
         conn.commit()
-        errors_after = verify_errors(dfck, str(db))
+        errors_after = verify_errors(dfck, str(db), key)
         if errors_after != errors_before:
             errs.append(f"{stem}: dfck verify errors {errors_before} → {errors_after} after continuing")
         summary += f"; {continued} thread(s) continued one more turn"
@@ -390,6 +416,19 @@ SELECT (SELECT count(*) FROM checkpoints WHERE metadata ? 'deerflow_checkpoint_c
 PG_WRITES_SQL = "SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob FROM checkpoint_writes ORDER BY 1, 2, 3, 4, 6"
 
 
+def pg_encrypted_snapshots(conn: Any) -> int:
+    """`+aes` messages blobs holding an ext-7 _DeltaSnapshot once decrypted (PG_DELTA_SQL
+    cannot see into them)."""
+    n = 0
+    for typ, blob in conn.execute(
+        "SELECT type, blob FROM checkpoint_blobs WHERE channel = 'messages' AND type LIKE '%+aes'"
+    ).fetchall():
+        typ, plain = aeskey.open_typed(typ, blob)
+        v = fixturelib._unpack(plain) if typ == "msgpack" else None
+        n += isinstance(v, fixturelib._Ext) and v.code == 7
+    return n
+
+
 def with_db(url: str, db: str) -> str:
     base, _, query = url.partition("?")
     head = base[: base.index("/", base.index("://") + 3)] if "/" in base[base.index("://") + 3:] else base
@@ -406,22 +445,32 @@ def check_stem_pg(stem: str, dfck: str, fixtures: Path, server: str) -> tuple[in
         admin.execute(f'DROP DATABASE IF EXISTS "{copy}"')
         admin.execute(f'CREATE DATABASE "{copy}" TEMPLATE "{template}"')
     url = with_db(server, copy)
-    report, errs, summary = migrate_all(dfck, url, f"pg {stem}")
+    key, errs = aeskey.dfck_args(stem), []
+    if key:  # without the key (on another copy): encrypted threads refused, untouched
+        errs += aeskey.no_key_pg(dfck, server, template, MIGRATE, f"pg {stem}", with_db)
+    report, more, summary = migrate_all(dfck, url, f"pg {stem}", key)
+    errs += more
     if report is None:
         return 0, errs, summary
     with psycopg.connect(with_db(server, template)) as a, psycopg.connect(url) as b:
         if a.execute(PG_WRITES_SQL).fetchall() != b.execute(PG_WRITES_SQL).fetchall():
             errs.append(f"pg {stem}: checkpoint_writes differs from the original")
+        if key:
+            prot, problems = aeskey.compare_census(aeskey.pg_census(a), aeskey.pg_census(b), f"pg {stem}")
+            errs += problems
+            summary += f"; {prot}"
         marked, snaps = b.execute(PG_DELTA_SQL).fetchone()
+        snaps += pg_encrypted_snapshots(b) if key else 0
         if marked or snaps:
             errs.append(f"pg {stem}: {marked} checkpoint(s) with delta metadata/markers, {snaps} snapshot blob(s) remain")
     with psycopg.connect(url, autocommit=True, prepare_threshold=0) as conn:
         from psycopg.rows import dict_row
         conn.row_factory = dict_row
-        n = read_all(f"pg {stem}", PostgresSaver(conn), expected, set(), errs)
-        errors_before = verify_errors(dfck, url)
-        continued = continue_threads(f"pg {stem}", PostgresSaver(conn), expected, set(), errs)
-        errors_after = verify_errors(dfck, url)
+        saver = PostgresSaver(conn, **aeskey.saver_kwargs(stem))
+        n = read_all(f"pg {stem}", saver, expected, set(), errs)
+        errors_before = verify_errors(dfck, url, key)
+        continued = continue_threads(f"pg {stem}", saver, expected, set(), errs)
+        errors_after = verify_errors(dfck, url, key)
         if errors_after != errors_before:
             errs.append(f"pg {stem}: dfck verify errors {errors_before} → {errors_after} after continuing")
         summary += f"; {continued} thread(s) continued one more turn"

@@ -40,6 +40,7 @@ import psycopg  # noqa: E402
 from psycopg import sql  # noqa: E402
 from psycopg.conninfo import make_conninfo  # noqa: E402
 
+import aeskey  # noqa: E402
 import check_fixtures as cf  # noqa: E402
 import fixturelib  # noqa: E402
 
@@ -72,7 +73,8 @@ def drop(url: str, dbname: str) -> None:
         conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(dbname)))
 
 
-def ext_code(blob: bytes):
+def ext_code(blob: bytes, typ: str = "msgpack"):
+    _typ, blob = aeskey.open_typed(typ, blob)  # aes_* stems: decrypted with the fixture key
     v = ormsgpack.unpackb(bytes(blob), ext_hook=lambda c, d: ("ext", c, d), option=ormsgpack.OPT_NON_STR_KEYS)
     return v[1] if isinstance(v, tuple) and len(v) == 3 and v[0] == "ext" else None
 
@@ -88,7 +90,7 @@ class PgRows(cf.Store):
         for tid, ns, ch, ver, typ, blob in conn.execute(
             "SELECT thread_id, checkpoint_ns, channel, version, type, blob FROM checkpoint_blobs"
         ):
-            self.blobs[(tid, ns, ch, ver)] = (typ, blob)
+            self.blobs[(tid, ns, ch, ver)] = aeskey.open_typed(typ, blob)
         for tid, ns, cid, parent, ck in conn.execute(
             "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint FROM checkpoints"
         ):
@@ -115,6 +117,7 @@ class PgRows(cf.Store):
         rows.sort(key=lambda r: (r[0], r[1], r[2]))
         out = []
         for _tp, task, _idx, typ, val in rows:
+            typ, val = aeskey.open_typed(typ, val)
             if "+" in typ or typ == "pickle":
                 raise LookupError(typ)
             out.append((task, fixturelib.render_typed(typ, bytes(val))))
@@ -143,9 +146,11 @@ def check_langgraph(conn, stem: str, problems: list[str]) -> dict:
         p("checkpoint_writes.task_path missing")
     btypes = dict(conn.execute("SELECT type, count(*) FROM checkpoint_blobs GROUP BY type").fetchall())
     wtypes = dict(conn.execute("SELECT type, count(*) FROM checkpoint_writes GROUP BY type").fetchall())
-    if set(btypes) - {"msgpack", "null", "bytes"}:
+    # aes_* stems: `<tag>+aes` rows, judged by their inner tag
+    tag = aeskey.inner_type if aeskey.is_aes(stem) else (lambda t: t)
+    if {tag(t) for t in btypes} - {"msgpack", "null", "bytes"}:
         p(f"blob types {btypes}")
-    if set(wtypes) - {"msgpack", "null", "bytes"}:
+    if {tag(t) for t in wtypes} - {"msgpack", "null", "bytes"}:
         p(f"write types {wtypes}")
 
     n_cp = q1(conn, "SELECT count(*) FROM checkpoints")
@@ -155,22 +160,22 @@ def check_langgraph(conn, stem: str, problems: list[str]) -> dict:
         " OR metadata->>'deerflow_checkpoint_channel_mode' = 'delta'",
     )
     markers = conn.execute(
-        "SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.checkpoint->'channel_versions'->>'messages', b.blob"
+        "SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.checkpoint->'channel_versions'->>'messages', b.blob, b.type"
         " FROM checkpoints c LEFT JOIN checkpoint_blobs b ON b.thread_id=c.thread_id AND b.checkpoint_ns=c.checkpoint_ns"
         " AND b.channel='messages' AND b.version=c.checkpoint->'channel_versions'->>'messages'"
         " WHERE c.checkpoint->'channel_values'->'messages' = 'true'::jsonb"
     ).fetchall()
-    for tid, ns, cid, ver, blob in markers:
+    for tid, ns, cid, ver, blob, btype in markers:
         if blob is None:
             p(f"marker without blob: {tid} {ns!r} {cid} version {ver}")
-        elif ext_code(blob) != 7:
+        elif ext_code(blob, btype) != 7:
             p(f"marker blob is not ext 7: {tid} {cid}")
     ext7 = plain = 0
-    marker_versions = {(t, n, v) for t, n, _c, v, _b in markers}
-    for tid, ns, ver, blob in conn.execute(
-        "SELECT thread_id, checkpoint_ns, version, blob FROM checkpoint_blobs WHERE channel='messages'"
+    marker_versions = {(t, n, v) for t, n, _c, v, _b, _t in markers}
+    for tid, ns, ver, blob, btype in conn.execute(
+        "SELECT thread_id, checkpoint_ns, version, blob, type FROM checkpoint_blobs WHERE channel='messages'"
     ):
-        if ext_code(blob) == 7:
+        if ext_code(blob, btype) == 7:
             ext7 += 1
             if (tid, ns, ver) not in marker_versions:
                 p(f"ext-7 blob without a marker checkpoint: {tid} {ns!r} {ver}")

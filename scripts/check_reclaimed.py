@@ -24,6 +24,15 @@ With --pg-url / TEST_POSTGRES_URI the same on a copy of each Postgres fixture da
 (dfck_<stem>, read back with PostgresSaver): delete one thread, `reclaim --apply` (status
 `done`, dead rows 0 afterwards), read every remaining expected checkpoint, continue.
 
+Encrypted stem `aes_delta` (scripts/gen_aes_fixtures.py; its wholly plaintext thread is the
+one deleted): dfck runs get `--aes-key-file fixtures/aes.key` right after the binary, the
+savers `serde=` the fixture key's EncryptedSerializer (scripts/aeskey.py), so the remaining
+encrypted threads are read and continued. Row protection after each reclaim equals the
+store's before it (SQLite `checkpoints.type` / `writes.type` of the reclaimed file and of the
+`--into` copy, PostgreSQL `checkpoint_blobs.type` / `checkpoint_writes.type`); the `+aes` /
+plain counts are printed. Reclaim never decodes a value, so no run without the key is required
+to fail here (check_migrated.py, check_full_to_delta.py and check_copied.py test that).
+
 Exit 1 on any mismatch, 0 otherwise.
 """
 
@@ -46,6 +55,7 @@ sys.path.insert(0, str(HERE))
 from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: E402
 from langgraph.types import Command  # noqa: E402
 
+import aeskey  # noqa: E402
 import fixturelib  # noqa: E402
 from check_migrated import compare_values, with_db  # noqa: E402
 from gen_fixtures import build_deerflow_graph  # noqa: E402
@@ -62,6 +72,7 @@ STEMS: dict[str, tuple[str, tuple, dict]] = {
         (DEERFLOW, "delta", 3, "deerflow"),
         {"t-deerflow-full": (DEERFLOW, "full", None, "langgraph")},
     ),
+    "aes_delta": ("t-aes-plain", (CONV, "delta", 3, "langgraph"), {"t-aes-deerflow": (DEERFLOW, "delta", 3, "deerflow")}),
 }
 
 
@@ -71,8 +82,8 @@ def graph_of(spec: tuple, saver: Any) -> Any:
     return build_conv_graph(ann, saver) if kind == CONV else build_deerflow_graph(ann, saver)
 
 
-def dfck_json(dfck: str, target: str, *args: str) -> tuple[int, dict]:
-    p = subprocess.run([dfck, "--db", target, *args, "--format", "json"], capture_output=True, text=True)
+def dfck_json(dfck: str, target: str, *args: str, key: list[str] = ()) -> tuple[int, dict]:
+    p = subprocess.run([dfck, *key, "--db", target, *args, "--format", "json"], capture_output=True, text=True)
     try:
         return p.returncode, json.loads(p.stdout)
     except json.JSONDecodeError:
@@ -148,15 +159,23 @@ def check_sqlite(stem: str, dfck: str, fixtures: Path, tmp: Path) -> tuple[int, 
     c.close()
     errs: list[str] = []
     original = db.read_bytes()
-    code, r = dfck_json(dfck, str(db), "reclaim", "--into", str(compact), "--apply")
+    key = aeskey.dfck_args(stem)
+    census = aeskey.sqlite_census(db) if key else {}
+    code, r = dfck_json(dfck, str(db), "reclaim", "--into", str(compact), "--apply", key=key)
     if code != 0 or r.get("status") != "done":
         errs.append(f"{stem}: reclaim --into exited {code}: {r}")
     if db.read_bytes() != original:
         errs.append(f"{stem}: reclaim --into changed the original")
     if compact.exists() and compact.stat().st_size >= len(original):
         errs.append(f"{stem}: the compact copy is not smaller ({compact.stat().st_size} >= {len(original)})")
-    code, r = dfck_json(dfck, str(db), "reclaim", "--apply")
+    code, r = dfck_json(dfck, str(db), "reclaim", "--apply", key=key)
     after = db.stat().st_size
+    prot = ""
+    for label, path in ((stem, db), (f"{stem} (--into copy)", compact)) if key else ():
+        if path.exists():
+            prot, problems = aeskey.compare_census(census, aeskey.sqlite_census(path), label)
+            errs += problems
+            prot = f", {aeskey.counts_text(census)} before and after"
     if code != 0 or r.get("status") != "done":
         errs.append(f"{stem}: reclaim exited {code}: {r}")
     elif after >= len(original) or r["after"]["freelist_pages"] != 0:
@@ -167,16 +186,16 @@ def check_sqlite(stem: str, dfck: str, fixtures: Path, tmp: Path) -> tuple[int, 
             continue
         conn = sqlite3.connect(str(path), check_same_thread=False)
         try:
-            n += read_all(label, stem, SqliteSaver(conn), expected, gone, errs)
+            n += read_all(label, stem, SqliteSaver(conn, **aeskey.saver_kwargs(stem)), expected, gone, errs)
         finally:
             conn.close()
     conn = sqlite3.connect(str(db), check_same_thread=False)
     try:
-        cont = continue_all(stem, stem, SqliteSaver(conn), expected, gone, errs)
+        cont = continue_all(stem, stem, SqliteSaver(conn, **aeskey.saver_kwargs(stem)), expected, gone, errs)
         conn.commit()
     finally:
         conn.close()
-    return n, errs, f"file {len(original)} → {after} bytes, {cont} thread(s) continued"
+    return n, errs, f"file {len(original)} → {after} bytes{prot}, {cont} thread(s) continued"
 
 
 def check_pg(stem: str, dfck: str, fixtures: Path, server: str) -> tuple[int, list[str], str]:
@@ -195,17 +214,27 @@ def check_pg(stem: str, dfck: str, fixtures: Path, server: str) -> tuple[int, li
         for table in ("checkpoint_writes", "checkpoint_blobs", "checkpoints"):
             c.execute(f"DELETE FROM {table} WHERE thread_id = %s", (gone,))
     errs: list[str] = []
-    code, r = dfck_json(dfck, url, "reclaim", "--apply")
+    key, prot = aeskey.dfck_args(stem), ""
+    if key:
+        with psycopg.connect(url) as c:
+            census = aeskey.pg_census(c)
+    code, r = dfck_json(dfck, url, "reclaim", "--apply", key=key)
+    if key:
+        with psycopg.connect(url) as c:
+            prot, problems = aeskey.compare_census(census, aeskey.pg_census(c), f"pg {stem}")
+        errs += problems
+        prot = f", {aeskey.counts_text(census)} before and after"
     if code != 0 or r.get("status") != "done":
         errs.append(f"pg {stem}: reclaim exited {code}: {r}")
     elif any(t["dead_tuples"] for t in r["after"]["tables"]):
         errs.append(f"pg {stem}: dead rows left after VACUUM: {r['after']['tables']}")
     with psycopg.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row) as conn:
-        n = read_all(f"pg {stem}", stem, PostgresSaver(conn), expected, gone, errs)
-        cont = continue_all(f"pg {stem}", stem, PostgresSaver(conn), expected, gone, errs)
+        saver = PostgresSaver(conn, **aeskey.saver_kwargs(stem))
+        n = read_all(f"pg {stem}", stem, saver, expected, gone, errs)
+        cont = continue_all(f"pg {stem}", stem, saver, expected, gone, errs)
     with psycopg.connect(server, autocommit=True) as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{copy}"')
-    return n, errs, f"{r.get('bytes_before')} → {r.get('bytes_after')} table bytes, {cont} thread(s) continued"
+    return n, errs, f"{r.get('bytes_before')} → {r.get('bytes_after')} table bytes{prot}, {cont} thread(s) continued"
 
 
 def main() -> int:

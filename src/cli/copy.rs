@@ -36,6 +36,11 @@ pub struct CopyArgs {
     /// PostgreSQL targets: copy this many threads at once, each over its own connections.
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
     pub jobs: u16,
+    /// Encrypt every value this command writes with the AES key (`--aes-key-file` or
+    /// LANGGRAPH_AES_KEY), plaintext ones included; without it each value keeps its
+    /// protection (docs/security.md).
+    #[arg(long)]
+    pub encrypt_all: bool,
     /// Copy LangGraph's checkpoints and writes only, leaving DeerFlow's own tables behind
     /// (a target without DeerFlow's schema).
     #[arg(long)]
@@ -53,6 +58,7 @@ pub fn run(global: &GlobalArgs, args: &CopyArgs) -> Result<Outcome, Error> {
             "name the threads to copy, or pass --all".into(),
         ));
     }
+    super::encrypt_all(args.encrypt_all)?;
     let (source, _) = global.resolve()?;
     let to = match (Target::parse(&args.to)?, &args.to_pg_schema) {
         (Target::Postgres { url, .. }, s) => Target::Postgres {

@@ -41,6 +41,11 @@ pub struct DeltaToFullArgs {
     /// Write the conversion: one transaction per thread, verified before commit.
     #[arg(long)]
     pub apply: bool,
+    /// Encrypt every value this command writes with the AES key (`--aes-key-file` or
+    /// LANGGRAPH_AES_KEY), plaintext ones included; without it each value keeps its
+    /// protection (docs/security.md).
+    #[arg(long)]
+    pub encrypt_all: bool,
     /// PostgreSQL: convert this many threads at once, each over its own connection.
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
     pub jobs: u16,
@@ -70,6 +75,7 @@ pub fn run(global: &GlobalArgs, args: &MigrateArgs) -> Result<Outcome, Error> {
             "name the threads to convert, or pass --all".into(),
         ));
     }
+    super::encrypt_all(args.encrypt_all)?;
     let (target, discovered) = global.resolve()?;
     let opts = MigrateOptions {
         accept_delta_view: args.accept_delta_view,

@@ -74,6 +74,11 @@ pub struct GlobalArgs {
     /// PostgreSQL schema (search_path) of the store.
     #[arg(long, global = true, value_name = "NAME")]
     pub pg_schema: Option<String>,
+    /// The AES key of LangGraph's EncryptedSerializer, to read and write `+aes` values: a
+    /// file of exactly 16, 24 or 32 bytes (one trailing newline ignored). Default: the
+    /// LANGGRAPH_AES_KEY variable, as LangGraph reads it. The key is never printed.
+    #[arg(long, global = true, value_name = "PATH")]
+    pub aes_key_file: Option<std::path::PathBuf>,
     /// Where `db` came from (`--db` or `DFCK_DB`), for error messages; set by
     /// [`help::parse`].
     #[arg(skip)]
@@ -298,6 +303,7 @@ fn with_config_line(e: dfck_core::config::ConfigError) -> dfck_core::config::Con
 /// `--db`/`DFCK_DB` says which of the two named it.
 pub fn run(cli: Cli) -> Result<Outcome, crate::error::Error> {
     crate::render::set_style(cli.global.style());
+    install_aes_key(&cli.global)?;
     let shown = cli
         .global
         .db
@@ -319,6 +325,42 @@ pub fn run(cli: Cli) -> Result<Outcome, crate::error::Error> {
         .into(),
         (e, _, _) => e,
     })
+}
+
+/// Installs the EncryptedSerializer key for this process: `--aes-key-file`, else a set,
+/// non-empty `LANGGRAPH_AES_KEY`. A key of the wrong length is a usage error naming its
+/// source (never its bytes).
+fn install_aes_key(global: &GlobalArgs) -> Result<(), Error> {
+    use dfck_core::codec::aes::{AesKey, KEY_ENV, install_key};
+    let key = match &global.aes_key_file {
+        Some(path) => Some(AesKey::from_file(path)),
+        None => match std::env::var_os(KEY_ENV) {
+            Some(v) if !v.is_empty() => Some(match v.into_string() {
+                Ok(s) => AesKey::from_env_value(&s),
+                Err(raw) => {
+                    use std::os::unix::ffi::OsStringExt;
+                    AesKey::new(raw.into_vec(), KEY_ENV)
+                }
+            }),
+            _ => None,
+        },
+    };
+    if let Some(key) = key {
+        install_key(key.map_err(|e| Error::Usage(e.to_string()))?);
+    }
+    Ok(())
+}
+
+/// `--encrypt-all`: needs the key.
+pub(crate) fn encrypt_all(on: bool) -> Result<(), Error> {
+    if on && dfck_core::codec::aes::key().is_none() {
+        return Err(Error::Usage(format!(
+            "--encrypt-all needs the AES key: set {} or pass --aes-key-file",
+            dfck_core::codec::aes::KEY_ENV
+        )));
+    }
+    dfck_core::codec::aes::set_encrypt_all(on);
+    Ok(())
 }
 
 /// The threads a command selects: the named ones, every thread (`all`), or with `--user` the

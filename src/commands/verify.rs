@@ -64,6 +64,10 @@ fn codec_code(e: &ModelError) -> FindingCode {
             source: CodecError::UnsupportedSerializer(_),
             ..
         } => FindingCode::ValueUnsupportedSerializer,
+        ModelError::Decode {
+            source: CodecError::Decrypt(_),
+            ..
+        } => FindingCode::ValueDecryptFailed,
         _ => FindingCode::ValueUndecodable,
     }
 }
@@ -105,6 +109,68 @@ struct ValueChecks {
     findings: Vec<Finding>,
     /// Human messages of the run inputs, for `lineage.regenerate_budget`.
     inputs: TurnInputs,
+    /// Encrypted and plaintext values, for `value.plaintext_in_encrypted_thread`.
+    sealing: SealingFacts,
+}
+
+/// Where a namespace's encrypted and plaintext serialized values are (checkpoint ids).
+#[derive(Default)]
+struct SealingFacts {
+    encrypted: u64,
+    plain: u64,
+    /// The oldest checkpoint holding an encrypted value.
+    first_encrypted: Option<String>,
+    /// Checkpoints holding plaintext values (each once).
+    plain_at: std::collections::BTreeSet<String>,
+}
+
+impl SealingFacts {
+    fn add(&mut self, checkpoint_id: &str, encrypted: u32, plain: u32) {
+        self.encrypted += u64::from(encrypted);
+        self.plain += u64::from(plain);
+        if encrypted > 0
+            && self
+                .first_encrypted
+                .as_deref()
+                .is_none_or(|f| checkpoint_id < f)
+        {
+            self.first_encrypted = Some(checkpoint_id.to_owned());
+        }
+        if plain > 0 {
+            self.plain_at.insert(checkpoint_id.to_owned());
+        }
+    }
+
+    /// The LangGraph #8938 shape: plaintext values beside encrypted ones, as one finding at
+    /// the newest checkpoint holding plaintext.
+    fn finding(&self, thread_id: &str, ns: &str) -> Option<Finding> {
+        let first = self.first_encrypted.as_deref()?;
+        let newest = self.plain_at.last()?;
+        let newer = self
+            .plain_at
+            .iter()
+            .filter(|id| id.as_str() > first)
+            .count();
+        let when = if newer == 0 {
+            "all older than the thread's first encrypted value (written before encryption was switched on)".to_owned()
+        } else {
+            format!(
+                "{newer} of them newer than the thread's first encrypted value {first}: not written by an application with encryption on"
+            )
+        };
+        Some(Finding::new(
+            FindingCode::ValuePlaintextInEncryptedThread,
+            thread_id,
+            ns,
+            Some(newest),
+            format!(
+                "{} plaintext value(s) at {} checkpoint(s) beside {} encrypted one(s), {when}; LangGraph reads plaintext rows without any check even with encryption on (LangGraph #8938)",
+                self.plain,
+                self.plain_at.len(),
+                self.encrypted
+            ),
+        ))
+    }
 }
 
 impl ValueChecks {
@@ -121,6 +187,8 @@ impl ValueChecks {
 
 impl LoadVisitor for ValueChecks {
     fn checkpoint(&mut self, ck: &Checkpoint) {
+        self.sealing
+            .add(&ck.checkpoint_id, ck.sealing.encrypted, ck.sealing.plain);
         if let Some(kind) = ck
             .value(MESSAGES)
             .and_then(|v| dfck_core::model::messages_not_a_list(v, false))
@@ -148,6 +216,9 @@ impl LoadVisitor for ValueChecks {
 
     fn write(&mut self, w: &WriteRow) {
         self.inputs.write(w);
+        let mut one = dfck_core::model::Sealing::default();
+        one.count(w.type_tag.as_deref());
+        self.sealing.add(&w.checkpoint_id, one.encrypted, one.plain);
         match Write::from_row(w.clone(), &self.thread_id) {
             Err(e) => self.push(
                 codec_code(&e),
@@ -285,12 +356,14 @@ pub fn verify_thread(
             checkpoint_ns: ns.clone(),
             findings: Vec::new(),
             inputs: TurnInputs::default(),
+            sealing: SealingFacts::default(),
         };
         let t = LoadedThread::load_with(store, thread_id, &ns, &mut values)?;
         checkpoints += t.nodes.len() as u64;
         findings.extend(check_namespace(&t, opts, &mut facts));
         findings.extend(regenerate_findings(&t, Some(&values.inputs)));
         findings.extend(values.findings);
+        findings.extend(values.sealing.finding(thread_id, &ns));
     }
     if checkpoints == 0 {
         return Err(StoreError::ThreadNotFound {

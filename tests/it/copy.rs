@@ -219,11 +219,15 @@ fn compare_rows(stem: &str, orig: &Path, copy: &Path) -> (usize, usize, usize) {
         assert_eq!(ka, kb, "{stem}: ids");
         assert_eq!(ca.0, cb.0, "{stem} {ka:?}: parent");
         assert_eq!(ca.1, cb.1, "{stem} {ka:?}: type");
-        let a = one_value_per_version(&mut first, ka, decode(&ca.2).unwrap());
-        if ca.2 == cb.2 {
+        let (pa, pb) = (
+            opened(ca.1.as_deref(), &ca.2),
+            opened(cb.1.as_deref(), &cb.2),
+        );
+        let a = one_value_per_version(&mut first, ka, decode(&pa).unwrap());
+        if pa == pb {
             same_body += 1;
         } else {
-            let b = without_filled(decode(&cb.2).unwrap(), &a);
+            let b = without_filled(decode(&pb).unwrap(), &a);
             // Compared encoded: NaN is not equal to itself as a value.
             assert_eq!(
                 encode(&sorted(a)),

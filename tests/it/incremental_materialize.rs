@@ -13,6 +13,7 @@ use serde_json::Value as Json;
 use std::collections::{HashMap, HashSet};
 
 fn check_store(label: &str, store: &dyn Store, exp: &Json) -> (usize, Vec<String>) {
+    install_test_key();
     let mut compared = 0;
     let mut bad = Vec::new();
     let error_threads: HashSet<&str> = exp["errors"]

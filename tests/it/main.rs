@@ -26,6 +26,7 @@ mod deerflow_copy_resume;
 mod deerflow_delete;
 mod deerflow_view;
 mod diff;
+mod encryption;
 mod formats;
 mod history_cache;
 mod hostile;

@@ -96,6 +96,10 @@ finding_codes! {
     ValueUndecodable = "value.undecodable", Error;
     /// A serializer tag dfck cannot read.
     ValueUnsupportedSerializer = "value.unsupported_serializer", Error;
+    /// An `<inner>+aes` value that does not decrypt with the key given.
+    ValueDecryptFailed = "value.decrypt_failed", Error;
+    /// Plaintext serialized values in a thread that also holds encrypted ones.
+    ValuePlaintextInEncryptedThread = "value.plaintext_in_encrypted_thread", Warning;
     /// A message without an id inside a persisted `messages` write.
     MessageMissingId = "message.missing_id", Warning;
     /// DeerFlow lists a thread (`threads_meta`) that has no checkpoints.

@@ -1,8 +1,10 @@
 //! A thread's rows laid out for the target backend (docs/copy.md#layouts): SQLite keeps one
 //! serialized checkpoint with every value inside; PostgreSQL keeps a JSONB checkpoint with
 //! primitives inline, other values in `checkpoint_blobs` by (channel, version), and JSONB
-//! metadata without `writes`. Rows of the same backend are copied as they are stored.
+//! metadata without `writes`. Rows of the same backend are copied as they are stored (sealed
+//! with the key under `--encrypt-all`).
 
+use dfck_core::codec::aes::Protection;
 use dfck_core::codec::{self, EXT_DELTA_SNAPSHOT, Value};
 use dfck_core::store::{Backend, BlobRow, CheckpointBody, CheckpointRow, Store, WriteRow};
 use dfck_core::write::Refusal;
@@ -146,15 +148,45 @@ fn what(row: &CheckpointRow) -> String {
 }
 
 /// Lays one namespace out for `target`.
+///
+/// Encryption (docs/security.md#writes): a value keeps its source's protection (a SQLite
+/// checkpoint's blobs on PostgreSQL are encrypted when it was, a SQLite checkpoint built from
+/// PostgreSQL blobs when any of them was, or, with none, when its own writes are, else as
+/// its parent, else when the thread holds an encrypted value); under `--encrypt-all` every serialized value is encrypted. Metadata and
+/// PostgreSQL's inline primitives stay plaintext JSONB, as with LangGraph's own saver.
 pub fn lay_out(rows: NsRows, target: Backend) -> Result<LaidNs, Refusal> {
     let mut checkpoints = Vec::with_capacity(rows.checkpoints.len());
     let mut blobs: Vec<LaidBlob> = Vec::new();
     let mut seen = std::collections::HashSet::new();
+    let thread_sealed = thread_protection(&rows);
+    let mut decided: std::collections::HashMap<String, Protection> = Default::default();
     for row in rows.checkpoints {
         let w = what(&row);
+        // A checkpoint without blobs takes the protection of its own writes, else its
+        // parent's, else the thread's.
+        let own: Vec<Protection> = rows
+            .writes
+            .iter()
+            .filter(|x| x.checkpoint_id == row.checkpoint_id)
+            .map(|x| Protection::of_tag(x.type_tag.as_deref()))
+            .collect();
+        let fallback = if own.iter().any(|p| p.is_encrypted()) {
+            Protection::Aes
+        } else if !own.is_empty() {
+            Protection::Plain
+        } else {
+            row.parent_checkpoint_id
+                .as_ref()
+                .and_then(|p| decided.get(p).copied())
+                .unwrap_or(thread_sealed)
+        };
         let (body, new_blobs) = match target {
             Backend::Postgres => to_postgres(row.body, &row.metadata, &w)?,
-            _ => (to_sqlite(row.body, &row.metadata, &w)?, Vec::new()),
+            _ => {
+                let (body, sealed) = to_sqlite(row.body, &row.metadata, &w, fallback)?;
+                decided.insert(row.checkpoint_id.clone(), sealed);
+                (body, Vec::new())
+            }
         };
         // PostgreSQL keeps one value per (channel, version): the first checkpoint's, as
         // `PostgresSaver` (which writes a blob only for new versions) would.
@@ -177,12 +209,46 @@ pub fn lay_out(rows: NsRows, target: Backend) -> Result<LaidNs, Refusal> {
             )));
         }
     }
+    let writes = rows
+        .writes
+        .into_iter()
+        .map(|mut w| {
+            let (tag, value) = Protection::of_tag(w.type_tag.as_deref())
+                .for_write()
+                .seal_stored(w.type_tag.take(), std::mem::take(&mut w.value))
+                .map_err(|e| Refusal(format!("a write on checkpoint {}: {e}", w.checkpoint_id)))?;
+            w.type_tag = tag;
+            w.value = value;
+            Ok(w)
+        })
+        .collect::<Result<Vec<_>, Refusal>>()?;
     Ok(LaidNs {
         ns: rows.ns,
         checkpoints,
         blobs,
-        writes: rows.writes,
+        writes,
     })
+}
+
+/// [`Protection::Aes`] when any stored value of the namespace is encrypted.
+fn thread_protection(rows: &NsRows) -> Protection {
+    let enc = |t: Option<&str>| Protection::of_tag(t).is_encrypted();
+    let any = rows.writes.iter().any(|w| enc(w.type_tag.as_deref()))
+        || rows.checkpoints.iter().any(|c| match &c.body {
+            CheckpointBody::Serialized { type_tag, .. } => enc(type_tag.as_deref()),
+            CheckpointBody::Postgres { blobs, .. } => {
+                blobs.iter().any(|b| enc(Some(&b.type_tag)))
+            }
+        });
+    if any {
+        Protection::Aes
+    } else {
+        Protection::Plain
+    }
+}
+
+fn sealing(w: &str) -> impl Fn(dfck_core::codec::CodecError) -> Refusal + '_ {
+    move |e| Refusal(format!("{w}: {e}"))
 }
 
 fn parse_meta(raw: &[u8], w: &str) -> Result<Json, Refusal> {
@@ -196,14 +262,53 @@ fn parse_meta(raw: &[u8], w: &str) -> Result<Json, Refusal> {
 
 /// The SQLite layout: same-backend rows as stored; a PostgreSQL checkpoint rebuilt as
 /// `PostgresSaver` reads it and serialized as one msgpack body.
-fn to_sqlite(body: CheckpointBody, meta: &[u8], w: &str) -> Result<LaidBody, Refusal> {
+fn to_sqlite(
+    body: CheckpointBody,
+    meta: &[u8],
+    w: &str,
+    thread_sealed: Protection,
+) -> Result<(LaidBody, Protection), Refusal> {
     match body {
-        CheckpointBody::Serialized { type_tag, bytes } => Ok(LaidBody::Sqlite {
-            type_tag,
-            bytes,
-            metadata: meta.to_vec(),
-        }),
+        CheckpointBody::Serialized { type_tag, bytes } => {
+            let sealed = Protection::of_tag(type_tag.as_deref()).for_write();
+            let (type_tag, bytes) = sealed.seal_stored(type_tag, bytes).map_err(sealing(w))?;
+            Ok((
+                LaidBody::Sqlite {
+                    type_tag,
+                    bytes,
+                    metadata: meta.to_vec(),
+                },
+                sealed,
+            ))
+        }
         CheckpointBody::Postgres { checkpoint, blobs } => {
+            // Values are laid out decrypted, and the body sealed as its blobs were.
+            let mut sealed = if blobs.iter().any(|b| b.type_tag != "empty") {
+                Protection::Plain
+            } else {
+                thread_sealed
+            };
+            let blobs = blobs
+                .into_iter()
+                .map(|b| {
+                    if b.type_tag == "empty" {
+                        return Ok(b);
+                    }
+                    let opened = codec::aes::open(
+                        Some(&b.type_tag),
+                        b.blob.clone().unwrap_or_default().into(),
+                    )
+                    .map_err(|e| Refusal(format!("{w}: channel '{}': {e}", b.channel)))?;
+                    if opened.protection.is_encrypted() {
+                        sealed = Protection::Aes;
+                    }
+                    Ok(BlobRow {
+                        type_tag: opened.tag.unwrap_or_default(),
+                        blob: b.blob.map(|_| opened.bytes.to_vec()),
+                        ..b
+                    })
+                })
+                .collect::<Result<Vec<_>, Refusal>>()?;
             if let Some(b) = blobs
                 .iter()
                 .find(|b| b.type_tag != "empty" && b.type_tag != "msgpack")
@@ -232,15 +337,20 @@ fn to_sqlite(body: CheckpointBody, meta: &[u8], w: &str) -> Result<LaidBody, Ref
             let body = dfck_core::model::postgres_body(&checkpoint, blobs, w)
                 .map_err(|e| Refusal(e.to_string()))?;
             let bytes = codec::encode(&langgraph_key_order(body));
+            let sealed = sealed.for_write();
+            let (type_tag, bytes) = sealed.seal("msgpack", bytes).map_err(sealing(w))?;
             let metadata = parse_meta(meta, w)?;
             let text =
                 codec::pyjson::dumps(&metadata, codec::pyjson::PyJsonFormatter::spaced(false))
                     .map_err(|e| Refusal(format!("{w}: metadata: {e}")))?;
-            Ok(LaidBody::Sqlite {
-                type_tag: Some("msgpack".into()),
-                bytes,
-                metadata: text.into_bytes(),
-            })
+            Ok((
+                LaidBody::Sqlite {
+                    type_tag: Some(type_tag),
+                    bytes,
+                    metadata: text.into_bytes(),
+                },
+                sealed,
+            ))
         }
     }
 }
@@ -322,6 +432,16 @@ fn to_postgres(
                         "{w}: blob of '{channel}' read incompletely"
                     )));
                 }
+                let (type_tag, blob) = match blob {
+                    Some(bytes) if type_tag != "empty" => {
+                        let (t, b) = Protection::of_tag(Some(&type_tag))
+                            .for_write()
+                            .seal_stored(Some(type_tag), bytes)
+                            .map_err(sealing(w))?;
+                        (t.unwrap_or_default(), Some(b))
+                    }
+                    other => (type_tag, other),
+                };
                 out.push(LaidBlob {
                     channel,
                     version,
@@ -338,7 +458,11 @@ fn to_postgres(
             ))
         }
         CheckpointBody::Serialized { type_tag, bytes } => {
-            if type_tag.as_deref() != Some("msgpack") {
+            let opened = codec::aes::open(type_tag.as_deref(), bytes.into())
+                .map_err(|e| Refusal(format!("{w}: {e}")))?;
+            let sealed = opened.protection.for_write();
+            let bytes = opened.bytes;
+            if opened.tag.as_deref() != Some("msgpack") {
                 return Err(Refusal(format!(
                     "{w}: the checkpoint is stored with serializer '{}'; PostgreSQL keeps channel values apart from the checkpoint, which needs the body decoded (and, for an encrypted store, the key); copy such threads to SQLite",
                     type_tag.as_deref().unwrap_or("NULL")
@@ -354,7 +478,14 @@ fn to_postgres(
             }
             let decoded = codec::decode(&bytes)
                 .map_err(|e| Refusal(format!("{w}: the checkpoint does not decode: {e}")))?;
-            let (checkpoint, blobs) = split(decoded, w)?;
+            let (checkpoint, mut blobs) = split(decoded, w)?;
+            for b in &mut blobs {
+                if let Some(plain) = b.blob.take() {
+                    let (t, sealed_blob) = sealed.seal(&b.type_tag, plain).map_err(sealing(w))?;
+                    b.type_tag = t;
+                    b.blob = Some(sealed_blob);
+                }
+            }
             Ok((
                 LaidBody::Postgres {
                     checkpoint,

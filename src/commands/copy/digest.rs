@@ -84,11 +84,19 @@ pub fn digest_thread(store: &dyn Store, thread_id: &str) -> Result<ThreadDigest,
                 field(&mut wh, w.task_id.as_bytes());
                 wh.update(&w.idx.to_le_bytes());
                 field(&mut wh, w.channel.as_bytes());
-                field(
-                    &mut wh,
-                    w.type_tag.as_deref().unwrap_or("\u{0}null").as_bytes(),
-                );
-                field(&mut wh, &w.value);
+                // The plaintext: a copy may encrypt (--encrypt-all) and encrypts with a
+                // fresh nonce, so the stored bytes of the same value differ.
+                let opened = dfck_core::codec::aes::open(
+                    w.type_tag.as_deref(),
+                    bytes::Bytes::copy_from_slice(&w.value),
+                )
+                .ok();
+                let (tag, value) = match &opened {
+                    Some(o) => (o.tag.as_deref(), &o.bytes[..]),
+                    None => (w.type_tag.as_deref(), &w.value[..]),
+                };
+                field(&mut wh, tag.unwrap_or("\u{0}null").as_bytes());
+                field(&mut wh, value);
             }
         }
         out.writes.insert(ns, wh.digest128());

@@ -139,6 +139,23 @@ pub trait ConvertStore: WriteStore {
     ) -> Result<(), Refusal>;
 }
 
+/// The plaintext msgpack body of a SQLite checkpoint, decrypted when stored `msgpack+aes`
+/// (the rewrite is encrypted again by the store); any other serializer is refused.
+pub(crate) fn msgpack_body(
+    id: &str,
+    type_tag: Option<&str>,
+    bytes: Vec<u8>,
+) -> Result<bytes::Bytes, Refusal> {
+    let opened = codec::aes::open(type_tag, bytes.into())
+        .map_err(|e| Refusal(format!("checkpoint {id}: {e}")))?;
+    if opened.tag.as_deref() != Some("msgpack") {
+        return Err(Refusal(format!(
+            "checkpoint {id} has serializer type {type_tag:?}"
+        )));
+    }
+    Ok(opened.bytes)
+}
+
 fn refusal(e: impl std::fmt::Display) -> Refusal {
     Refusal(e.to_string())
 }
@@ -159,11 +176,7 @@ impl ConvertStore for SqliteStore {
         let dfck_core::store::CheckpointBody::Serialized { type_tag, bytes } = row.body else {
             return Err(Refusal("not a SQLite checkpoint".into()));
         };
-        if type_tag.as_deref() != Some("msgpack") {
-            return Err(Refusal(format!(
-                "checkpoint {id} has serializer type {type_tag:?}"
-            )));
-        }
+        let bytes = msgpack_body(id, type_tag.as_deref(), bytes)?;
         let body = codec::decode(&bytes).map_err(refusal)?;
         let new_body = codec::encode(&full_body(body, list.map(<[Value]>::to_vec)));
         let new_meta = full_metadata(&row.metadata, id)?;

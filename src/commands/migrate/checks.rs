@@ -117,15 +117,19 @@ pub(super) fn verify_raw(
             ));
         };
         let want = expect.get(id);
-        if type_tag.as_deref() != Some("msgpack") {
-            return match want {
-                Some(_) => Err(format!(
-                    "verification failed: {id} has serializer type {type_tag:?}"
-                )),
-                None => Ok(()),
-            };
-        }
-        let (slice, _) = codec::checkpoint_messages_slice(bytes)
+        let opened = codec::aes::open(type_tag.as_deref(), bytes.clone().into());
+        let bytes = match opened {
+            Ok(o) if o.tag.as_deref() == Some("msgpack") => o.bytes,
+            _ => {
+                return match want {
+                    Some(_) => Err(format!(
+                        "verification failed: {id} has serializer type {type_tag:?}"
+                    )),
+                    None => Ok(()),
+                };
+            }
+        };
+        let (slice, _) = codec::checkpoint_messages_slice(&bytes)
             .map_err(|e| format!("verification failed: {id} unreadable after rewrite: {e}"))?;
         let is_snapshot = |s: &[u8]| codec::ext_code(s) == Some(EXT_DELTA_SNAPSHOT);
         match (want, slice) {

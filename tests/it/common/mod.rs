@@ -61,11 +61,38 @@ pub fn expected(stem: &str) -> Json {
     serde_json::from_slice(&std::fs::read(&p).expect("expected file")).expect("expected JSON")
 }
 
+/// The public test key of the encrypted fixtures (`fixtures/aes.key`, less its newline).
+pub fn aes_test_key() -> String {
+    std::fs::read_to_string(root().join("fixtures/aes.key"))
+        .expect("fixtures/aes.key")
+        .trim_end_matches('\n')
+        .to_owned()
+}
+
+/// Installs [`aes_test_key`] in this test process, for tests that read the encrypted
+/// fixtures through the library itself.
+pub fn install_test_key() {
+    let key = dfck_core::codec::aes::AesKey::from_env_value(&aes_test_key()).expect("test key");
+    dfck_core::codec::aes::install_key(key);
+}
+
+/// The plaintext of a stored value (`<inner>+aes` opened with the test key).
+pub fn opened(tag: Option<&str>, bytes: &[u8]) -> Vec<u8> {
+    install_test_key();
+    dfck_core::codec::aes::open(tag, bytes::Bytes::copy_from_slice(bytes))
+        .expect("opens")
+        .bytes
+        .to_vec()
+}
+
 /// The one way the tests run the program: the `dfck` binary of this build, without a
-/// `DFCK_DB` from the environment. Chain `.args(…)` and `.output()`, or [`RunExt::assert`].
+/// `DFCK_DB` from the environment, with the encrypted fixtures' key in `LANGGRAPH_AES_KEY`
+/// (as DeerFlow's environment holds it; tests of a missing key remove it). Chain
+/// `.args(…)` and `.output()`, or [`RunExt::assert`].
 pub fn dfck_command() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_dfck"));
     c.env_remove("DFCK_DB");
+    c.env("LANGGRAPH_AES_KEY", aes_test_key());
     c
 }
 

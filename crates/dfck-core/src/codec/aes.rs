@@ -141,6 +141,18 @@ impl AesKey {
 }
 
 static KEY: OnceLock<AesKey> = OnceLock::new();
+static ENCRYPT_ALL: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// `--encrypt-all`: every value dfck writes is encrypted, plaintext ones included (the
+/// command line sets it once, with a key installed).
+pub fn set_encrypt_all(on: bool) {
+    ENCRYPT_ALL.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether `--encrypt-all` is on.
+pub fn encrypt_all() -> bool {
+    ENCRYPT_ALL.load(std::sync::atomic::Ordering::Relaxed)
+}
 
 /// Makes `key` the process's key (the command line does this once, before any read).
 /// A second call keeps the first key.
@@ -177,8 +189,14 @@ impl Protection {
         self == Protection::Aes
     }
 
+    /// The protection of a value dfck writes from a value stored with this one: the same,
+    /// or [`Protection::Aes`] under `--encrypt-all`.
+    pub fn for_write(self) -> Self {
+        if encrypt_all() { Protection::Aes } else { self }
+    }
+
     /// Seals a serialized value `(tag, plain)` for storage: the same pair when plain, or
-    /// `(<tag>+aes, nonce ‖ tag ‖ ciphertext)` under the process's key.
+    /// `(<tag>+aes, nonce ‖ tag ‖ ciphertext)` under the process's key (a fresh nonce).
     pub fn seal(self, tag: &str, plain: Vec<u8>) -> Result<(String, Vec<u8>), CodecError> {
         match self {
             Protection::Plain => Ok((tag.to_owned(), plain)),
@@ -186,6 +204,22 @@ impl Protection {
                 let key = key().ok_or_else(|| CodecError::UnsupportedSerializer(aes_tag(tag)))?;
                 Ok((aes_tag(tag), key.encrypt(&plain)?))
             }
+        }
+    }
+
+    /// [`Protection::seal`] of a stored pair whose tag may be missing (a NULL tag is never
+    /// encrypted: LangGraph never writes one) or already sealed (kept as it is).
+    pub fn seal_stored(
+        self,
+        tag: Option<String>,
+        bytes: Vec<u8>,
+    ) -> Result<(Option<String>, Vec<u8>), CodecError> {
+        match tag {
+            Some(t) if self.is_encrypted() && !t.contains('+') => {
+                let (t, b) = self.seal(&t, bytes)?;
+                Ok((Some(t), b))
+            }
+            other => Ok((other, bytes)),
         }
     }
 }

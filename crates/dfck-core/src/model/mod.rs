@@ -50,6 +50,30 @@ pub struct Checkpoint {
     pub metadata: Arc<Map<String, Json>>,
     /// Stored bytes (checkpoint + metadata).
     pub bytes: u64,
+    /// How its serialized values are stored: encrypted or plaintext.
+    pub sealing: Sealing,
+}
+
+/// How many of a checkpoint's serialized values (the SQLite checkpoint; the PostgreSQL blobs
+/// at its versions, tombstones aside) are encrypted (`<tag>+aes`) and how many plaintext.
+/// Metadata and PostgreSQL's inline primitives are plaintext by design and not counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Sealing {
+    /// Values stored as `<tag>+aes`.
+    pub encrypted: u32,
+    /// Values stored as plaintext.
+    pub plain: u32,
+}
+
+impl Sealing {
+    /// Counts one stored value by its serializer tag.
+    pub fn count(&mut self, tag: Option<&str>) {
+        if codec::aes::Protection::of_tag(tag).is_encrypted() {
+            self.encrypted += 1;
+        } else {
+            self.plain += 1;
+        }
+    }
 }
 
 /// How `messages` is stored at one checkpoint (docs/replay-and-forks.md#modes-and-markers).
@@ -297,6 +321,14 @@ impl Checkpoint {
             what: what.clone(),
             reason: reason.to_owned(),
         };
+        let mut sealing = Sealing::default();
+        match &row.body {
+            CheckpointBody::Serialized { type_tag, .. } => sealing.count(type_tag.as_deref()),
+            CheckpointBody::Postgres { blobs, .. } => blobs
+                .iter()
+                .filter(|b| b.type_tag != "empty")
+                .for_each(|b| sealing.count(Some(&b.type_tag))),
+        }
         let body = match row.body {
             CheckpointBody::Serialized { type_tag, bytes } => {
                 codec::decode_typed_checkpoint(type_tag.as_deref(), bytes, depth).map_err(
@@ -382,6 +414,7 @@ impl Checkpoint {
             versions_seen,
             metadata,
             bytes: row.bytes,
+            sealing,
         })
     }
 

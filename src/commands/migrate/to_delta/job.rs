@@ -73,14 +73,10 @@ impl DeltaStore for SqliteStore {
         let dfck_core::store::CheckpointBody::Serialized { type_tag, bytes } = row.body else {
             return Err(Refusal("not a SQLite checkpoint".into()));
         };
+        let bytes = crate::commands::migrate::apply::msgpack_body(id, type_tag.as_deref(), bytes)?;
         let body = if change.action == MessagesAction::Unversioned {
             bytes.to_vec()
         } else {
-            if type_tag.as_deref() != Some("msgpack") {
-                return Err(Refusal(format!(
-                    "checkpoint {id} has serializer type {type_tag:?}"
-                )));
-            }
             let Value::Map(mut entries) = codec::decode(&bytes).map_err(refusal)? else {
                 return Err(Refusal(format!("checkpoint {id} is not a map")));
             };

@@ -253,7 +253,10 @@ impl PostgresStore {
             .map_err(|e| self.err("removing a messages blob", e))
     }
 
-    /// Stores `messages` at `version` as a plain `msgpack` blob, overwriting a snapshot.
+    /// Stores `messages` at `version` as a `msgpack` blob (`blob` is the plaintext),
+    /// overwriting a snapshot. The blob is encrypted when the one it replaces was, or, for a
+    /// new version, when the thread already holds an encrypted blob (the application writing
+    /// it has encryption on), and under `--encrypt-all`.
     pub fn upsert_messages_blob(
         &self,
         thread_id: &str,
@@ -261,8 +264,39 @@ impl PostgresStore {
         version: &str,
         blob: &[u8],
     ) -> Result<(), StoreError> {
+        use crate::codec::aes::Protection;
+        let encrypted = self
+            .rt
+            .block_on(self.client.query_typed(
+                "SELECT COALESCE( \
+                    (SELECT type LIKE '%+aes' FROM checkpoint_blobs WHERE thread_id = $1 \
+                        AND checkpoint_ns = $2 AND channel = 'messages' AND version = $3), \
+                    EXISTS (SELECT 1 FROM checkpoint_blobs WHERE thread_id = $1 \
+                        AND type LIKE '%+aes'))",
+                &[
+                    (&thread_id, Type::TEXT),
+                    (&ns, Type::TEXT),
+                    (&version, Type::TEXT),
+                ],
+            ))
+            .map_err(|e| self.err("reading a messages blob's serializer", e))?
+            .first()
+            .and_then(|r| r.get::<_, Option<bool>>(0))
+            .unwrap_or(false);
+        let protection = if encrypted {
+            Protection::Aes
+        } else {
+            Protection::Plain
+        };
+        let (type_tag, blob) = protection
+            .for_write()
+            .seal("msgpack", blob.to_vec())
+            .map_err(|e| StoreError::Query {
+                what: "encrypting a messages blob".into(),
+                reason: e.to_string(),
+            })?;
         let sql = "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob) \
-            VALUES ($1, $2, 'messages', $3, 'msgpack', $4) \
+            VALUES ($1, $2, 'messages', $3, $5, $4) \
             ON CONFLICT (thread_id, checkpoint_ns, channel, version) \
             DO UPDATE SET type = EXCLUDED.type, blob = EXCLUDED.blob";
         self.rt
@@ -273,6 +307,7 @@ impl PostgresStore {
                     (&ns, Type::TEXT),
                     (&version, Type::TEXT),
                     (&blob, Type::BYTEA),
+                    (&type_tag, Type::TEXT),
                 ],
             ))
             .map(|_| ())

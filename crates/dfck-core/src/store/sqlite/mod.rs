@@ -19,7 +19,7 @@ use crate::store::{
     WriteRow, WriteTotals, sort_writes,
 };
 use open::{detect_schema, dir_writable, file_uri, schema_error, sidecar};
-use rusqlite::{Connection, OpenFlags, Row, params};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params};
 use std::path::Path;
 
 /// Page cache of a read-write connection, in KiB (SQLite's negative `cache_size`).
@@ -204,7 +204,9 @@ impl SqliteStore {
         Ok(())
     }
 
-    /// Replaces one checkpoint's body and metadata (ids, parent and type stay).
+    /// Replaces one checkpoint's body and metadata (ids and parent stay). `body` is the
+    /// plaintext msgpack; a checkpoint stored encrypted (`msgpack+aes`) is encrypted again
+    /// with a fresh nonce, a plaintext one stays plaintext unless `--encrypt-all`.
     pub fn update_checkpoint(
         &self,
         thread_id: &str,
@@ -213,20 +215,42 @@ impl SqliteStore {
         body: &[u8],
         metadata: &[u8],
     ) -> Result<(), StoreError> {
+        let not_found = || StoreError::CheckpointNotFound {
+            thread_id: thread_id.to_owned(),
+            checkpoint_ns: ns.to_owned(),
+            checkpoint_id: checkpoint_id.to_owned(),
+        };
+        let stored: Option<String> = self
+            .conn
+            .prepare_cached(
+                "SELECT type FROM checkpoints \
+                 WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3",
+            )
+            .and_then(|mut st| {
+                st.query_row(params![thread_id, ns, checkpoint_id], |r| r.get(0))
+                    .optional()
+            })
+            .map_err(q("reading a checkpoint's serializer"))?
+            .ok_or_else(not_found)?;
+        let protection = crate::codec::aes::Protection::of_tag(stored.as_deref()).for_write();
+        let (type_tag, body) = protection
+            .seal("msgpack", body.to_vec())
+            .map_err(|e| StoreError::Query {
+                what: "encrypting a checkpoint".into(),
+                reason: e.to_string(),
+            })?;
         let n = self
             .conn
             .prepare_cached(
-                "UPDATE checkpoints SET checkpoint = ?1, metadata = ?2 \
+                "UPDATE checkpoints SET checkpoint = ?1, metadata = ?2, type = ?6 \
                  WHERE thread_id = ?3 AND checkpoint_ns = ?4 AND checkpoint_id = ?5",
             )
-            .and_then(|mut st| st.execute(params![body, metadata, thread_id, ns, checkpoint_id]))
+            .and_then(|mut st| {
+                st.execute(params![body, metadata, thread_id, ns, checkpoint_id, type_tag])
+            })
             .map_err(q("rewriting a checkpoint"))?;
         if n != 1 {
-            return Err(StoreError::CheckpointNotFound {
-                thread_id: thread_id.to_owned(),
-                checkpoint_ns: ns.to_owned(),
-                checkpoint_id: checkpoint_id.to_owned(),
-            });
+            return Err(not_found());
         }
         Ok(())
     }
