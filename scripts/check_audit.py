@@ -10,7 +10,7 @@ For every SQLite fixture with an expected JSON (fixtures/expected/<stem>.json), 
 (fixtures/expected-pg/<stem>.json):
 
 1. run `dfck --db STORE audit --emit python` and exec what it prints: the list
-   `allowed_msgpack_modules`;
+   `allowed_msgpack_modules` (and `audit --format json`: every value but pickle ones audited);
 2. read every checkpoint and every pending write with the real saver (`saver.list(None)`: each
    CheckpointTuple's checkpoint, metadata and pending writes), once permissive
    (`JsonPlusSerializer(allowed_msgpack_modules=True)`) and once strict with the list
@@ -129,6 +129,10 @@ def emitted_list(dfck: str, db: str, key_file: Optional[Path], errs: list[str], 
     if r.returncode not in (0, 1):
         errs.append(f"{label}: audit --emit python exited {r.returncode}: {r.stderr.strip()[:300]}")
         return None
+    j = run_audit(dfck, db, key_file, ["--format", "json"])
+    doc = json.loads(j.stdout) if j.returncode in (0, 1) else None
+    if doc is None or doc["strict"]["rows_undecodable"] or doc["strict"]["rows_not_audited"] != doc["strict"]["pickle_rows"]:
+        errs.append(f"{label}: audit left values unread (exit {j.returncode}): {doc and doc['strict']}")
     scope: dict[str, Any] = {}
     exec(r.stdout, {}, scope)  # the artifact is Python source: one assignment
     lst = scope.get("allowed_msgpack_modules")

@@ -576,3 +576,72 @@ fn audit_changes_no_byte() {
     );
     drop(dir);
 }
+
+/// `+aes` values are audited when the key is given (`LANGGRAPH_AES_KEY` or `--aes-key-file`),
+/// counted as not audited without it, with the variable to set named.
+#[test]
+fn aes_values_are_audited_with_the_key_only() {
+    let db = path(&sqlite_fixture("aes_full"));
+    let run = |key: Option<&str>, args: &[&str]| {
+        let mut c = dfck_command();
+        c.env_remove("LANGGRAPH_AES_KEY");
+        if let Some(k) = key {
+            c.env("LANGGRAPH_AES_KEY", k);
+        }
+        c.args(["--db", &db]).args(args).output().unwrap()
+    };
+    let without = run(None, &["audit", "--format", "json"]);
+    assert_eq!(without.status.code(), Some(1), "{}", stderr(&without));
+    let doc: Json = serde_json::from_slice(&without.stdout).unwrap();
+    assert_eq!(doc["strict"]["verdict"], "unknown");
+    let aes: Vec<&Json> = doc["serializers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["type"].as_str().unwrap().ends_with("+aes"))
+        .collect();
+    assert!(!aes.is_empty());
+    for s in &aes {
+        assert_eq!(s["audited"], 0, "{s}");
+        assert_eq!(s["not_audited"], "no_key", "{s}");
+    }
+    let text = stdout(&run(None, &["audit"]));
+    assert!(
+        text.contains("set LANGGRAPH_AES_KEY or pass --aes-key-file"),
+        "{text}"
+    );
+    let key = crate::common::aes_test_key();
+    let with_env = run(Some(&key), &["audit", "--format", "json"]);
+    assert_eq!(with_env.status.code(), Some(0), "{}", stderr(&with_env));
+    let doc: Json = serde_json::from_slice(&with_env.stdout).unwrap();
+    assert_eq!(doc["strict"]["verdict"], "reads");
+    for s in doc["serializers"].as_array().unwrap() {
+        assert_eq!(s["rows"], s["audited"], "{s}");
+    }
+    assert!(entries(&doc).len() > entries(&serde_json::from_slice(&without.stdout).unwrap()).len());
+    let key_file = path(&root().join("fixtures/aes.key"));
+    let with_file = run(
+        None,
+        &["--aes-key-file", &key_file, "audit", "--format", "json"],
+    );
+    assert_eq!(with_file.stdout, with_env.stdout);
+    if let Some(uri) = require_postgres("audit of an encrypted PostgreSQL store") {
+        let pg = with_db(&uri, "dfck_aes_full");
+        let out = dfck_command()
+            .args([
+                "--db",
+                &pg,
+                "--aes-key-file",
+                &key_file,
+                "audit",
+                "--format",
+                "json",
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let p: Json = serde_json::from_slice(&out.stdout).unwrap();
+        let names = |d: &Json| entries(d).into_keys().collect::<Vec<_>>();
+        assert_eq!(names(&p), names(&doc));
+    }
+}
