@@ -27,10 +27,10 @@ const EXAMPLES: &[(&str, &str)] = &[
     ),
     (
         "audit",
-        "dfck audit --db deerflow.db                    # every import, its class; exit 1 unless strict mode reads all
+        "dfck audit --db deerflow.db                    # each import, classed for strict mode
   dfck audit --emit python > allowlist.py         # allowed_msgpack_modules = [(\"mod\", \"Name\"), …]
-  dfck audit --emit langgraph-json                # the checkpointer.serde fragment of langgraph.json
-  dfck audit --emit env                           # LANGGRAPH_STRICT_MSGPACK=true when the safe set suffices
+  dfck audit --emit langgraph-json                # checkpointer.serde for langgraph.json
+  dfck audit --emit env                           # LANGGRAPH_STRICT_MSGPACK=true, when enough
   DFCK_DB=postgresql://app@db/deerflow dfck audit --jobs 4 --format json",
     ),
     (

@@ -141,10 +141,11 @@ struct RowFlags {
 
 impl Tally {
     /// Reads one stored value of (thread, ns).
-    pub fn value(&mut self, thread_id: &str, ns: &str, v: StoredValue) {
+    pub fn value(&mut self, thread_id: &str, ns: &str, mut v: StoredValue) {
         self.values += 1;
         self.row += 1;
         let tag = v.type_tag.clone().unwrap_or_else(|| "NULL".to_owned());
+        let bytes = bytes::Bytes::from(v.bytes.take().unwrap_or_default());
         let first_id = v.checkpoint_ids.iter().min().cloned();
         let last_id = v.checkpoint_ids.iter().max().cloned();
         let place = |checkpoint: &Option<String>, channel: Option<&str>| {
@@ -156,7 +157,6 @@ impl Tally {
                 row: row_name(v.row),
             })
         };
-        let bytes = bytes::Bytes::from(v.bytes.clone().unwrap_or_default());
         let opened = match aes::open(v.type_tag.as_deref(), bytes) {
             Ok(o) => o,
             Err(CodecError::UnsupportedSerializer(_)) => {
