@@ -51,7 +51,7 @@ pub fn verdict_line(r: &AuditReport) -> String {
             "reads: the safe set alone reads every value (LANGGRAPH_STRICT_MSGPACK=true)".into()
         }
         Verdict::Reads => format!(
-            "reads: every value reads back under strict mode with the allowlist of {n} entr{}; without it, {} value(s) come back as dicts",
+            "reads: every value reads back under strict mode with the allowlist of {n} entr{}; without it, {} value(s) come back as plain data (dicts, lists, values) instead of objects",
             if n == 1 { "y" } else { "ies" },
             s.rows_needing_allowlist
         ),

@@ -262,6 +262,16 @@ pub fn classify(via: Via, module: &str, name: &str, method: Option<&str>) -> Ver
             Some(Switch::AllowedJsonModules),
             "comes back as a dict in every mode unless allowed_json_modules names it",
         ),
+        Via::Ext(0) => verdict(
+            Class::NeedsAllowlist,
+            Some(Switch::AllowedMsgpackModules),
+            "comes back as its argument (an enum's value) under strict mode unless allowed_msgpack_modules names it",
+        ),
+        Via::Ext(1) => verdict(
+            Class::NeedsAllowlist,
+            Some(Switch::AllowedMsgpackModules),
+            "comes back as its arguments (a list) under strict mode unless allowed_msgpack_modules names it",
+        ),
         Via::Ext(_) => verdict(
             Class::NeedsAllowlist,
             Some(Switch::AllowedMsgpackModules),

@@ -129,7 +129,8 @@ pub struct Strict {
     pub allowed_msgpack_modules: Vec<[String; 2]>,
     /// Whether `LANGGRAPH_STRICT_MSGPACK=true` alone (the safe set) reads every value.
     pub safe_set_suffices: bool,
-    /// Values that come back as dicts under strict mode without the allowlist.
+    /// Values that come back as plain data (dicts, lists, values) instead of objects under
+    /// strict mode without the allowlist.
     pub rows_needing_allowlist: u64,
     /// Values holding an import that is never allowed.
     pub rows_never_allowed: u64,
