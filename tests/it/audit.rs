@@ -389,7 +389,7 @@ fn tampered_stores_are_never_allowed() {
         )];
         if let Some(uri) = &pg {
             let name = format!("dfck_audit_{}", t["name"].as_str().unwrap());
-            let db = clone_with_retry(uri, "dfck_apptypes", &name);
+            let db = restore_fixture(uri, "apptypes", &name);
             let sql = std::fs::read_to_string(
                 root()
                     .join("fixtures/tampered")
@@ -438,32 +438,23 @@ fn tampered_stores_are_never_allowed() {
     }
 }
 
-/// `CREATE DATABASE … TEMPLATE` waits out other sessions reading the template.
-fn clone_with_retry(uri: &str, template: &str, name: &str) -> String {
+/// A fresh database `name` restored from `fixtures/postgres/<stem>.sql` (the dumps replay
+/// through a client's simple-query batch), not cloned from `dfck_<stem>`: a template copy waits
+/// for every other session reading the fixture database.
+fn restore_fixture(uri: &str, stem: &str, name: &str) -> String {
     let rt = runtime();
     let admin = connect(&rt, uri);
-    rt.block_on(async {
-        admin
-            .batch_execute(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))
-            .await
-            .unwrap();
-        for tries in 0.. {
-            match admin
-                .batch_execute(&format!(
-                    "CREATE DATABASE \"{name}\" TEMPLATE \"{template}\""
-                ))
-                .await
-            {
-                Ok(()) => break,
-                Err(e) if tries < 40 => {
-                    eprintln!("retrying CREATE DATABASE {name}: {e}");
-                    tokio::time::sleep(std::time::Duration::from_millis(250)).await;
-                }
-                Err(e) => panic!("CREATE DATABASE {name}: {e}"),
-            }
-        }
-    });
-    with_db(uri, name)
+    for sql in [
+        format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"),
+        format!("CREATE DATABASE \"{name}\""),
+    ] {
+        rt.block_on(admin.batch_execute(&sql)).unwrap();
+    }
+    let db = with_db(uri, name);
+    let dump =
+        std::fs::read_to_string(root().join(format!("fixtures/postgres/{stem}.sql"))).unwrap();
+    rt.block_on(connect(&rt, &db).batch_execute(&dump)).unwrap();
+    db
 }
 
 #[test]
