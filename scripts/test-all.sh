@@ -72,6 +72,11 @@ cargo test --release --workspace -- --show-output
 # The real library reads stores reclaimed in place and --into, and continues them.
 "$VENV/bin/python" scripts/check_reclaimed.py --dfck target/release/dfck
 
+# Deleting threads of an encrypted store (prune --older-than on a bare LangGraph store, delete and
+# erase with DeerFlow's tables, with and without the key): exactly those threads' rows gone, every
+# other thread unchanged, no row losing its encryption, the rest read and continued with the key.
+"$VENV/bin/python" scripts/check_encrypted_deletes.py --dfck target/release/dfck
+
 # The fuzz targets (run under nightly with cargo-fuzz, see fuzz/) still compile against the
 # library as it is now.
 cargo check --quiet --manifest-path fuzz/Cargo.toml --bins

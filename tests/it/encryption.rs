@@ -402,3 +402,59 @@ fn postgres_keeps_metadata_and_inline_values_plaintext() {
     rt.block_on(admin.batch_execute(&format!("DROP DATABASE {name} WITH (FORCE)")))
         .unwrap();
 }
+
+#[test]
+fn prune_rewrites_new_roots_encrypted_and_refuses_an_unknown_age() {
+    // History trimming of delta threads rewrites each new root with its whole list: encrypted
+    // roots stay encrypted (the row counts per type can only go down).
+    let (_d, db) = temp_copy(&sqlite_fixture("aes_delta"));
+    let before = types(&db);
+    dfck_command()
+        .args(["--db", &s(&db), "prune", "--all", "--keep-last-turns", "1"])
+        .args(["--branches", "--apply"])
+        .assert()
+        .code(0);
+    let after = types(&db);
+    for (k, n) in &after {
+        assert!(
+            before.get(k).is_some_and(|b| n <= b),
+            "{k:?}: {after:?} vs {before:?}"
+        );
+    }
+    let out = dfck_no_key(&["--db", &s(&db), "inspect", "t-aes-enc", "--state"]);
+    assert_clean_failure(&out, "LANGGRAPH_AES_KEY");
+    // Without the key the age of an encrypted SQLite thread is unknown: refused, not kept.
+    let (_d2, db2) = temp_copy(&sqlite_fixture("aes_delta"));
+    let before = types(&db2);
+    let out = dfck_no_key(&[
+        "--db",
+        &s(&db2),
+        "prune",
+        "--all",
+        "--older-than",
+        "1s",
+        "--apply",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let enc = report["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["thread_id"] == "t-aes-enc")
+        .unwrap();
+    assert_eq!(enc["status"], "refused");
+    assert!(
+        enc["reason"]
+            .as_str()
+            .unwrap()
+            .contains("LANGGRAPH_AES_KEY")
+    );
+    let after = types(&db2);
+    assert_eq!(
+        after.get(&("checkpoints".into(), "msgpack+aes".into())),
+        before.get(&("checkpoints".into(), "msgpack+aes".into()))
+    );
+}
