@@ -25,9 +25,10 @@ use it for real data. The key bytes are never printed by any script.
                     per table; compare_census(before, after) names every row that lost (or changed)
                     its encryption and every new plaintext row in a thread that was wholly
                     encrypted;
-* no_key_problems() a dfck run without any key must exit 2 with one stderr line naming
-                    LANGGRAPH_AES_KEY and leave the store's fingerprint (sqlite_fingerprint /
-                    pg_fingerprint) unchanged.
+* no_key_problems() a dfck run without any key refuses the encrypted threads (exit 1, the
+                    refusal naming LANGGRAPH_AES_KEY) and leaves their rows' fingerprint
+                    (sqlite_fingerprint / pg_fingerprint: threads holding a `+aes` row)
+                    unchanged.
 """
 
 from __future__ import annotations

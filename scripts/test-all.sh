@@ -72,6 +72,11 @@ cargo test --release --workspace -- --show-output
 # The real library reads stores reclaimed in place and --into, and continues them.
 "$VENV/bin/python" scripts/check_reclaimed.py --dfck target/release/dfck
 
+# Deleting threads of an encrypted store (prune --older-than on a bare LangGraph store, delete and
+# erase with DeerFlow's tables, with and without the key): exactly those threads' rows gone, every
+# other thread unchanged, no row losing its encryption, the rest read and continued with the key.
+"$VENV/bin/python" scripts/check_encrypted_deletes.py --dfck target/release/dfck
+
 # The allowlist `dfck audit --emit python` prints lets the real library read every checkpoint
 # and pending write of every fixture in strict mode exactly as permissive mode reads them, with
 # no blocked serde event, and every entry of it is needed; tampered stores exit 1, never allowed.

@@ -94,14 +94,21 @@ fn key_file_rules_and_the_key_never_printed() {
         "t-aes-enc",
         "--state",
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // A key of another length: exit 2 naming the file and the length, never the bytes.
     let secret = "not-a-valid-length-secret-XYZ";
     let bad = dir.path().join("bad.key");
     std::fs::write(&bad, secret).unwrap();
     let out = dfck_no_key(&["--aes-key-file", &s(&bad), "--db", &db, "inspect"]);
     let line = assert_clean_failure(&out, "must be exactly 16, 24 or 32 bytes");
-    assert!(line.contains("bad.key") && line.contains("29 bytes"), "{line}");
+    assert!(
+        line.contains("bad.key") && line.contains("29 bytes"),
+        "{line}"
+    );
     assert!(!line.contains(secret));
     let out = dfck_command()
         .env("LANGGRAPH_AES_KEY", secret)
@@ -187,14 +194,22 @@ fn a_wrong_key_and_a_damaged_value_are_decrypt_findings() {
         .collect();
     assert!(decrypt.iter().any(|f| f["thread_id"] == "t-aes-enc"
         && f["message"].as_str().unwrap().contains("shorter than")));
-    assert!(decrypt.iter().any(|f| f["thread_id"] == "t-aes-pending"
-        && f["message"].as_str().unwrap().contains("tag does not match")));
+    assert!(decrypt.iter().any(|f| {
+        f["thread_id"] == "t-aes-pending"
+            && f["message"]
+                .as_str()
+                .unwrap()
+                .contains("tag does not match")
+    }));
     // Elsewhere a damaged value is a one-line error.
     let out = dfck(&s(&db), &["inspect", "t-aes-pending", "--state"]);
     assert_clean_failure(&out, "cannot decrypt");
     // A write command refuses the thread and leaves it as it was.
     let before = types(&db);
-    let out = dfck(&s(&db), &["migrate", "delta-to-full", "t-aes-pending", "--apply"]);
+    let out = dfck(
+        &s(&db),
+        &["migrate", "delta-to-full", "t-aes-pending", "--apply"],
+    );
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(types(&db), before);
 }
@@ -243,12 +258,22 @@ fn plaintext_beside_ciphertext_is_a_warning() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|f| f["code"] == "value.plaintext_in_encrypted_thread" && f["thread_id"] == "t-aes-enc")
+        .find(|f| {
+            f["code"] == "value.plaintext_in_encrypted_thread" && f["thread_id"] == "t-aes-enc"
+        })
         .expect("the forged plaintext row is reported");
     assert_eq!(forged["checkpoint_id"], cid.as_str());
-    assert!(forged["message"].as_str().unwrap().contains("1 of them newer"));
+    assert!(
+        forged["message"]
+            .as_str()
+            .unwrap()
+            .contains("1 of them newer")
+    );
     // `explain` documents both codes.
-    for code in ["value.decrypt_failed", "value.plaintext_in_encrypted_thread"] {
+    for code in [
+        "value.decrypt_failed",
+        "value.plaintext_in_encrypted_thread",
+    ] {
         dfck_command()
             .args(["explain", code])
             .assert()
@@ -262,7 +287,14 @@ fn rewrites_keep_each_values_protection_and_encrypt_all_encrypts() {
     let (_d, db) = temp_copy(&sqlite_fixture("aes_delta"));
     let before = types(&db);
     dfck_command()
-        .args(["--db", &s(&db), "migrate", "delta-to-full", "--all", "--apply"])
+        .args([
+            "--db",
+            &s(&db),
+            "migrate",
+            "delta-to-full",
+            "--all",
+            "--apply",
+        ])
         .assert()
         .code(0);
     // Same row counts per type: encrypted rewrites stay encrypted, plaintext stays plain.
@@ -281,12 +313,23 @@ fn rewrites_keep_each_values_protection_and_encrypt_all_encrypts() {
     // --encrypt-all: the rewritten plaintext checkpoints are encrypted too.
     let (_d2, db2) = temp_copy(&sqlite_fixture("aes_full"));
     dfck_command()
-        .args(["--db", &s(&db2), "migrate", "full-to-delta", "--all", "--encrypt-all"])
+        .args([
+            "--db",
+            &s(&db2),
+            "migrate",
+            "full-to-delta",
+            "--all",
+            "--encrypt-all",
+        ])
         .args(["--apply"])
         .assert()
         .code(0);
     let after = types(&db2);
-    assert_eq!(after.get(&("checkpoints".into(), "msgpack".into())), None, "{after:?}");
+    assert_eq!(
+        after.get(&("checkpoints".into(), "msgpack".into())),
+        None,
+        "{after:?}"
+    );
     // A copy under --encrypt-all holds no plaintext value at all; without the key it is refused.
     let dir = tempfile::tempdir().unwrap();
     let to = dir.path().join("all.db");
@@ -333,18 +376,85 @@ fn postgres_keeps_metadata_and_inline_values_plaintext() {
     let q = |sql: &str| -> i64 { rt.block_on(c.query_one(sql, &[])).unwrap().get(0) };
     // Every blob and write of the wholly encrypted thread is encrypted…
     assert_eq!(
-        q("SELECT COUNT(*) FROM checkpoint_blobs WHERE thread_id = 't-aes-enc' \
-           AND type NOT LIKE '%+aes' AND type <> 'empty'"),
+        q(
+            "SELECT COUNT(*) FROM checkpoint_blobs WHERE thread_id = 't-aes-enc' \
+           AND type NOT LIKE '%+aes' AND type <> 'empty'"
+        ),
         0
     );
-    assert!(q("SELECT COUNT(*) FROM checkpoint_writes WHERE thread_id = 't-aes-enc' AND type LIKE '%+aes'") > 0);
+    assert!(
+        q(
+            "SELECT COUNT(*) FROM checkpoint_writes WHERE thread_id = 't-aes-enc' AND type LIKE '%+aes'"
+        ) > 0
+    );
     // …the plaintext thread's are not, and metadata stays readable JSONB.
     assert_eq!(
-        q("SELECT COUNT(*) FROM checkpoint_blobs WHERE thread_id = 't-aes-plain' AND type LIKE '%+aes'"),
+        q(
+            "SELECT COUNT(*) FROM checkpoint_blobs WHERE thread_id = 't-aes-plain' AND type LIKE '%+aes'"
+        ),
         0
     );
-    assert!(q("SELECT COUNT(*) FROM checkpoints WHERE thread_id = 't-aes-enc' AND metadata ? 'step'") > 0);
+    assert!(
+        q("SELECT COUNT(*) FROM checkpoints WHERE thread_id = 't-aes-enc' AND metadata ? 'step'")
+            > 0
+    );
     drop(c);
     rt.block_on(admin.batch_execute(&format!("DROP DATABASE {name} WITH (FORCE)")))
         .unwrap();
+}
+
+#[test]
+fn prune_rewrites_new_roots_encrypted_and_refuses_an_unknown_age() {
+    // History trimming of delta threads rewrites each new root with its whole list: encrypted
+    // roots stay encrypted (the row counts per type can only go down).
+    let (_d, db) = temp_copy(&sqlite_fixture("aes_delta"));
+    let before = types(&db);
+    dfck_command()
+        .args(["--db", &s(&db), "prune", "--all", "--keep-last-turns", "1"])
+        .args(["--branches", "--apply"])
+        .assert()
+        .code(0);
+    let after = types(&db);
+    for (k, n) in &after {
+        assert!(
+            before.get(k).is_some_and(|b| n <= b),
+            "{k:?}: {after:?} vs {before:?}"
+        );
+    }
+    let out = dfck_no_key(&["--db", &s(&db), "inspect", "t-aes-enc", "--state"]);
+    assert_clean_failure(&out, "LANGGRAPH_AES_KEY");
+    // Without the key the age of an encrypted SQLite thread is unknown: refused, not kept.
+    let (_d2, db2) = temp_copy(&sqlite_fixture("aes_delta"));
+    let before = types(&db2);
+    let out = dfck_no_key(&[
+        "--db",
+        &s(&db2),
+        "prune",
+        "--all",
+        "--older-than",
+        "1s",
+        "--apply",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let enc = report["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["thread_id"] == "t-aes-enc")
+        .unwrap();
+    assert_eq!(enc["status"], "refused");
+    assert!(
+        enc["reason"]
+            .as_str()
+            .unwrap()
+            .contains("LANGGRAPH_AES_KEY")
+    );
+    let after = types(&db2);
+    assert_eq!(
+        after.get(&("checkpoints".into(), "msgpack+aes".into())),
+        before.get(&("checkpoints".into(), "msgpack+aes".into()))
+    );
 }

@@ -236,9 +236,7 @@ fn thread_protection(rows: &NsRows) -> Protection {
     let any = rows.writes.iter().any(|w| enc(w.type_tag.as_deref()))
         || rows.checkpoints.iter().any(|c| match &c.body {
             CheckpointBody::Serialized { type_tag, .. } => enc(type_tag.as_deref()),
-            CheckpointBody::Postgres { blobs, .. } => {
-                blobs.iter().any(|b| enc(Some(&b.type_tag)))
-            }
+            CheckpointBody::Postgres { blobs, .. } => blobs.iter().any(|b| enc(Some(&b.type_tag))),
         });
     if any {
         Protection::Aes

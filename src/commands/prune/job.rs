@@ -92,6 +92,20 @@ pub fn plan_thread(
         return Ok((thread_gone(thread_id), None));
     };
     let mut report = ThreadPrune::new(thread_id, PruneStatus::Would);
+    if opts.older_than.is_some() || opts.idle.is_some() {
+        // A checkpoint whose `ts` cannot be read (encrypted without the key, pickled,
+        // damaged) leaves the thread's age unknown: refused, never silently kept.
+        if let Some(e) = loaded
+            .iter()
+            .flat_map(|t| t.nodes.iter())
+            .find_map(|n| n.checkpoint.as_ref().err())
+        {
+            return Ok((
+                report.refused(format!("the thread's age is unknown: {e}")),
+                None,
+            ));
+        }
+    }
     if whole_thread_due(&loaded, opts) {
         report.whole_thread = true;
         for t in &loaded {

@@ -274,14 +274,23 @@ mod tests {
             assert_eq!(sealed.len(), 32 + 5);
             assert_eq!(key.decrypt(&sealed).unwrap(), b"hello");
             let other = AesKey::new(vec![8u8; len], "test").unwrap();
-            assert!(matches!(other.decrypt(&sealed), Err(CodecError::Decrypt(_))));
-            assert!(matches!(key.decrypt(&sealed[..20]), Err(CodecError::Decrypt(_))));
+            assert!(matches!(
+                other.decrypt(&sealed),
+                Err(CodecError::Decrypt(_))
+            ));
+            assert!(matches!(
+                key.decrypt(&sealed[..20]),
+                Err(CodecError::Decrypt(_))
+            ));
             let mut bad = sealed.clone();
             bad[40 - 4] ^= 1;
             assert!(key.decrypt(&bad).is_err());
         }
         assert!(AesKey::new(vec![1; 15], "x").is_err());
-        assert_eq!(format!("{:?}", AesKey::new(vec![b'k'; 16], "x").unwrap()), "AesKey(16 bytes)");
+        assert_eq!(
+            format!("{:?}", AesKey::new(vec![b'k'; 16], "x").unwrap()),
+            "AesKey(16 bytes)"
+        );
     }
 
     /// A vector from pycryptodome: `AES.new(b"0123456789abcdef", AES.MODE_EAX,

@@ -561,12 +561,12 @@ fn postgres_body_at(
                 }
             })
             .map_err(|source| ModelError::Decode {
-            what: format!(
-                "{what}: blob of channel '{}' (type {})",
-                b.channel, b.type_tag
-            ),
-            source,
-        })?;
+                what: format!(
+                    "{what}: blob of channel '{}' (type {})",
+                    b.channel, b.type_tag
+                ),
+                source,
+            })?;
         set_value(&mut values, &b.channel, v);
     }
     match pos {

@@ -195,24 +195,38 @@ impl DeleteRows for SqliteStore {
                         checkpoint_id: id.to_owned(),
                     }
                 })?;
-                let CheckpointBody::Serialized { bytes, .. } = row.body else {
+                let CheckpointBody::Serialized { type_tag, bytes } = row.body else {
                     return Err(StoreError::Query {
                         what: "rewriting a checkpoint".into(),
                         reason: "not a SQLite checkpoint".into(),
                     });
                 };
-                let body = codec::decode(&bytes).map_err(|e| StoreError::Query {
+                let decoding = |reason: String| StoreError::Query {
                     what: format!("decoding checkpoint {id}"),
-                    reason: e.to_string(),
-                })?;
-                Some(codec::encode(&with_messages(body, snapshot_of(list))))
+                    reason,
+                };
+                // Encrypted checkpoints are rewritten encrypted (docs/security.md#writes).
+                let opened = codec::aes::open(type_tag.as_deref(), bytes.into())
+                    .map_err(|e| decoding(e.to_string()))?;
+                if opened.tag.as_deref() != Some("msgpack") {
+                    return Err(decoding(format!("serializer type {type_tag:?}")));
+                }
+                let body = codec::decode(&opened.bytes).map_err(|e| decoding(e.to_string()))?;
+                let plain = codec::encode(&with_messages(body, snapshot_of(list)));
+                Some(
+                    opened
+                        .protection
+                        .for_write()
+                        .seal("msgpack", plain)
+                        .map_err(|e| decoding(e.to_string()))?,
+                )
             }
         };
         let n = match body {
-            Some(b) => self.conn.execute(
-                "UPDATE checkpoints SET parent_checkpoint_id = NULL, checkpoint = ?1 \
+            Some((tag, b)) => self.conn.execute(
+                "UPDATE checkpoints SET parent_checkpoint_id = NULL, checkpoint = ?1, type = ?5 \
                  WHERE thread_id = ?2 AND checkpoint_ns = ?3 AND checkpoint_id = ?4",
-                params![b, thread_id, ns, id],
+                params![b, thread_id, ns, id, tag],
             ),
             None => self.conn.execute(
                 "UPDATE checkpoints SET parent_checkpoint_id = NULL \

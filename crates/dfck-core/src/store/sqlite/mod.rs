@@ -233,12 +233,13 @@ impl SqliteStore {
             .map_err(q("reading a checkpoint's serializer"))?
             .ok_or_else(not_found)?;
         let protection = crate::codec::aes::Protection::of_tag(stored.as_deref()).for_write();
-        let (type_tag, body) = protection
-            .seal("msgpack", body.to_vec())
-            .map_err(|e| StoreError::Query {
-                what: "encrypting a checkpoint".into(),
-                reason: e.to_string(),
-            })?;
+        let (type_tag, body) =
+            protection
+                .seal("msgpack", body.to_vec())
+                .map_err(|e| StoreError::Query {
+                    what: "encrypting a checkpoint".into(),
+                    reason: e.to_string(),
+                })?;
         let n = self
             .conn
             .prepare_cached(
@@ -246,7 +247,14 @@ impl SqliteStore {
                  WHERE thread_id = ?3 AND checkpoint_ns = ?4 AND checkpoint_id = ?5",
             )
             .and_then(|mut st| {
-                st.execute(params![body, metadata, thread_id, ns, checkpoint_id, type_tag])
+                st.execute(params![
+                    body,
+                    metadata,
+                    thread_id,
+                    ns,
+                    checkpoint_id,
+                    type_tag
+                ])
             })
             .map_err(q("rewriting a checkpoint"))?;
         if n != 1 {
