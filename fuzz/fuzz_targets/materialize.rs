@@ -27,6 +27,7 @@ fn checkpoint(id: &str, parent: Option<String>, stored: Option<Value>) -> Checkp
         versions_seen: Vec::new(),
         metadata: serde_json::Map::new().into(),
         bytes: 0,
+        sealing: Default::default(),
     }
 }
 

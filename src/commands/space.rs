@@ -203,6 +203,13 @@ fn add_checkpoint(acc: &mut Acc, body: &CheckpointBody) {
     };
     let sizes = match type_tag.as_deref() {
         Some("msgpack") => codec::checkpoint_channel_sizes(bytes).ok(),
+        // An encrypted checkpoint counts by its plaintext (with the key; else undecoded).
+        Some(t) if t.ends_with("+aes") => {
+            codec::aes::open(type_tag.as_deref(), bytes.clone().into())
+                .ok()
+                .filter(|o| o.tag.as_deref() == Some("msgpack"))
+                .and_then(|o| codec::checkpoint_channel_sizes(&o.bytes).ok())
+        }
         _ => None,
     };
     match sizes {

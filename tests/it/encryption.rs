@@ -458,3 +458,17 @@ fn prune_rewrites_new_roots_encrypted_and_refuses_an_unknown_age() {
         before.get(&("checkpoints".into(), "msgpack+aes".into()))
     );
 }
+
+#[test]
+fn channel_bytes_of_encrypted_checkpoints_count_by_their_plaintext() {
+    let db = s(&sqlite_fixture("aes_delta"));
+    let with_key = dfck_command()
+        .args(["--db", &db, "inspect", "--channels"])
+        .output()
+        .unwrap();
+    assert!(with_key.status.success());
+    assert!(!String::from_utf8_lossy(&with_key.stdout).contains("(undecoded)"));
+    let without = dfck_no_key(&["--db", &db, "inspect", "--channels"]);
+    assert!(without.status.success());
+    assert!(String::from_utf8_lossy(&without.stdout).contains("(undecoded)"));
+}
