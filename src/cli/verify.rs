@@ -37,14 +37,29 @@ pub fn run(global: &GlobalArgs, args: &VerifyArgs) -> Result<Outcome, Error> {
         Some(u) => crate::commands::deerflow_view::user_threads(store.as_ref(), u)?,
         None => args.threads.clone(),
     };
+    // NDJSON streams each finding as its thread finishes: memory stays flat whatever the
+    // number of findings (the other formats lay the whole report out).
+    let mut rows = match global.format() {
+        render::Format::Ndjson => Some(render::RowWriter::stdout()?),
+        _ => None,
+    };
+    let mut write_row = |f: &dfck_core::finding::Finding| match rows.as_mut() {
+        Some(w) => w.row(f),
+        None => Ok(()),
+    };
+    let streamed = global.format() == render::Format::Ndjson;
     let report = verify_store(
         store.as_ref(),
         &open,
         &threads,
         &opts,
         &TerminalProgress::stderr(),
+        streamed.then_some(&mut write_row as crate::commands::verify::FindingSink<'_>),
     )?;
-    output(global.format(), &report, render::verify_table)?;
+    match rows.as_mut() {
+        Some(w) => w.finish()?,
+        None => output(global.format(), &report, render::verify_table)?,
+    }
     Ok(if report.has_errors() {
         Outcome::Findings
     } else {

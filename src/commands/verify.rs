@@ -49,12 +49,15 @@ pub struct VerifyReport {
     /// Threads listed but deleted (by DeerFlow) before they were read: skipped, named here.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub threads_gone: Vec<String>,
+    /// Whether a finding handed to a sink (not kept in `findings`) was an error.
+    #[serde(skip)]
+    pub streamed_errors: bool,
 }
 
 impl VerifyReport {
     /// Whether any finding has severity `error`.
     pub fn has_errors(&self) -> bool {
-        self.findings.iter().any(|f| f.severity == Severity::Error)
+        self.streamed_errors || self.findings.iter().any(|f| f.severity == Severity::Error)
     }
 }
 
@@ -384,14 +387,20 @@ pub fn verify_thread(
     Ok((findings, checkpoints))
 }
 
+/// Where findings go as threads finish: kept in the report, or handed to a sink in thread
+/// order (then the DeerFlow findings), so a streamed report holds none of them.
+pub type FindingSink<'a> = &'a mut (dyn FnMut(&Finding) -> Result<(), Error> + Send);
+
 /// Verifies the given threads (every thread when `threads` is empty). `open` makes one
-/// more connection for each extra job.
+/// more connection for each extra job. With `sink`, findings are handed over as each thread
+/// finishes, in thread order, and the report keeps only the counts.
 pub fn verify_store<'s>(
     store: &'s (dyn Store + 's),
     open: &(dyn Fn() -> Result<Box<dyn Store>, StoreError> + Sync),
     threads: &[String],
     opts: &VerifyOptions,
     progress: &(dyn Progress + Sync),
+    mut sink: Option<FindingSink<'_>>,
 ) -> Result<VerifyReport, Error> {
     let ids = dfck_core::store::select_threads(store, threads)?;
     dfck_core::failpoint::Failpoints::from_env("verify").after_listing();
@@ -406,42 +415,69 @@ pub fn verify_store<'s>(
             b
         })
     };
-    let results = dfck_core::pool::run(ids.len(), opts.jobs, store, &open_more, &|s, i| {
-        let r = match verify_thread(s, &ids[i], opts) {
-            Ok(fc) => Some(fc),
-            // Listed, then deleted (by DeerFlow) before it was read: skipped and named.
-            Err(StoreError::ThreadNotFound { .. }) => None,
-            Err(e) => return Err(e),
-        };
-        progress.inc(1);
-        Ok(r)
-    });
-    progress.finish();
-    let results = results?;
     let mut report = VerifyReport {
         threads_checked: 0,
         checkpoints_checked: 0,
         findings: Vec::new(),
         threads_gone: Vec::new(),
+        streamed_errors: false,
     };
-    for (i, r) in results.into_iter().enumerate() {
-        match r {
-            Some((f, c)) => {
-                report.threads_checked += 1;
-                report.checkpoints_checked += c;
-                report.findings.extend(f);
+    let mut take = |report: &mut VerifyReport, f: Finding| -> Result<(), Error> {
+        match sink.as_mut() {
+            Some(s) => {
+                report.streamed_errors |= f.severity == Severity::Error;
+                s(&f)
             }
-            None => report.threads_gone.push(ids[i].clone()),
+            None => {
+                report.findings.push(f);
+                Ok(())
+            }
         }
+    };
+    let mut failure: Option<Error> = None;
+    let result = dfck_core::pool::run_ordered(
+        ids.len(),
+        opts.jobs,
+        store,
+        &open_more,
+        &|s, i| {
+            let r = match verify_thread(s, &ids[i], opts) {
+                Ok(fc) => Some(fc),
+                // Listed, then deleted (by DeerFlow) before it was read: skipped and named.
+                Err(StoreError::ThreadNotFound { .. }) => None,
+                Err(e) => return Err(e),
+            };
+            progress.inc(1);
+            Ok(r)
+        },
+        &mut |i, r| {
+            match r {
+                Some((findings, c)) => {
+                    report.threads_checked += 1;
+                    report.checkpoints_checked += c;
+                    for f in findings {
+                        if let Err(e) = take(&mut report, f) {
+                            failure = Some(e);
+                            return Err(StoreError::Query {
+                                what: "writing findings".into(),
+                                reason: "aborted".into(),
+                            });
+                        }
+                    }
+                }
+                None => report.threads_gone.push(ids[i].clone()),
+            }
+            Ok(())
+        },
+    );
+    progress.finish();
+    if let Some(e) = failure {
+        return Err(e);
     }
+    result?;
     let now = dfck_core::time::now_micros() / 1_000_000;
-    report
-        .findings
-        .extend(crate::commands::deerflow_view::findings(
-            store,
-            &ids,
-            threads.is_empty(),
-            now,
-        )?);
+    for f in crate::commands::deerflow_view::findings(store, &ids, threads.is_empty(), now)? {
+        take(&mut report, f)?;
+    }
     Ok(report)
 }

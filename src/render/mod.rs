@@ -17,7 +17,7 @@ mod records;
 pub mod space;
 
 pub use full_to_delta::full_to_delta_table;
-pub use output::{emit, note, output, stdout_closed_at_exec, write_event};
+pub use output::{RowWriter, emit, note, output, stdout_closed_at_exec, write_event};
 pub use progress::TerminalProgress;
 pub use records::{Style, set_style};
 

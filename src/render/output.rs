@@ -101,6 +101,58 @@ fn quiet_pipe(r: Result<(), Error>) -> Result<(), Error> {
     }
 }
 
+/// NDJSON rows written to stdout as a command produces them (a streamed report), through a
+/// buffer; each row exactly as [`output`] writes it. A closed pipe ends the output quietly.
+pub struct RowWriter {
+    out: Option<std::io::BufWriter<Box<dyn Write + Send>>>,
+}
+
+impl RowWriter {
+    /// A writer on stdout (refused when stdout was closed at exec).
+    pub fn stdout() -> Result<Self, Error> {
+        stdout_open()?;
+        let out: Box<dyn Write + Send> = match std::io::stdout().as_fd().try_clone_to_owned() {
+            Ok(fd) => Box::new(std::fs::File::from(fd)),
+            Err(_) => Box::new(std::io::stdout()),
+        };
+        Ok(RowWriter {
+            out: Some(std::io::BufWriter::with_capacity(1 << 16, out)),
+        })
+    }
+
+    /// Writes one row as one line.
+    pub fn row<T: serde::Serialize>(&mut self, row: &T) -> Result<(), Error> {
+        let Some(out) = self.out.as_mut() else {
+            return Ok(());
+        };
+        let v = serde_json::to_value(row).map_err(|e| Error::Render(e.to_string()))?;
+        let mut line = serde_json::to_string(&v).map_err(|e| Error::Render(e.to_string()))?;
+        line.push('\n');
+        let r = out.write_all(line.as_bytes()).map_err(Error::from);
+        self.settle(r)
+    }
+
+    /// Flushes what is buffered.
+    pub fn finish(&mut self) -> Result<(), Error> {
+        let r = match self.out.as_mut() {
+            Some(out) => out.flush().map_err(Error::from),
+            None => Ok(()),
+        };
+        self.settle(r)
+    }
+
+    /// After a broken pipe nothing more is written, quietly.
+    fn settle(&mut self, r: Result<(), Error>) -> Result<(), Error> {
+        if matches!(&r, Err(Error::Io(e)) if e.kind() == std::io::ErrorKind::BrokenPipe) {
+            if let Some(out) = self.out.take() {
+                // The buffered rest goes nowhere: the reader is gone.
+                let _ = out.into_parts();
+            }
+        }
+        quiet_pipe(r)
+    }
+}
+
 /// Reports what the engine says during a run (backup written, WAL left).
 pub fn write_event(e: dfck_core::write::WriteEvent<'_>) {
     match e {

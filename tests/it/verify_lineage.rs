@@ -538,3 +538,41 @@ fn a_replaying_child_without_metadata_source_is_ambiguous() {
         vec![("delta.fork_ambiguous".to_owned(), parent.to_owned())]
     );
 }
+
+/// `verify --format ndjson` streams each thread's findings as it finishes (in thread order,
+/// whatever `--jobs`): the lines are exactly the JSON document's findings, and the exit code
+/// still says whether any is an error.
+#[test]
+fn streamed_ndjson_findings_equal_the_json_report() {
+    for stem in ["forks_delta_k4", "deerflow_app", "aes_delta", "encrypted"] {
+        let db = sqlite_fixture(stem).to_string_lossy().into_owned();
+        let json = dfck_command()
+            .args(["--db", &db, "verify", "--format", "json"])
+            .output()
+            .unwrap();
+        let doc: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+        let want: Vec<String> = doc["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| serde_json::to_string(f).unwrap())
+            .collect();
+        for jobs in ["1", "2"] {
+            let out = dfck_command()
+                .args(["--db", &db, "verify", "--format", "ndjson", "--jobs", jobs])
+                .output()
+                .unwrap();
+            let got: Vec<String> = String::from_utf8(out.stdout)
+                .unwrap()
+                .lines()
+                .map(str::to_owned)
+                .collect();
+            assert_eq!(got, want, "{stem} --jobs {jobs}");
+            assert_eq!(
+                out.status.code(),
+                json.status.code(),
+                "{stem} --jobs {jobs}"
+            );
+        }
+    }
+}

@@ -1,10 +1,12 @@
 //! The worker pool: a list of items worked on by `jobs` OS threads, each over its own
 //! connection. The calling thread works too, on the connection it already has; every extra
-//! worker opens one. Items are handed out in order; results come back in item order. The
-//! first error stops every worker (items already started finish) and is returned.
+//! worker opens one. Items are handed out in order; results come back in item order, all at
+//! once or streamed to a sink as they complete. The first error stops every worker (items
+//! already started finish) and is returned.
 //! `verify --jobs` and the write engine's `--jobs` both run on it.
 
 use std::borrow::Borrow;
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 /// Connections each of `count` items may use when they run on `jobs` connections: the
@@ -30,8 +32,42 @@ where
     T: Send,
     E: Send,
 {
+    let mut out = Vec::with_capacity(count);
+    run_ordered(count, jobs, first, open, work, &mut |_, t| {
+        out.push(t);
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// Results not yet handed over (finished before an earlier one), the next index due, and the
+/// sink they go to.
+type Ready<'a, T, E> = (
+    BTreeMap<usize, T>,
+    usize,
+    &'a mut (dyn FnMut(usize, T) -> Result<(), E> + Send),
+);
+
+/// [`run`] handing each result to `sink` in index order as soon as every earlier one has
+/// been handed over, so a caller that streams results holds only those finished out of
+/// order (about one per worker), never all of them. A sink error stops the work like a
+/// work error.
+pub fn run_ordered<C, O, T, E>(
+    count: usize,
+    jobs: usize,
+    first: &C,
+    open: &(dyn Fn() -> Result<O, E> + Sync),
+    work: &(dyn Fn(&C, usize) -> Result<T, E> + Sync),
+    sink: &mut (dyn FnMut(usize, T) -> Result<(), E> + Send),
+) -> Result<(), E>
+where
+    C: ?Sized,
+    O: Borrow<C>,
+    T: Send,
+    E: Send,
+{
     let next = Mutex::new(0usize);
-    let results: Mutex<Vec<(usize, T)>> = Mutex::new(Vec::new());
+    let ready: Mutex<Ready<'_, T, E>> = Mutex::new((BTreeMap::new(), 0, sink));
     let failure: Mutex<Option<E>> = Mutex::new(None);
     let fail = |e: E| {
         if let Ok(mut f) = failure.lock() {
@@ -50,8 +86,16 @@ where
         }
         match work(conn, i) {
             Ok(t) => {
-                if let Ok(mut r) = results.lock() {
-                    r.push((i, t));
+                let Ok(mut guard) = ready.lock() else { return };
+                let (pending, due, sink) = &mut *guard;
+                pending.insert(i, t);
+                while let Some(t) = pending.remove(due) {
+                    let at = *due;
+                    *due += 1;
+                    if let Err(e) = sink(at, t) {
+                        fail(e);
+                        return;
+                    }
                 }
             }
             Err(e) => {
@@ -70,12 +114,10 @@ where
         }
         worker(first);
     });
-    if let Some(e) = failure.into_inner().ok().flatten() {
-        return Err(e);
+    match failure.into_inner().ok().flatten() {
+        Some(e) => Err(e),
+        None => Ok(()),
     }
-    let mut results = results.into_inner().unwrap_or_default();
-    results.sort_by_key(|r| r.0);
-    Ok(results.into_iter().map(|(_, t)| t).collect())
 }
 
 #[cfg(test)]
@@ -99,6 +141,51 @@ mod tests {
         let fails = || Err::<u32, String>("no connection".into());
         let e = run(5, 3, &0u32, &fails, &|_, i| Ok::<_, String>(i)).unwrap_err();
         assert_eq!(e, "no connection");
+    }
+
+    #[test]
+    fn ordered_results_reach_the_sink_in_item_order_and_a_sink_error_stops() {
+        let open = || Ok::<u32, String>(7);
+        let mut seen = Vec::new();
+        run_ordered(
+            200,
+            4,
+            &0u32,
+            &open,
+            &|_, i| {
+                // Later items finish first now and then: the sink still sees item order.
+                if i % 7 == 0 {
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                }
+                Ok::<_, String>(i)
+            },
+            &mut |i, t| {
+                assert_eq!(i, t);
+                seen.push(t);
+                Ok(())
+            },
+        )
+        .unwrap();
+        assert_eq!(seen, (0..200).collect::<Vec<_>>());
+        let mut handed = 0;
+        let e = run_ordered(
+            100,
+            2,
+            &0u32,
+            &open,
+            &|_, i| Ok::<_, String>(i),
+            &mut |i, _| {
+                handed += 1;
+                if i == 10 {
+                    Err("sink full".to_string())
+                } else {
+                    Ok(())
+                }
+            },
+        )
+        .unwrap_err();
+        assert_eq!(e, "sink full");
+        assert!(handed <= 20, "the work stopped soon after: {handed}");
     }
 
     #[test]
