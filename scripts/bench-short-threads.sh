@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Reproduces benchmarks.md "Many short threads (issue #26, first step)": whole-store commands
+# on a SQLite store of ~50,000 short threads, against the sqlite3 read floor measured in the
+# same run (warm page cache: every command runs once before it is timed), with peak RSS.
+#
+#   scripts/bench-short-threads.sh [DIR]
+#
+# DIR (default /tmp/dfck-scale) receives s50k.db, built once from the committed real-library
+# fixtures (3,200 copies of delta_k3's 8 threads, 3,000 of retention's 8: 49,600 threads,
+# ~747,000 checkpoints, 1.8 GB) and deleted at the end unless KEEP=1. Needs hyperfine,
+# sqlite3 and GNU time. Prints a markdown table.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+D="${1:-/tmp/dfck-scale}"
+DB="$D/s50k.db"
+DFCK=target/release/dfck
+OUT=$(mktemp -d)
+trap 'rm -rf "$OUT"; [ "${KEEP:-0}" = 1 ] || rm -f "$DB" "$DB-wal" "$DB-shm"' EXIT
+cargo build --release -q
+mkdir -p "$D"
+if [ ! -f "$DB" ]; then
+    python3 scripts/gen_big_store.py "$DB" fixtures/sqlite/delta_k3.db:3200 fixtures/sqlite/retention.db:3000 >&2
+    sqlite3 "$DB" 'PRAGMA journal_mode=WAL' >/dev/null
+fi
+
+# The floor: sqlite3 reading every checkpoint, metadata and write byte once (instr() must
+# look at every byte; length() would not).
+FLOOR="sqlite3 $DB \"SELECT sum(instr(checkpoint, x'c7c7c7c7c7')) + sum(instr(metadata, x'c7c7c7c7c7')) FROM checkpoints; SELECT sum(instr(value, x'c7c7c7c7c7')) FROM writes\""
+# (verify exits 1 on error findings: the exit code is not the measurement.)
+rss_mib() { { /usr/bin/time -f %M "$@" 2>&1 >/dev/null || true; } | tail -n 1 | awk '{printf "%.1f", $1/1024}'; }
+mean() {
+    hyperfine -i -w 1 -r 3 --export-json "$OUT/h.json" "$@" >/dev/null 2>&1
+    python3 -c 'import json,sys; [print(r["mean"]) for r in json.load(open(sys.argv[1]))["results"]]' "$OUT/h.json"
+}
+
+cmds=(
+    "inspect"
+    "verify --format ndjson"
+    "verify --format ndjson --jobs 2"
+    "prune --all --branches"
+)
+args=("$FLOOR")
+for c in "${cmds[@]}"; do args+=("$DFCK --db $DB $c"); done
+mapfile -t t < <(mean "${args[@]}")
+floor=${t[0]}
+echo "| command | mean | ratio to the floor | peak RSS |"
+echo "|---|---|---|---|"
+printf '| sqlite3 read floor | %.2f s | 1.00 | - |\n' "$floor"
+for i in "${!cmds[@]}"; do
+    c=${cmds[$i]}
+    # shellcheck disable=SC2086
+    rss=$(rss_mib $DFCK --db "$DB" $c)
+    python3 -c 'import sys; m,f=float(sys.argv[1]),float(sys.argv[2]); print(f"| `dfck {sys.argv[3]}` | {m:.2f} s | {m/f:.2f} | {sys.argv[4]} MiB |")' "${t[$((i+1))]}" "$floor" "$c" "$rss"
+done
