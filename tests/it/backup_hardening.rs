@@ -91,6 +91,23 @@ fn a_backup_onto_the_store_or_a_sidecar_is_refused_before_anything_is_written() 
     }
 }
 
+/// The backup is first written under a temporary name beside its destination and then
+/// opened to be made durable: a destination whose temporary name is the store itself is
+/// refused before anything is written (the store is neither removed nor opened).
+#[test]
+fn a_backup_whose_temporary_name_is_the_store_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join(".b.db.dfck-partial");
+    std::fs::copy(sqlite_fixture("retention"), &db).unwrap();
+    let bytes = std::fs::read(&db).unwrap();
+    let dest = dir.path().join("b.db");
+    let out = dfck(s(&db), &["prune", "--all", "--apply", "--backup", s(&dest)]);
+    let line = assert_clean_failure(&out, "its temporary name");
+    assert!(line.contains("the store itself"), "{line}");
+    assert_eq!(std::fs::read(&db).unwrap(), bytes);
+    assert!(!dest.exists());
+}
+
 /// The failpoint's free space holds the backup alone: the whole run is refused, no backup
 /// is written; with room for both, both happen.
 #[test]

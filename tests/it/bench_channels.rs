@@ -537,3 +537,28 @@ fn bench_takes_the_store_flag_like_every_command() {
         stderr_of(&o)
     );
 }
+
+/// The output file is truncated: a SQLite database or a sidecar name is refused (exit 2)
+/// and left as it was.
+#[test]
+fn output_onto_a_store_is_refused() {
+    use crate::common::{assert_clean_failure, dfck_command, sqlite_fixture};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    std::fs::copy(sqlite_fixture("full"), &db).unwrap();
+    let bytes = std::fs::read(&db).unwrap();
+    for (target, needle) in [
+        (db.clone(), "is a SQLite database"),
+        (dir.path().join("s.db-wal"), "named like a SQLite sidecar"),
+    ] {
+        let out = dfck_command()
+            .args(["bench", "channels", "--backends", "memory", "--updates", "5"])
+            .arg("--output")
+            .arg(&target)
+            .output()
+            .unwrap();
+        assert_clean_failure(&out, needle);
+    }
+    assert_eq!(std::fs::read(&db).unwrap(), bytes);
+    assert!(!dir.path().join("s.db-wal").exists());
+}

@@ -342,6 +342,31 @@ pub fn interpret(
     row
 }
 
+/// Refuses an output path that is a SQLite database or named like one of its sidecars: the
+/// output is truncated, which would destroy a store. (The controller holds no SQLite
+/// connection — the cases run in child processes — so looking at a file's header here
+/// drops no lock of its own.)
+fn refuse_store_file(path: &Path) -> Result<(), Error> {
+    let refuse = |what: &str| {
+        Err(crate::error::BenchError::Usage(format!(
+            "--output {} is {what}; the output file is truncated: name another file",
+            path.display()
+        ))
+        .into())
+    };
+    if dfck_core::store::files::is_sidecar_name(path) {
+        return refuse("named like a SQLite sidecar");
+    }
+    let mut head = [0u8; 16];
+    let is_db = std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .is_ok_and(|()| &head == b"SQLite format 3\0");
+    if is_db {
+        return refuse("a SQLite database");
+    }
+    Ok(())
+}
+
 /// The JSONL output file (parents created, truncated), rows appended one by one.
 pub struct JsonlOutput {
     path: PathBuf,
@@ -357,6 +382,7 @@ impl JsonlOutput {
                 format!("cannot create the output file {}: {e}", path.display()),
             )))
         };
+        refuse_store_file(path)?;
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(named)?;
         }

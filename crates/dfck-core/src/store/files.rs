@@ -30,8 +30,20 @@ pub fn sync_new_file(path: &Path) -> io::Result<()> {
     std::fs::File::open(path)?.sync_all()
 }
 
+/// Where a `--backup` is written before it gets its name: the same directory (so the final
+/// rename is atomic), a name of its own. The store's `backup_plan` refuses one that would be
+/// a file of the store, as it refuses such a destination.
+pub fn partial_backup_path(dest: &Path) -> std::path::PathBuf {
+    let name = dest
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "backup".into());
+    dest.with_file_name(format!(".{name}.dfck-partial"))
+}
+
 /// fsyncs a directory (a rename in it becomes durable); errors are ignored, as some file
-/// systems cannot sync a directory.
+/// systems cannot sync a directory. A directory descriptor holds no lock of SQLite's: POSIX
+/// locks belong to the files themselves, so closing it drops none.
 pub fn sync_dir(dir: &Path) {
     let dir = if dir.as_os_str().is_empty() {
         Path::new(".")

@@ -23,7 +23,7 @@ use crate::error::{Error, StoreError};
 use crate::failpoint::Failpoints;
 use crate::progress::Progress;
 use crate::store::{BackupPlan, ThreadLock, WalLeft, WriteStore};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Where a run writes.
@@ -242,16 +242,6 @@ where
     Ok(reason)
 }
 
-/// Where the backup is written before it gets its name: the same directory (so the final
-/// rename is atomic), a name of its own.
-fn partial_backup_path(dest: &Path) -> PathBuf {
-    let name = dest
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "backup".into());
-    dest.with_file_name(format!(".{name}.dfck-partial"))
-}
-
 /// `--backup`: a consistent copy written under a temporary name, made durable, then renamed
 /// into place; a killed or failed run leaves no file at `dest` (a re-run replaces the
 /// leftover temporary file).
@@ -262,7 +252,7 @@ fn backup<C: WriteStore>(conn: &C, dest: &Path, failpoints: &Failpoints) -> Resu
             dest.display()
         )))
     };
-    let partial = partial_backup_path(dest);
+    let partial = crate::store::files::partial_backup_path(dest);
     match std::fs::remove_file(&partial) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

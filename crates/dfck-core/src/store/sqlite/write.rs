@@ -177,6 +177,16 @@ impl WriteStore for SqliteStore {
                 dest.display()
             )));
         }
+        // The copy is written (and then opened to be made durable) under a temporary name
+        // first: that name must not be a file of the store either.
+        let partial = crate::store::files::partial_backup_path(dest);
+        if let Some(which) = crate::store::files::store_file_named(store, &partial) {
+            return Err(StoreError::Target(format!(
+                "--backup {}: its temporary name {} is {which}; back up to another name",
+                dest.display(),
+                partial.display()
+            )));
+        }
         if dest.exists() || dest.symlink_metadata().is_ok() {
             return Err(StoreError::Target(format!(
                 "backup target {} already exists",
