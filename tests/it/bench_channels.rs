@@ -552,7 +552,14 @@ fn output_onto_a_store_is_refused() {
         (dir.path().join("s.db-wal"), "named like a SQLite sidecar"),
     ] {
         let out = dfck_command()
-            .args(["bench", "channels", "--backends", "memory", "--updates", "5"])
+            .args([
+                "bench",
+                "channels",
+                "--backends",
+                "memory",
+                "--updates",
+                "5",
+            ])
             .arg("--output")
             .arg(&target)
             .output()

@@ -265,24 +265,26 @@ impl PostgresStore {
         blob: &[u8],
     ) -> Result<(), StoreError> {
         use crate::codec::aes::Protection;
-        let encrypted = self
-            .rt
-            .block_on(self.client.query_typed(
-                "SELECT COALESCE( \
+        // Without a key no encrypted value was decoded, so none is rewritten: no lookup.
+        let encrypted = crate::codec::aes::key().is_some()
+            && self
+                .rt
+                .block_on(self.client.query_typed(
+                    "SELECT COALESCE( \
                     (SELECT type LIKE '%+aes' FROM checkpoint_blobs WHERE thread_id = $1 \
                         AND checkpoint_ns = $2 AND channel = 'messages' AND version = $3), \
                     EXISTS (SELECT 1 FROM checkpoint_blobs WHERE thread_id = $1 \
                         AND type LIKE '%+aes'))",
-                &[
-                    (&thread_id, Type::TEXT),
-                    (&ns, Type::TEXT),
-                    (&version, Type::TEXT),
-                ],
-            ))
-            .map_err(|e| self.err("reading a messages blob's serializer", e))?
-            .first()
-            .and_then(|r| r.get::<_, Option<bool>>(0))
-            .unwrap_or(false);
+                    &[
+                        (&thread_id, Type::TEXT),
+                        (&ns, Type::TEXT),
+                        (&version, Type::TEXT),
+                    ],
+                ))
+                .map_err(|e| self.err("reading a messages blob's serializer", e))?
+                .first()
+                .and_then(|r| r.get::<_, Option<bool>>(0))
+                .unwrap_or(false);
         let protection = if encrypted {
             Protection::Aes
         } else {

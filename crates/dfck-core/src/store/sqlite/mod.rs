@@ -220,18 +220,23 @@ impl SqliteStore {
             checkpoint_ns: ns.to_owned(),
             checkpoint_id: checkpoint_id.to_owned(),
         };
-        let stored: Option<String> = self
-            .conn
-            .prepare_cached(
-                "SELECT type FROM checkpoints \
+        // Without a key no encrypted checkpoint was decoded, so none is rewritten: the row is
+        // plaintext `msgpack` and needs no lookup.
+        let stored: Option<String> = if crate::codec::aes::key().is_none() {
+            Some("msgpack".to_owned())
+        } else {
+            self.conn
+                .prepare_cached(
+                    "SELECT type FROM checkpoints \
                  WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3",
-            )
-            .and_then(|mut st| {
-                st.query_row(params![thread_id, ns, checkpoint_id], |r| r.get(0))
-                    .optional()
-            })
-            .map_err(q("reading a checkpoint's serializer"))?
-            .ok_or_else(not_found)?;
+                )
+                .and_then(|mut st| {
+                    st.query_row(params![thread_id, ns, checkpoint_id], |r| r.get(0))
+                        .optional()
+                })
+                .map_err(q("reading a checkpoint's serializer"))?
+                .ok_or_else(not_found)?
+        };
         let protection = crate::codec::aes::Protection::of_tag(stored.as_deref()).for_write();
         let (type_tag, body) =
             protection
