@@ -117,14 +117,14 @@ impl AesKey {
     pub fn encrypt(&self, plain: &[u8]) -> Result<Vec<u8>, CodecError> {
         let mut nonce = [0u8; NONCE_LEN];
         getrandom::getrandom(&mut nonce)
-            .map_err(|e| CodecError::Decrypt(format!("no random nonce: {e}")))?;
+            .map_err(|e| CodecError::Encrypt(format!("no random nonce: {e}")))?;
         let mut buf = plain.to_vec();
         macro_rules! seal_with {
             ($aes:ty) => {{
                 let c = eax::Eax::<$aes>::new_from_slice(&self.0)
-                    .map_err(|_| CodecError::Decrypt("key length".into()))?;
+                    .map_err(|_| CodecError::Encrypt("key length".into()))?;
                 c.encrypt_in_place_detached((&nonce).into(), b"", &mut buf)
-                    .map_err(|_| CodecError::Decrypt("encryption failed".into()))?
+                    .map_err(|_| CodecError::Encrypt("encryption failed".into()))?
             }};
         }
         let tag = match self.0.len() {

@@ -49,6 +49,9 @@ pub enum CodecError {
     /// body or a failed tag.
     #[error("cannot decrypt: {0}")]
     Decrypt(String),
+    /// A value could not be encrypted for writing (no random nonce from the system).
+    #[error("cannot encrypt: {0}")]
+    Encrypt(String),
     /// A legacy `json` row that is not JSON.
     #[error("invalid legacy JSON value: {0}")]
     InvalidJson(String),
