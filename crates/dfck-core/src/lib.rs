@@ -22,6 +22,7 @@ pub mod error;
 pub mod failpoint;
 pub mod finding;
 pub mod lineage;
+pub mod maintenance;
 pub mod materialize;
 pub mod model;
 pub mod outcome;

@@ -6,6 +6,7 @@ pub mod app;
 pub mod app_copy;
 pub mod delete;
 pub mod files;
+pub mod maintenance;
 pub mod postgres;
 pub mod schema;
 pub mod space;
@@ -366,6 +367,11 @@ pub trait Store {
     /// DeerFlow's own tables in the same database ([`app::AppTables`]); `None` where the
     /// backend has none to offer.
     fn app(&self) -> Option<&dyn app::AppTables> {
+        None
+    }
+
+    /// dfck's own maintenance table ([`maintenance::MaintenanceTable`]).
+    fn maintenance(&self) -> Option<&dyn maintenance::MaintenanceTable> {
         None
     }
 

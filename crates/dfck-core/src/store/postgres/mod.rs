@@ -13,6 +13,7 @@ pub mod resolve;
 pub use connect::{ConnectError, PgClient, connect_client, describe_error, set_command};
 mod copy;
 mod delete;
+mod maintenance;
 pub use copy::TargetState;
 mod read;
 mod scan;

@@ -146,6 +146,10 @@ fn checkpoint_row(r: &Row, what: &str) -> Result<CheckpointRow, StoreError> {
 }
 
 impl Store for PostgresStore {
+    fn maintenance(&self) -> Option<&dyn crate::store::maintenance::MaintenanceTable> {
+        Some(self)
+    }
+
     fn app(&self) -> Option<&dyn crate::store::app::AppTables> {
         Some(self)
     }

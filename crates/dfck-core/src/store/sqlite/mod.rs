@@ -6,6 +6,7 @@
 mod app;
 mod app_copy;
 mod copy;
+mod maintenance;
 mod open;
 mod rows;
 pub mod space;
@@ -346,6 +347,10 @@ const CHECKPOINT_COLS: &str =
     "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata";
 
 impl Store for SqliteStore {
+    fn maintenance(&self) -> Option<&dyn crate::store::maintenance::MaintenanceTable> {
+        Some(self)
+    }
+
     fn app(&self) -> Option<&dyn crate::store::app::AppTables> {
         Some(self)
     }
