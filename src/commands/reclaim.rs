@@ -60,6 +60,8 @@ pub enum ReclaimStatus {
     Done,
     /// Refused, nothing changed: see `reason`.
     Refused,
+    /// Interrupted by a stop (SIGTERM to `maintain --watch`): rolled back, nothing changed.
+    Interrupted,
 }
 
 impl ReclaimStatus {
@@ -69,6 +71,7 @@ impl ReclaimStatus {
             ReclaimStatus::Would => "would",
             ReclaimStatus::Done => "done",
             ReclaimStatus::Refused => "refused",
+            ReclaimStatus::Interrupted => "interrupted",
         }
     }
 }
@@ -145,6 +148,12 @@ impl ReclaimReport {
     fn refuse(mut self, reason: String) -> Self {
         self.status = ReclaimStatus::Refused;
         self.reason = Some(reason);
+        self
+    }
+
+    fn interrupted(mut self) -> Self {
+        self.status = ReclaimStatus::Interrupted;
+        self.reason = Some("a stop was asked: the VACUUM was interrupted and rolled back".into());
         self
     }
 
@@ -252,10 +261,14 @@ pub fn reclaim_sqlite(path: &Path, opts: &ReclaimOptions<'_>) -> Result<ReclaimR
     // `:2` after the VACUUM committed, before its pages left the WAL.
     let fp = Failpoints::from_env("reclaim");
     fp.after_row(1);
-    if let VacuumEnd::Busy(why) = store.vacuum(VACUUM_WAIT)? {
-        return Ok(r.refuse(format!(
-            "another process took a lock on the store while VACUUM ran ({why}); nothing changed"
-        )));
+    match store.vacuum(VACUUM_WAIT)? {
+        VacuumEnd::Busy(why) => {
+            return Ok(r.refuse(format!(
+                "another process took a lock on the store while VACUUM ran ({why}); nothing changed"
+            )));
+        }
+        VacuumEnd::Interrupted => return Ok(r.interrupted()),
+        VacuumEnd::Done => {}
     }
     fp.after_row(2);
     if !store.truncate_wal(VACUUM_WAIT)? {
@@ -353,6 +366,7 @@ pub fn reclaim_postgres(
     r.dry_run = false;
     match store.vacuum_analyze()? {
         PgVacuumEnd::Refused(why) => Ok(r.refuse(why)),
+        PgVacuumEnd::Interrupted => Ok(r.interrupted()),
         PgVacuumEnd::Done => {
             let after = StoreSpace::Postgres(store.pg_space()?);
             Ok(r.done(after))

@@ -72,6 +72,7 @@ pub fn reclaim_table(r: &ReclaimReport) -> String {
         (ReclaimStatus::Done, _) => "done",
         (ReclaimStatus::Refused, true) => "dry run: it would be refused",
         (ReclaimStatus::Refused, false) => "refused, nothing changed",
+        (ReclaimStatus::Interrupted, _) => "interrupted, nothing changed",
     };
     let _ = writeln!(out, "reclaim: {head}");
     let _ = writeln!(out, "store:   {} ({})", esc(&r.location), r.backend);

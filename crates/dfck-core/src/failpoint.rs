@@ -15,7 +15,9 @@
 //! - `hold:PATH` — with every connection of a write command open (inside the first thread
 //!   transaction that writes, its locks held; or after `reclaim`'s VACUUM), write the process
 //!   id to PATH and wait until a test removes it (at most two minutes): the test meanwhile
-//!   looks at the locks dfck holds, or runs a second command against them.
+//!   looks at the locks dfck holds, or runs a second command against them;
+//! - `vacuum-slow:PATH` — SQLite `VACUUM` runs slowly (a pause every thousand steps), and its
+//!   first step writes the process id to PATH (a test then signals the process mid-VACUUM).
 
 /// The failpoints of one run (all off without the `failpoints` feature).
 #[derive(Debug, Default, Clone, Copy)]
@@ -97,6 +99,29 @@ impl Failpoints {
     /// No failpoints in this build.
     #[cfg(not(feature = "failpoints"))]
     pub fn hold(&self) {}
+
+    /// `vacuum-slow:PATH`: the file a slowed `VACUUM` announces itself in.
+    #[cfg(feature = "failpoints")]
+    pub fn slow_vacuum(&self) -> Option<std::path::PathBuf> {
+        std::env::var("DFCK_FAILPOINT")
+            .ok()
+            .and_then(|v| v.strip_prefix("vacuum-slow:").map(std::path::PathBuf::from))
+    }
+
+    /// No failpoints in this build.
+    #[cfg(not(feature = "failpoints"))]
+    pub fn slow_vacuum(&self) -> Option<std::path::PathBuf> {
+        None
+    }
+
+    /// One step of a slowed `VACUUM`: the first announces the process in `path`; each
+    /// pauses.
+    pub fn slow_vacuum_step(path: &std::path::Path, first: &mut bool) {
+        if std::mem::take(first) {
+            let _ = std::fs::write(path, std::process::id().to_string());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 
     /// Aborts the process at the backup failpoint.
     pub fn after_backup(&self) {

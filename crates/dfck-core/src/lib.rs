@@ -29,6 +29,7 @@ pub mod outcome;
 pub mod pool;
 pub mod progress;
 pub mod redact;
+pub mod stop;
 pub mod store;
 pub mod strict;
 pub mod suggest;

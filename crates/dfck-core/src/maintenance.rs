@@ -28,10 +28,7 @@ pub struct Holder {
 impl Holder {
     /// `host pid 123 (dfck 0.1.0)`.
     pub fn describe(&self) -> String {
-        format!(
-            "{} pid {} (dfck {})",
-            self.host, self.pid, self.version
-        )
+        format!("{} pid {} (dfck {})", self.host, self.pid, self.version)
     }
 }
 

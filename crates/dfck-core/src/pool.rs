@@ -81,7 +81,12 @@ where
             *n += 1;
             i
         };
-        if i >= count || failure.lock().map(|f| f.is_some()).unwrap_or(true) {
+        // A stop asked of the process starts no new item: the results are then the items
+        // started, a prefix of `0..count`.
+        if i >= count
+            || crate::stop::requested()
+            || failure.lock().map(|f| f.is_some()).unwrap_or(true)
+        {
             return;
         }
         match work(conn, i) {

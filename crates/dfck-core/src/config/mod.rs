@@ -24,6 +24,7 @@ mod dotenv;
 mod lines;
 mod locate;
 mod paths;
+pub mod policy;
 mod yaml;
 
 #[cfg(test)]

@@ -15,6 +15,9 @@ pub enum PgVacuumEnd {
     Done,
     /// Refused before anything ran, or a lock was not granted in time: the reason.
     Refused(String),
+    /// A stop was asked ([`crate::stop`]): the server cancelled it, nothing changed in the
+    /// table it was working on.
+    Interrupted,
 }
 
 /// How long `VACUUM` waits for its table lock (another `VACUUM` or a schema change holds it).
@@ -113,7 +116,7 @@ impl PostgresStore {
         }
         // The names come from `regclass` output: quoted by the server where needed.
         let sql = format!("VACUUM (ANALYZE) {}", names.join(", "));
-        let r = self.rt.block_on(self.client.batch_execute(&sql));
+        let r = self.vacuum_until_stopped(&sql)?;
         let _ = self.rt.block_on(self.client.batch_execute(&format!(
             "SET lock_timeout = 0; SET statement_timeout = {}",
             super::STATEMENT_TIMEOUT_MS
@@ -125,7 +128,44 @@ impl PostgresStore {
                     "another session (a VACUUM, autovacuum or a schema change) held a table lock for {VACUUM_LOCK_TIMEOUT}; re-run when it is done"
                 )))
             }
+            Err(e) if e.code() == Some(&SqlState::QUERY_CANCELED) && crate::stop::requested() => {
+                Ok(PgVacuumEnd::Interrupted)
+            }
             Err(e) => Err(self.err("vacuuming the tables", e)),
+        }
+    }
+
+    /// Runs `sql` (a `VACUUM`), and when a stop is asked meanwhile, has the server cancel it
+    /// (`pg_cancel_backend` from a connection of its own: this one is busy).
+    fn vacuum_until_stopped(
+        &self,
+        sql: &str,
+    ) -> Result<Result<(), tokio_postgres::Error>, StoreError> {
+        let what = "reading this session's process id";
+        let rows = self.query(what, "SELECT pg_backend_pid()::text", &[])?;
+        let pid = rows.first().map(|r| text(r, 0, what)).transpose()?;
+        let mut run = std::pin::pin!(self.client.batch_execute(sql));
+        let mut cancelled = false;
+        loop {
+            let tick = self.rt.block_on(async {
+                tokio::time::timeout(std::time::Duration::from_millis(100), run.as_mut()).await
+            });
+            match tick {
+                Ok(r) => return Ok(r),
+                Err(_) if crate::stop::requested() && !cancelled => {
+                    cancelled = true;
+                    if let Some(pid) = &pid {
+                        let (url, schema) = &*self.reconnect;
+                        let other = PostgresStore::connect(url, schema.as_deref())?;
+                        other.query(
+                            "cancelling the VACUUM",
+                            "SELECT pg_cancel_backend($1::int)",
+                            &[pid],
+                        )?;
+                    }
+                }
+                Err(_) => {}
+            }
         }
     }
 

@@ -29,7 +29,10 @@ impl SqliteStore {
 
     /// `BEGIN IMMEDIATE`, `f`, `COMMIT` (or `ROLLBACK` on an error), waiting for the write
     /// lock as a write transaction does.
-    pub(super) fn committed<T>(&self, f: impl FnOnce() -> Result<T, StoreError>) -> Result<T, StoreError> {
+    pub(super) fn committed<T>(
+        &self,
+        f: impl FnOnce() -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
         match crate::store::WriteStore::lock_thread(self, "")? {
             crate::store::ThreadLock::Held => {}
             crate::store::ThreadLock::Busy(h) => {

@@ -41,6 +41,8 @@ pub enum VacuumEnd {
     Done,
     /// Another connection held a lock: nothing changed (a `VACUUM` is one transaction).
     Busy(String),
+    /// A stop was asked ([`crate::stop`]): interrupted and rolled back, nothing changed.
+    Interrupted,
 }
 
 /// The directory SQLite puts its temporary files in (where `VACUUM` builds its copy): the
@@ -175,10 +177,26 @@ impl SqliteStore {
             .conn
             .pragma_update(None, "cache_size", -VACUUM_CACHE_KIB);
         let _ = self.conn.busy_timeout(wait);
+        // A stop asked of the process interrupts the VACUUM (SQLite rolls it back).
+        let slow = crate::failpoint::Failpoints::from_env("reclaim").slow_vacuum();
+        let mut first = true;
+        self.conn.progress_handler(
+            1000,
+            Some(move || {
+                if let Some(path) = &slow {
+                    crate::failpoint::Failpoints::slow_vacuum_step(path, &mut first);
+                }
+                crate::stop::requested()
+            }),
+        );
         let r = self.conn.execute_batch("VACUUM");
+        self.conn.progress_handler(0, None::<fn() -> bool>);
         let _ = self.conn.busy_timeout(Duration::from_secs(30));
         match r {
             Ok(()) => Ok(VacuumEnd::Done),
+            Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::OperationInterrupted) => {
+                Ok(VacuumEnd::Interrupted)
+            }
             Err(e) if busy(&e) => Ok(VacuumEnd::Busy(e.to_string())),
             Err(e) => Err(q("vacuuming the database")(e)),
         }
