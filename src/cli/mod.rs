@@ -11,6 +11,7 @@ mod full_to_delta;
 pub mod help;
 mod inspect;
 mod lineage;
+mod maintain;
 mod meta;
 mod migrate;
 mod prune;
@@ -154,6 +155,10 @@ pub enum Command {
     /// Give the space of deleted rows back: VACUUM a SQLite store (or copy it compacted with
     /// --into), VACUUM (ANALYZE) a PostgreSQL one (dry run without --apply).
     Reclaim(reclaim::ReclaimArgs),
+    /// Run a retention policy end to end: prune and delete by age, convert large full-mode
+    /// threads, reclaim past a threshold, verify; one sweeper at a time (dry run unless
+    /// --apply).
+    Maintain(maintain::MaintainArgs),
     /// Copy threads into another store (SQLite or PostgreSQL), verified; a dry run unless --apply.
     #[command(
         after_help = "LangGraph's checkpoints and writes are copied in the target's own layout. DeerFlow's own tables go with them: each thread's rows (threads_meta, runs, run_events, feedback, …) in the thread's transaction, and with --all every other DeerFlow row (users, agents, channels, …) first; the target must hold DeerFlow's schema at the source's alembic revision (start DeerFlow once against it), or pass --checkpoints-only. docs/copy.md. Exit 1 when a thread is refused (the target keeps none of its rows)."
@@ -398,6 +403,7 @@ fn command_name(command: &Command) -> &'static str {
         Command::Prune(_) => "prune",
         Command::Delete(_) => "delete",
         Command::Reclaim(_) => "reclaim",
+        Command::Maintain(_) => "maintain",
         Command::Copy(_) => "copy",
         Command::Bench(_) => "bench",
         Command::Diff(_) => "diff",
@@ -418,6 +424,7 @@ fn run_command(cli: &Cli) -> Result<Outcome, crate::error::Error> {
         Command::Prune(args) => prune::run(&cli.global, args)?,
         Command::Delete(args) => delete::run(&cli.global, args)?,
         Command::Reclaim(args) => reclaim::run(&cli.global, args)?,
+        Command::Maintain(args) => maintain::run(&cli.global, args)?,
         Command::Copy(args) => copy::run(&cli.global, args)?,
         Command::Bench(args) => bench::run(&cli.global, args)?,
         Command::Diff(args) => diff::run(&cli.global, args)?,

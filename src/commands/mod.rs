@@ -13,6 +13,7 @@ pub mod delete;
 pub mod diff;
 pub mod explain;
 pub mod inspect;
+pub mod maintain;
 pub mod migrate;
 pub mod prune;
 pub mod reclaim;

@@ -10,6 +10,7 @@ pub mod escape;
 mod full_to_delta;
 pub(crate) mod grid;
 mod json;
+pub mod maintain;
 pub mod meta;
 mod output;
 mod progress;

@@ -38,6 +38,7 @@ mod inspect_space;
 mod live_locks;
 mod live_store;
 mod live_writes;
+mod maintain;
 mod migrate_apply;
 mod migrate_full_to_delta;
 mod migrate_hardening;

@@ -71,7 +71,7 @@ pub struct LastRun {
     pub started_at: i64,
     /// Its whole duration in seconds.
     pub seconds: f64,
-    /// How it ended: `complete`, `limit`, `budget`, `interrupted`, `lost_lease`.
+    /// How it ended: `complete`, `sweep limit`, `time budget`, `stopped`.
     pub ended: String,
     /// Threads looked at.
     pub threads_examined: u64,

@@ -400,7 +400,7 @@ fn size(node: &Node) -> Result<(u64, String), String> {
         .ok_or_else(|| format!("size '{text}' is too large"))
 }
 
-/// A share: `20%` or a number between 0 and 1.
+/// A share: `20%` or a number between 0 and 1 (`0%`: every run).
 fn share(node: &Node) -> Result<(f64, String), String> {
     let (v, shown) = match node {
         Node::Str(s) if s.trim().ends_with('%') => {
@@ -423,7 +423,7 @@ fn share(node: &Node) -> Result<(f64, String), String> {
             ));
         }
     };
-    if !(v > 0.0 && v <= 1.0) {
+    if !(0.0..=1.0).contains(&v) {
         return Err(format!("'{shown}' is not a share between 0 and 100%"));
     }
     Ok((v, shown))

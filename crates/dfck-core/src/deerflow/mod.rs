@@ -99,6 +99,9 @@ pub struct ThreadMeta {
     pub updated_at: Option<String>,
     /// Pinned by its owner (`metadata_json.deerflow_pinned`).
     pub pinned: bool,
+    /// Keys of `metadata_json` set to anything but `null` or `false` (policy exemptions).
+    #[serde(skip)]
+    pub metadata_keys: Vec<String>,
 }
 
 /// A thread's runs (`operation_kind = 'run'` only: reservations are not runs).

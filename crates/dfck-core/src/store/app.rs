@@ -73,15 +73,24 @@ pub(crate) fn iso_utc(text: &str) -> String {
     format!("{}+00:00", t.replacen(' ', "T", 1))
 }
 
-/// `true` when `metadata_json` says the owner pinned the thread.
-pub(crate) fn pinned(metadata: Option<&str>) -> bool {
-    metadata
-        .and_then(|m| serde_json::from_str::<serde_json::Value>(m).ok())
-        .and_then(|v| {
-            v.get("deerflow_pinned")
-                .and_then(serde_json::Value::as_bool)
-        })
-        .unwrap_or(false)
+/// What dfck reads of `metadata_json`: whether the owner pinned the thread
+/// (`deerflow_pinned`), and the keys set to anything but `null` or `false`.
+pub(crate) fn metadata_flags(metadata: Option<&str>) -> (bool, Vec<String>) {
+    let Some(serde_json::Value::Object(map)) =
+        metadata.and_then(|m| serde_json::from_str::<serde_json::Value>(m).ok())
+    else {
+        return (false, Vec::new());
+    };
+    let pinned = map
+        .get("deerflow_pinned")
+        .and_then(serde_json::Value::as_bool)
+        .unwrap_or(false);
+    let keys = map
+        .iter()
+        .filter(|(_, v)| !matches!(v, serde_json::Value::Null | serde_json::Value::Bool(false)))
+        .map(|(k, _)| k.clone())
+        .collect();
+    (pinned, keys)
 }
 
 /// The tables of [`crate::deerflow::TABLES`] among `present`, in that order.

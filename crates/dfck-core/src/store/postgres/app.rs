@@ -7,7 +7,7 @@ use crate::deerflow::{
     self, ActiveRun, AppSchema, RunSummary, THREAD_TABLES, TableSpace, ThreadMeta, ThreadRows,
 };
 use crate::error::StoreError;
-use crate::store::app::{AppTables, known, pinned};
+use crate::store::app::{AppTables, known, metadata_flags};
 use tokio_postgres::error::SqlState;
 
 /// A timestamptz column as ISO 8601 UTC text, in SQL.
@@ -100,13 +100,16 @@ impl AppTables for PostgresStore {
         self.query(what, &sql, &[])?
             .iter()
             .map(|r| {
+                let (pinned, metadata_keys) =
+                    metadata_flags(get::<Option<String>>(r, 5, what)?.as_deref());
                 Ok(ThreadMeta {
+                    pinned,
+                    metadata_keys,
                     thread_id: get(r, 0, what)?,
                     user_id: get(r, 1, what)?,
                     display_name: get(r, 2, what)?,
                     status: get(r, 3, what)?,
                     updated_at: get(r, 4, what)?,
-                    pinned: pinned(get::<Option<String>>(r, 5, what)?.as_deref()),
                 })
             })
             .collect()

@@ -6,7 +6,7 @@ use crate::deerflow::{
     self, ActiveRun, AppSchema, RunSummary, THREAD_TABLES, TableSpace, ThreadMeta, ThreadRows,
 };
 use crate::error::StoreError;
-use crate::store::app::{AppTables, iso_utc, known, pinned};
+use crate::store::app::{AppTables, iso_utc, known, metadata_flags};
 use rusqlite::{OptionalExtension, params};
 
 fn q(what: &'static str) -> impl Fn(rusqlite::Error) -> StoreError {
@@ -102,13 +102,16 @@ impl AppTables for SqliteStore {
             .map_err(q(what))?;
         let rows = st
             .query_map([], |r| {
+                let (pinned, metadata_keys) =
+                    metadata_flags(r.get::<_, Option<String>>(5)?.as_deref());
                 Ok(ThreadMeta {
+                    pinned,
+                    metadata_keys,
                     thread_id: r.get(0)?,
                     user_id: r.get(1)?,
                     display_name: r.get(2)?,
                     status: r.get(3)?,
                     updated_at: r.get::<_, Option<String>>(4)?.map(|t| iso_utc(&t)),
-                    pinned: pinned(r.get::<_, Option<String>>(5)?.as_deref()),
                 })
             })
             .and_then(|rows| rows.collect())
