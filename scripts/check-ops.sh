@@ -130,11 +130,15 @@ import re, sys
 
 CRED = re.compile(r"://[^/@\s:'\"]+:[^/@\s'\"]+@|password=|PGPASSWORD=|LANGGRAPH_AES_KEY=", re.I)
 POLICY_KEYS = {
-    "prune", "delete_idle", "delete_older_than", "convert_over", "reclaim_free_over",
-    "reclaim_wal_over", "exempt_pinned", "exempt_threads", "exempt_users",
-    "exempt_metadata_key", "sweep_limit", "time_budget", "verify", "lease_ttl",
+    "prune": {"branches", "keep_last_turns"},
+    "delete": {"idle", "older_than"},
+    "convert": {"full_to_delta_over"},
+    "reclaim": {"free_over", "wal_over"},
+    "exempt": {"pinned", "threads", "users", "metadata_key"},
+    "sweep": {"limit", "time_budget"},
+    "verify": None,
+    "lease_ttl": None,
 }
-PRUNE_KEYS = {"branches", "keep_last_turns"}
 errors = []
 
 def err(msg):
@@ -270,10 +274,10 @@ def check_policy(path, text=None, nested=False):
     for k, v in doc.items():
         if k not in POLICY_KEYS:
             err(f"{path}: unknown policy key {k!r}")
-        elif k == "prune":
-            for pk in (v or {}):
-                if pk not in PRUNE_KEYS:
-                    err(f"{path}: unknown policy key prune.{pk}")
+        elif POLICY_KEYS[k] is not None:
+            for sk in (v or {}):
+                if sk not in POLICY_KEYS[k]:
+                    err(f"{path}: unknown policy key {k}.{sk}")
 
 def doc_policy(doc, out):
     """The docs' `dfck:` example: checked, and written with its keys at the top level."""
