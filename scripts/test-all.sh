@@ -82,6 +82,16 @@ cargo test --release --workspace -- --show-output
 # no blocked serde event, and every entry of it is needed; tampered stores exit 1, never allowed.
 "$VENV/bin/python" scripts/check_audit.py --dfck target/release/dfck
 
+# dfck maintain --apply run several times beside a live LangGraph writer (SQLite and
+# PostgreSQL): every run works, the real library reads every kept checkpoint and the live
+# threads' heads back and continues every thread.
+"$VENV/bin/python" scripts/check_maintained.py --dfck target/release/dfck
+
+# The operations files (docs/operations.md): systemd units verified, the CronJob and cron line
+# parsed, the alert rules checked with promtool, every dfck option they use in --help, the
+# metrics files parsed.
+DFCK_REQUIRE_OPS=1 scripts/check-ops.sh --dfck target/release/dfck
+
 # The fuzz targets (run under nightly with cargo-fuzz, see fuzz/) still compile against the
 # library as it is now.
 cargo check --quiet --manifest-path fuzz/Cargo.toml --bins
