@@ -636,3 +636,133 @@ fn policy_mistakes_are_one_line_errors() {
         .unwrap();
     assert_clean_failure(&out, "the store itself");
 }
+
+/// A DeerFlow install in a temp dir: the `deerflow` fixture as its store, a config in `mode`
+/// with a `dfck:` policy converting every full-mode thread.
+fn deerflow_install(mode: &str) -> (tempfile::TempDir, Db) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("data")).unwrap();
+    let db = dir.path().join("data/deerflow.db");
+    std::fs::copy(sqlite_fixture("deerflow"), &db).unwrap();
+    std::fs::write(
+        dir.path().join("config.yaml"),
+        format!("database:\n  backend: sqlite\n  sqlite_dir: data\n  checkpoint_channel_mode: {mode}\n  checkpoint_delta:\n    snapshot_frequency: 4\ndfck:\n  convert:\n    full_to_delta_over: 1KiB\n"),
+    )
+    .unwrap();
+    let copy = tempfile::tempdir().unwrap();
+    let path = copy.path().join("deerflow.db");
+    std::fs::copy(&db, &path).unwrap();
+    (dir, Db::Sqlite(copy, path))
+}
+
+fn in_install(dir: &Path, args: &[&str]) -> std::process::Output {
+    let mut c = dfck_command();
+    for v in [
+        "DEER_FLOW_HOME",
+        "DEER_FLOW_CONFIG_PATH",
+        "DEER_FLOW_PROJECT_ROOT",
+        "DFCK_CACHE_REDIS_URL",
+    ] {
+        c.env_remove(v);
+    }
+    c.current_dir(dir)
+        .args(["--config", "config.yaml"])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn large_full_threads_are_converted_only_when_deerflow_runs_delta() {
+    let (dir, twin) = deerflow_install("delta");
+    let out = in_install(dir.path(), &["maintain", "--apply", "--format", "json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Json = serde_json::from_slice(&out.stdout).unwrap();
+    let converted: Vec<&str> = r["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["action"] == "convert" && t["status"] == "done")
+        .map(|t| t["thread_id"].as_str().unwrap())
+        .collect();
+    assert!(!converted.is_empty(), "{r}");
+    assert_eq!(r["run"]["threads_converted"], converted.len());
+    // By hand: the same threads converted with DeerFlow's cadence and form.
+    let mut args = vec!["--db", twin_path(&twin), "migrate", "full-to-delta"];
+    args.extend(converted.iter().copied());
+    args.extend(["--snapshot-frequency", "4", "--form", "deerflow", "--apply"]);
+    let by_hand = dfck_command().args(&args).output().unwrap();
+    assert_eq!(by_hand.status.code(), Some(0));
+    let mine = Db::Sqlite(
+        tempfile::tempdir().unwrap(),
+        dir.path().join("data/deerflow.db"),
+    );
+    assert!(
+        mine.dump() == twin.dump(),
+        "maintain's conversion differs from the command's"
+    );
+    // A full-mode DeerFlow: the step is skipped, and the report says why.
+    let (dir, _) = deerflow_install("full");
+    let out = in_install(dir.path(), &["maintain", "--apply", "--format", "json"]);
+    let r: Json = serde_json::from_slice(&out.stdout).unwrap();
+    let step = r["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["step"] == "convert")
+        .unwrap();
+    assert_eq!(step["ran"], false);
+    assert!(
+        step["reason"]
+            .as_str()
+            .unwrap()
+            .contains("checkpoint_channel_mode: full")
+    );
+    assert_eq!(r["run"]["threads_converted"], 0);
+}
+
+fn twin_path(db: &Db) -> &str {
+    match db {
+        Db::Sqlite(_, p) => p.to_str().unwrap(),
+        Db::Pg(u) => u,
+    }
+}
+
+#[test]
+fn the_dry_run_reads_as_a_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::sqlite("deerflow_app");
+    let p = policy(
+        dir.path(),
+        "prune:\n  branches: true\ndelete:\n  idle: 30d\nsweep:\n  limit: 2\n",
+    );
+    let out = maintain_as(&db, &p, &[], "table")
+        .env_remove("COLUMNS")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    // Durations (`0.01`) vary from run to run.
+    let text: String = String::from_utf8_lossy(&out.stdout)
+        .replace(&db.target(), "STORE")
+        .split(' ')
+        .map(|w| {
+            let (lead, w2) = w.split_at(usize::from(w.starts_with('(')));
+            let cut = w2
+                .find(|c: char| !c.is_ascii_digit() && c != '.')
+                .unwrap_or(w2.len());
+            let (num, rest) = w2.split_at(cut);
+            if num.contains('.') && num.parse::<f64>().is_ok() {
+                format!("{lead}{}{rest}", "9".repeat(num.len()))
+            } else {
+                w.to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    insta::assert_snapshot!(text);
+}
