@@ -116,7 +116,12 @@ fn show(
                 checkpoint_channel_mode: d.checkpoint_channel_mode,
                 snapshot_frequency: d.snapshot_frequency,
             });
-            output(format, &s, render::summary_table)?;
+            if format == render::Format::Openmetrics {
+                let m = crate::commands::metrics::collect(store, &s, None)?;
+                render::emit(&render::openmetrics::render(&m))?;
+            } else {
+                output(format, &s, render::summary_table)?;
+            }
         }
         (Some(thread), false) => {
             let r = thread_report(store, thread, &args.ns, progress)?;
