@@ -24,7 +24,7 @@ pub struct StoreMetrics {
     /// The backend (it decides the labels of the on-disk families).
     pub backend: Backend,
     /// Bytes per LangGraph table, by the backend's table name (`checkpoints`, `writes`;
-    /// PostgreSQL: `checkpoints`, `checkpoint_writes`, `checkpoint_blobs`): the summary's
+    /// PostgreSQL: `checkpoints`, `checkpoint_blobs`, `checkpoint_writes`): the summary's
     /// `table_bytes`.
     pub table_bytes: Vec<(String, u64)>,
     /// Rows per table, the same tables: the summary's `counts`.
@@ -77,25 +77,21 @@ pub fn collect(
             read.as_ref()
         }
     };
-    let pg = summary.backend == Backend::Postgres;
-    let names: [&str; 3] = if pg {
-        ["checkpoints", "checkpoint_writes", "checkpoint_blobs"]
-    } else {
-        ["checkpoints", "writes", "blobs"]
+    // The tables by their own names, in the order `space` lists PostgreSQL's.
+    let (tb, counts) = (&summary.table_bytes, &summary.counts);
+    let tables: Vec<(&str, u64, u64)> = match (tb.blobs, counts.blobs) {
+        (Some(bytes), Some(rows)) => vec![
+            ("checkpoints", tb.checkpoints, counts.checkpoints),
+            ("checkpoint_blobs", bytes, rows),
+            ("checkpoint_writes", tb.writes, counts.writes),
+        ],
+        _ => vec![
+            ("checkpoints", tb.checkpoints, counts.checkpoints),
+            ("writes", tb.writes, counts.writes),
+        ],
     };
-    let tb = &summary.table_bytes;
-    let mut table_bytes = vec![
-        (names[0].to_owned(), tb.checkpoints),
-        (names[1].to_owned(), tb.writes),
-    ];
-    let mut table_rows = vec![
-        (names[0].to_owned(), summary.counts.checkpoints),
-        (names[1].to_owned(), summary.counts.writes),
-    ];
-    if let (Some(bytes), Some(rows)) = (tb.blobs, summary.counts.blobs) {
-        table_bytes.push((names[2].to_owned(), bytes));
-        table_rows.push((names[2].to_owned(), rows));
-    }
+    let table_bytes = tables.iter().map(|t| (t.0.to_owned(), t.1)).collect();
+    let table_rows = tables.iter().map(|t| (t.0.to_owned(), t.2)).collect();
     let (mut disk_bytes, mut free_bytes, mut dead_tuples) = (Vec::new(), None, Vec::new());
     match &summary.space {
         Some(StoreSpace::Sqlite(s)) => {
