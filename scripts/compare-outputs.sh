@@ -91,6 +91,8 @@ sqlite_store() { # the commands on one SQLite file
             compare "$stem" "$setup" --db "$db" lineage "$t" --tree --format "$f"
         done
     done
+    # The store summary's metrics (inspect alone has them).
+    compare "$stem" "$setup" --db "$db" inspect --format openmetrics
     # Writes, on fresh copies at the same path.
     compare "$stem" "$setup" --db "$db" prune --all --branches --apply --format json
     compare "$stem" "$setup" --db "$db" migrate delta-to-full --all --apply --accept-delta-view --format json
@@ -115,6 +117,7 @@ pg_store() { # read commands and dry runs on one fixture database of the test se
             compare "pg $stem" ":" --db "$url" lineage "$t" --tree --format "$f"
         done
     done
+    compare "pg $stem" ":" --db "$url" inspect --format openmetrics
 }
 
 stems=("$@")

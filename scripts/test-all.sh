@@ -38,7 +38,7 @@ echo "test-all: Redis test server at $TEST_REDIS_URL" >&2
 # with the real library: the langgraph bench engine, Python reading native-engine stores.
 VENV="${DFCK_VENV:-.venv}"
 case "$VENV" in /*) ;; *) VENV="$PWD/$VENV" ;; esac
-if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import langgraph, langgraph.checkpoint.postgres, sqlalchemy, Crypto" 2>/dev/null; then
+if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import langgraph, langgraph.checkpoint.postgres, sqlalchemy, Crypto, prometheus_client" 2>/dev/null; then
     echo "test-all: installing the pinned Python packages into $VENV (scripts/requirements.txt)" >&2
     python3 -m venv "$VENV"
     "$VENV/bin/pip" install -q -r scripts/requirements.txt
@@ -81,6 +81,11 @@ cargo test --release --workspace -- --show-output
 # and pending write of every fixture in strict mode exactly as permissive mode reads them, with
 # no blocked serde event, and every entry of it is needed; tampered stores exit 1, never allowed.
 "$VENV/bin/python" scripts/check_audit.py --dfck target/release/dfck
+
+# The Prometheus project's own OpenMetrics parser reads `inspect --format openmetrics` of SQLite
+# and PostgreSQL stores (and a store with a recorded maintain run), every number equal to
+# `inspect --format json`.
+"$VENV/bin/python" scripts/check_metrics.py --dfck target/release/dfck
 
 # dfck maintain --apply run several times beside a live LangGraph writer (SQLite and
 # PostgreSQL): every run works, the real library reads every kept checkpoint and the live

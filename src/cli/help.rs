@@ -23,6 +23,7 @@ const EXAMPLES: &[(&str, &str)] = &[
   dfck inspect t-1 --state --checkpoint 1f0a3 --format json   # an id prefix is enough
   dfck inspect t-1 --state --last 3 --full               # the last 3 messages, untruncated
   dfck inspect --format csv --no-headers                 # one thread per line, for scripts
+  dfck inspect --format openmetrics > m.tmp && mv m.tmp dfck.prom   # node_exporter textfile
   dfck --db 'host=db dbname=deerflow sslmode=verify-full' inspect",
     ),
     (
@@ -270,6 +271,9 @@ where
     let mut cmd = command();
     let matches = cmd.try_get_matches_from_mut(args)?;
     let (path, leaf) = leaf(&matches);
+    if let Some(msg) = openmetrics_misuse(&path, leaf) {
+        return Err(cmd.error(clap::error::ErrorKind::ArgumentConflict, msg));
+    }
     for id in unused_globals(&path) {
         if leaf.value_source(id) == Some(ValueSource::CommandLine) {
             let flag = format!("--{}", id.replace('_', "-"));
@@ -329,6 +333,7 @@ fn contradiction(matches: &ArgMatches, leaf: &ArgMatches) -> Option<String> {
         FormatArg::Json => "json",
         FormatArg::Ndjson => "ndjson",
         FormatArg::Csv => "csv",
+        FormatArg::Openmetrics => "openmetrics",
     };
     let summarize_json = flag("json") && leaf.try_get_one::<bool>("csv").is_ok();
     let json = format == FormatArg::Json || summarize_json;
@@ -338,7 +343,12 @@ fn contradiction(matches: &ArgMatches, leaf: &ArgMatches) -> Option<String> {
             name(format)
         ));
     }
-    if flag("no_headers") && matches!(format, FormatArg::Json | FormatArg::Ndjson) {
+    if flag("no_headers")
+        && matches!(
+            format,
+            FormatArg::Json | FormatArg::Ndjson | FormatArg::Openmetrics
+        )
+    {
         return Some(format!(
             "--no-headers has no meaning with --format {}",
             name(format)
@@ -353,6 +363,35 @@ fn contradiction(matches: &ArgMatches, leaf: &ArgMatches) -> Option<String> {
         }
     }
     None
+}
+
+/// `--format openmetrics` is the store summary's alone: another command, `inspect THREAD`, and
+/// the summary's options that change what it lists (the metrics cover the whole store) are
+/// refused, naming the format and the command.
+fn openmetrics_misuse(path: &str, leaf: &ArgMatches) -> Option<String> {
+    use super::FormatArg;
+    let format = leaf.try_get_one::<FormatArg>("format").ok().flatten();
+    if format != Some(&FormatArg::Openmetrics) {
+        return None;
+    }
+    let what = "--format openmetrics: only the store summary (`dfck inspect` without a thread) has metrics";
+    if path != "inspect" {
+        return Some(format!("{what}, not `dfck {path}`"));
+    }
+    if leaf
+        .try_get_one::<String>("thread")
+        .ok()
+        .flatten()
+        .is_some()
+    {
+        return Some(format!("{what}, not `dfck inspect THREAD`"));
+    }
+    ["top", "channels", "savings"]
+        .into_iter()
+        .find(|id| leaf.value_source(id) == Some(ValueSource::CommandLine))
+        .map(|id| {
+            format!("--format openmetrics and --{id}: the metrics cover the whole store; leave --{id} out")
+        })
 }
 
 /// The path of the subcommand that runs (`"bench channels"`) and its matches.

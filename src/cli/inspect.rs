@@ -103,7 +103,11 @@ fn show(
                 channels: args.channels,
             };
             let mut s = summarize_with(store, &opts, progress)?;
-            s.attach_deerflow(store)?;
+            let metrics = format == render::Format::Openmetrics;
+            // DeerFlow's view is not among the metrics.
+            if !metrics {
+                s.attach_deerflow(store)?;
+            }
             if args.savings {
                 let ids: Vec<String> = s.threads.iter().map(|t| t.thread_id.clone()).collect();
                 let frequency = discovered.as_ref().map_or(10, |d| d.snapshot_frequency);
@@ -116,7 +120,12 @@ fn show(
                 checkpoint_channel_mode: d.checkpoint_channel_mode,
                 snapshot_frequency: d.snapshot_frequency,
             });
-            output(format, &s, render::summary_table)?;
+            if metrics {
+                let m = crate::commands::metrics::collect(store, &s, None)?;
+                render::emit(&render::openmetrics::render(&m))?;
+            } else {
+                output(format, &s, render::summary_table)?;
+            }
         }
         (Some(thread), false) => {
             let r = thread_report(store, thread, &args.ns, progress)?;

@@ -192,7 +192,7 @@ pub fn run(global: &GlobalArgs, args: &MaintainArgs) -> Result<Outcome, Error> {
             p.write(path, &target)?;
         }
         if let Some(m) = &args.metrics_file {
-            write_metrics(m, &target, &report)?;
+            write_metrics(m, &target)?;
         }
         output(global.format(), &report, render::maintain::maintain_table)?;
         Ok(report)
@@ -254,7 +254,25 @@ fn check_metrics_path(path: &Path, target: &Target) -> Result<(), Error> {
     Ok(())
 }
 
-/// The store's metrics after a run, with the run's record.
-fn write_metrics(_path: &Path, _target: &Target, _report: &MaintainReport) -> Result<(), Error> {
-    Ok(())
+/// The store's metrics after a run, with the record the run left in `dfck_maintenance` (and
+/// whether another sweeper holds the lease), written atomically.
+fn write_metrics(path: &Path, target: &Target) -> Result<(), Error> {
+    let store = target.open_read_only()?;
+    let summary =
+        crate::commands::inspect::summarize(store.as_ref(), &dfck_core::progress::NoProgress)?;
+    let m = crate::commands::metrics::collect(store.as_ref(), &summary, None)?;
+    let files = match target {
+        Target::Sqlite(p) => vec![p.clone()],
+        Target::Postgres { .. } => Vec::new(),
+    };
+    crate::commands::metrics::write_file(path, &render::openmetrics::render(&m), &files).map_err(
+        |e| match e {
+            crate::commands::metrics::MetricsFileError::StoreFile { .. } => {
+                Error::Usage(e.to_string())
+            }
+            crate::commands::metrics::MetricsFileError::Io { .. } => {
+                Error::Io(std::io::Error::other(e.to_string()))
+            }
+        },
+    )
 }

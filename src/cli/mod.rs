@@ -47,7 +47,8 @@ pub struct GlobalArgs {
     pub db: Option<String>,
     /// Output format: tables for people; one JSON document; NDJSON (one thread, checkpoint,
     /// finding or summary per line); CSV of the flat rows (summary threads, thread
-    /// checkpoints, findings, write reports' threads, bench summaries).
+    /// checkpoints, findings, write reports' threads, bench summaries); OpenMetrics text of
+    /// the store summary (`dfck inspect` only) for node_exporter's textfile collector.
     #[arg(long, value_enum, default_value_t = FormatArg::Table, global = true)]
     pub format: FormatArg,
     /// Indent the JSON (with --format json).
@@ -97,6 +98,9 @@ pub enum FormatArg {
     Ndjson,
     /// Comma-separated flat rows.
     Csv,
+    /// OpenMetrics text of the store summary (`dfck inspect` without a thread only), for
+    /// node_exporter's textfile collector.
+    Openmetrics,
 }
 
 /// `--color`.
@@ -183,6 +187,7 @@ impl GlobalArgs {
             FormatArg::Json => Format::Json,
             FormatArg::Ndjson => Format::Ndjson,
             FormatArg::Csv => Format::Csv,
+            FormatArg::Openmetrics => Format::Openmetrics,
         }
     }
 

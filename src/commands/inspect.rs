@@ -111,6 +111,8 @@ pub struct StoreSummary {
     pub counts: Counts,
     /// Total bytes.
     pub bytes: u64,
+    /// `bytes` per table: checkpoints, writes, blobs (PostgreSQL).
+    pub table_bytes: crate::commands::space::TableBytes,
     /// The DeerFlow config's mode, shown next to what the data holds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub config: Option<ConfiguredMode>,
@@ -381,16 +383,18 @@ pub fn summarize_with(
     progress: &dyn Progress,
 ) -> Result<StoreSummary, Error> {
     let mut writes: Totals = HashMap::new();
-    let mut total_writes = 0;
+    let (mut total_writes, mut write_bytes) = (0, 0);
     store.scan_write_totals(&mut |t| {
         total_writes += t.writes;
+        write_bytes += t.bytes;
         writes.insert(t.thread_id, (t.writes, t.bytes));
         Ok(())
     })?;
     let mut blobs: Totals = HashMap::new();
-    let mut total_blobs = 0;
+    let (mut total_blobs, mut blob_bytes) = (0, 0);
     store.scan_blob_totals(&mut |t| {
         total_blobs += t.writes;
+        blob_bytes += t.bytes;
         blobs.insert(t.thread_id, (t.writes, t.bytes));
         Ok(())
     })?;
@@ -458,6 +462,7 @@ pub fn summarize_with(
         None
     };
     let info = store.info();
+    let pg = info.backend == dfck_core::store::Backend::Postgres;
     Ok(StoreSummary {
         backend: info.backend,
         location: info.location.clone(),
@@ -466,9 +471,14 @@ pub fn summarize_with(
             threads: thread_count,
             checkpoints,
             writes: total_writes,
-            blobs: (info.backend == dfck_core::store::Backend::Postgres).then_some(total_blobs),
+            blobs: pg.then_some(total_blobs),
         },
         bytes,
+        table_bytes: crate::commands::space::TableBytes {
+            checkpoints: bytes.saturating_sub(write_bytes + blob_bytes),
+            writes: write_bytes,
+            blobs: pg.then_some(blob_bytes),
+        },
         config: None,
         space,
         sort: opts.sort,

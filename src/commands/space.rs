@@ -37,6 +37,18 @@ impl SortKey {
     }
 }
 
+/// The store's bytes per LangGraph table (`table_bytes` of `dfck inspect`): together they
+/// are the summary's `bytes`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct TableBytes {
+    /// Checkpoint rows: the checkpoint and its metadata.
+    pub checkpoints: u64,
+    /// Pending-write values.
+    pub writes: u64,
+    /// Blob values (PostgreSQL only).
+    pub blobs: Option<u64>,
+}
+
 /// How `dfck inspect` lists the threads of the summary.
 #[derive(Debug, Clone, Copy)]
 pub struct SummaryOptions {

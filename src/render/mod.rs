@@ -1,5 +1,5 @@
 //! Rendering of report values: tables (comfy-table) and JSON for stdout (`audit.rs`: the
-//! audit's table and its `--emit` artifacts), the progress bar
+//! audit's table and its `--emit` artifacts; `openmetrics.rs`: the store's metrics), the progress bar
 //! and notes for stderr, and the writing of them ([`emit`], [`output`], [`note`]).
 //! Nothing in the runtime library depends on this module.
 
@@ -12,6 +12,7 @@ pub(crate) mod grid;
 mod json;
 pub mod maintain;
 pub mod meta;
+pub mod openmetrics;
 mod output;
 mod progress;
 mod records;
@@ -44,6 +45,8 @@ pub enum Format {
     Ndjson,
     /// Comma-separated flat rows.
     Csv,
+    /// OpenMetrics text (the store summary only: [`openmetrics`]).
+    Openmetrics,
 }
 
 /// Bytes in binary units (`1.5 MiB`).

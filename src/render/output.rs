@@ -86,6 +86,10 @@ pub fn output<T: serde::Serialize>(
             };
             emit(&text)
         }
+        // The command line lets only the store summary ask for it, which renders it itself.
+        Format::Openmetrics => Err(Error::Usage(
+            "--format openmetrics: this report has no metrics (only `dfck inspect` has)".into(),
+        )),
     }
 }
 

@@ -47,6 +47,7 @@ mod migrate_postgres;
 mod migrate_reducer;
 mod mutation;
 mod mutation_mutate;
+mod openmetrics;
 mod pg_environment;
 mod pg_hardening;
 mod postgres_fixtures;

@@ -57,6 +57,12 @@ pub struct SummarizeArgs {
 
 /// Runs `dfck bench summarize`.
 pub fn run(global: &GlobalArgs, args: &SummarizeArgs) -> Result<Outcome, Error> {
+    // Refused when parsing already; kept here so no output is ever mislabelled.
+    if global.format == FormatArg::Openmetrics {
+        return Err(Error::usage(
+            "--format openmetrics: only `dfck inspect` has metrics, not `dfck bench summarize`",
+        ));
+    }
     let rows = match summarize::load_jsonl(&args.inputs) {
         Ok(rows) => rows,
         Err(e @ summarize::LoadError::Malformed(_)) => {
@@ -83,7 +89,7 @@ pub fn run(global: &GlobalArgs, args: &SummarizeArgs) -> Result<Outcome, Error> 
     let format = match (args.json, args.csv, global.format) {
         (true, _, _) => Format::Json,
         (_, true, _) => Format::Csv,
-        (_, _, FormatArg::Table) => Format::Table,
+        (_, _, FormatArg::Table | FormatArg::Openmetrics) => Format::Table,
         (_, _, FormatArg::Json) => Format::Json,
         (_, _, FormatArg::Ndjson) => Format::Ndjson,
         (_, _, FormatArg::Csv) => Format::Csv,
@@ -94,7 +100,8 @@ pub fn run(global: &GlobalArgs, args: &SummarizeArgs) -> Result<Outcome, Error> 
         // like every command's unless --pretty.
         Format::Json => render::summary_json(&report, args.json || global.pretty)?,
         Format::Ndjson => render::summary_ndjson(&report)?,
-        Format::Table => render::summary_text(&report, args.wide),
+        // (openmetrics was refused above)
+        Format::Table | Format::Openmetrics => render::summary_text(&report, args.wide),
     };
     emit(&text)?;
     report_replay_aggregates(&summarize::replay::replay_aggregates(&rows));

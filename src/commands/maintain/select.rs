@@ -82,7 +82,7 @@ pub fn candidates(
         if cursor.is_some_and(|c| t.thread_id.as_str() <= c) {
             continue;
         }
-        if policy.exempt_threads.iter().any(|e| *e == t.thread_id) {
+        if policy.exempt_threads.contains(&t.thread_id) {
             ex.threads += 1;
             continue;
         }

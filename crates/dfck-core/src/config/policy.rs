@@ -180,11 +180,13 @@ impl Policy {
             }
         }
         let find = |key: &str| values.iter().find(|(k, _)| k == key).map(|(_, v)| v);
-        let mut p = Policy::default();
-        p.prune = find("prune").map(|_| PrunePolicy {
-            branches: false,
-            keep_last_turns: None,
-        });
+        let mut p = Policy {
+            prune: find("prune").map(|_| PrunePolicy {
+                branches: false,
+                keep_last_turns: None,
+            }),
+            ..Policy::default()
+        };
         let mut sources = Vec::new();
         for (key, default) in KEYS {
             let Some(node) = find(key).filter(|n| **n != Node::Null) else {

@@ -12,15 +12,15 @@ mod rows;
 pub mod space;
 mod write;
 
-use rows::{Blob, UNDECODABLE, bytes_col, idx_col, len_col, opt_text_col, text_col};
+use rows::{Blob, bytes_col, checkpoint_row, len_col, text_col, write_row};
 
 use crate::error::StoreError;
 use crate::store::{
-    CheckpointBody, CheckpointMetaRow, CheckpointRow, CheckpointWriteTotals, Store, StoreInfo,
-    WriteRow, WriteTotals, sort_writes,
+    CheckpointMetaRow, CheckpointRow, CheckpointWriteTotals, Store, StoreInfo, WriteRow,
+    WriteTotals, sort_writes,
 };
 use open::{detect_schema, dir_writable, file_uri, schema_error, sidecar};
-use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use std::path::Path;
 
 /// Page cache of a read-write connection, in KiB (SQLite's negative `cache_size`).
@@ -303,45 +303,6 @@ impl SqliteStore {
 
 /// Memory-mapped reads for large point lookups (`--state`), up to SQLite's compile-time cap.
 const MMAP_SIZE: i64 = 1 << 40;
-
-fn checkpoint_row(r: &Row<'_>) -> rusqlite::Result<CheckpointRow> {
-    let bytes = bytes_col(r, 5, Blob::Serialized)?;
-    let metadata = bytes_col(r, 6, Blob::Json)?;
-    Ok(CheckpointRow {
-        thread_id: text_col(r, 0)?,
-        checkpoint_ns: text_col(r, 1)?,
-        checkpoint_id: text_col(r, 2)?,
-        parent_checkpoint_id: opt_text_col(r, 3)?,
-        bytes: (bytes.len() + metadata.len()) as u64,
-        body: CheckpointBody::Serialized {
-            type_tag: opt_text_col(r, 4)?,
-            bytes,
-        },
-        metadata,
-    })
-}
-
-/// `idx` of a write whose stored idx is not an integer.
-const BAD_IDX: i64 = i64::MIN;
-
-fn write_row(r: &Row<'_>) -> rusqlite::Result<WriteRow> {
-    let idx = idx_col(r, 3)?;
-    let value = bytes_col(r, 6, Blob::Serialized)?;
-    Ok(WriteRow {
-        checkpoint_id: text_col(r, 0)?,
-        task_id: text_col(r, 1)?,
-        task_path: text_col(r, 2)?,
-        idx: idx.unwrap_or(BAD_IDX),
-        channel: text_col(r, 4)?,
-        type_tag: opt_text_col(r, 5)?,
-        // A write whose key is unreadable is not replayed as if it were valid.
-        value: if idx.is_some() {
-            value
-        } else {
-            UNDECODABLE.to_vec()
-        },
-    })
-}
 
 const CHECKPOINT_COLS: &str =
     "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata";

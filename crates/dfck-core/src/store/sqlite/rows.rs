@@ -2,6 +2,7 @@
 //! store may have an INTEGER where LangGraph writes a BLOB, and one such value must make one
 //! checkpoint or write undecodable, not fail the whole scan.
 
+use crate::store::{CheckpointBody, CheckpointRow, WriteRow};
 use rusqlite::Row;
 
 /// What a row reader makes of a value of the wrong SQLite storage class in a BLOB column.
@@ -66,4 +67,45 @@ pub(super) fn idx_col(row: &Row<'_>, i: usize) -> rusqlite::Result<Option<i64>> 
 
 pub(super) fn len_col(row: &Row<'_>, i: usize) -> rusqlite::Result<u64> {
     Ok(row.get::<_, Option<i64>>(i)?.unwrap_or(0).max(0) as u64)
+}
+
+/// A `checkpoints` row as LangGraph's SqliteSaver lays it out.
+pub(super) fn checkpoint_row(r: &Row<'_>) -> rusqlite::Result<CheckpointRow> {
+    let bytes = bytes_col(r, 5, Blob::Serialized)?;
+    let metadata = bytes_col(r, 6, Blob::Json)?;
+    Ok(CheckpointRow {
+        thread_id: text_col(r, 0)?,
+        checkpoint_ns: text_col(r, 1)?,
+        checkpoint_id: text_col(r, 2)?,
+        parent_checkpoint_id: opt_text_col(r, 3)?,
+        bytes: (bytes.len() + metadata.len()) as u64,
+        body: CheckpointBody::Serialized {
+            type_tag: opt_text_col(r, 4)?,
+            bytes,
+        },
+        metadata,
+    })
+}
+
+/// `idx` of a write whose stored idx is not an integer.
+const BAD_IDX: i64 = i64::MIN;
+
+/// A `writes` row as LangGraph's SqliteSaver lays it out.
+pub(super) fn write_row(r: &Row<'_>) -> rusqlite::Result<WriteRow> {
+    let idx = idx_col(r, 3)?;
+    let value = bytes_col(r, 6, Blob::Serialized)?;
+    Ok(WriteRow {
+        checkpoint_id: text_col(r, 0)?,
+        task_id: text_col(r, 1)?,
+        task_path: text_col(r, 2)?,
+        idx: idx.unwrap_or(BAD_IDX),
+        channel: text_col(r, 4)?,
+        type_tag: opt_text_col(r, 5)?,
+        // A write whose key is unreadable is not replayed as if it were valid.
+        value: if idx.is_some() {
+            value
+        } else {
+            UNDECODABLE.to_vec()
+        },
+    })
 }
