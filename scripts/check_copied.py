@@ -54,13 +54,12 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: E402
-from langgraph.types import Command  # noqa: E402
 
 import aeskey  # noqa: E402
 import fixturelib  # noqa: E402
 from check_migrated import compare_values, with_db, writes_rows  # noqa: E402
 from gen_fixtures import build_deerflow_graph, build_subgraph_pair, graph_for_ns  # noqa: E402
-from graphs import HumanMessage, build_conv_graph, messages_annotation  # noqa: E402
+from graphs import build_conv_graph, continue_thread, messages_annotation  # noqa: E402
 
 STEMS = ["delta_k3", "full", "deerflow", "mixed", "subgraph", "aes_delta", "aes_full"]
 
@@ -124,21 +123,9 @@ def continue_threads(label: str, stem: str, saver: Any, expected: dict, errs: li
         entry = graphs_for(stem, tid, saver)
         if tid in error_threads:
             continue
-        graph = entry["graph"]
-        cfg = {"configurable": {"thread_id": tid}}
-        try:
-            before = graph.get_state(cfg)
-            old = [m.id for m in before.values.get("messages", [])]
-            if before.interrupts:
-                graph.invoke(Command(resume="approved after copy"), cfg)
-            else:
-                graph.invoke({"messages": [HumanMessage(content="continue after copy", id=f"h-copy-{tid}")]}, cfg)
-            new = [m.id for m in graph.get_state(cfg).values.get("messages", [])]
-        except Exception as e:  # noqa: BLE001
-            errs.append(f"{label} {tid}: continuing the copied thread raised {type(e).__name__}: {e}")
-            continue
-        if new[: len(old)] != old or len(new) <= len(old):
-            errs.append(f"{label} {tid}: the continued head does not extend the copied one ({len(old)} → {len(new)})")
+        problem = continue_thread(entry["graph"], tid, "copy")
+        if problem:
+            errs.append(f"{label} {tid}: {problem}")
             continue
         n += 1
     return n

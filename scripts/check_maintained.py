@@ -41,12 +41,11 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: E402
-from langgraph.types import Command  # noqa: E402
 
 import fixturelib  # noqa: E402
 from check_migrated import compare_values, with_db  # noqa: E402
 from check_reclaimed import STEMS as RECLAIM_STEMS, graph_of  # noqa: E402
-from graphs import HumanMessage, build_append_graph, messages_annotation  # noqa: E402
+from graphs import build_append_graph, continue_thread, messages_annotation  # noqa: E402
 
 STEMS = ["delta_k3", "deerflow"]
 LIVE = ["t-live-0", "t-live-1"]
@@ -151,22 +150,11 @@ def continue_all(label: str, stem: str, saver: Any, expected: dict, errs: list[s
     graphs += [(tid, build_append_graph(messages_annotation("delta", 3), saver)) for tid in LIVE]
     n = 0
     for tid, graph in graphs:
-        cfg = {"configurable": {"thread_id": tid}}
-        try:
-            before = graph.get_state(cfg)
-            old = [m.id for m in before.values.get("messages", [])]
-            if before.interrupts:
-                graph.invoke(Command(resume="approved after maintain"), cfg)
-            else:
-                graph.invoke({"messages": [HumanMessage(content="continue after maintain", id=f"h-maint-{tid}")]}, cfg)
-            new = [m.id for m in graph.get_state(cfg).values.get("messages", [])]
-        except Exception as e:  # noqa: BLE001
-            errs.append(f"{label} {tid}: continuing raised {type(e).__name__}: {e}")
-            continue
-        if new[: len(old)] != old or len(new) <= len(old):
-            errs.append(f"{label} {tid}: the continued head does not extend the old one ({len(old)} → {len(new)})")
-            continue
-        n += 1
+        problem = continue_thread(graph, tid, "maint")
+        if problem:
+            errs.append(f"{label} {tid}: {problem}")
+        else:
+            n += 1
     return n
 
 

@@ -53,13 +53,12 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: E402
-from langgraph.types import Command  # noqa: E402
 
 import aeskey  # noqa: E402
 import fixturelib  # noqa: E402
 from check_migrated import compare_values, with_db  # noqa: E402
 from gen_fixtures import build_deerflow_graph  # noqa: E402
-from graphs import HumanMessage, build_conv_graph, messages_annotation  # noqa: E402
+from graphs import build_conv_graph, continue_thread, messages_annotation  # noqa: E402
 
 # stem -> (thread deleted before reclaiming, {thread: (builder, mode, k, reducer)}); threads
 # not named use the stem's default.
@@ -129,20 +128,9 @@ def continue_all(label: str, stem: str, saver: Any, expected: dict, gone: str, e
         if tid == gone or tid in error_threads:
             continue
         graph = graph_of(per_thread.get(tid, default), saver)
-        cfg = {"configurable": {"thread_id": tid}}
-        try:
-            before = graph.get_state(cfg)
-            old = [m.id for m in before.values.get("messages", [])]
-            if before.interrupts:
-                graph.invoke(Command(resume="approved after reclaim"), cfg)
-            else:
-                graph.invoke({"messages": [HumanMessage(content="continue after reclaim", id=f"h-reclaim-{tid}")]}, cfg)
-            new = [m.id for m in graph.get_state(cfg).values.get("messages", [])]
-        except Exception as e:  # noqa: BLE001
-            errs.append(f"{label} {tid}: continuing raised {type(e).__name__}: {e}")
-            continue
-        if new[: len(old)] != old or len(new) <= len(old):
-            errs.append(f"{label} {tid}: the continued head does not extend the old one ({len(old)} → {len(new)})")
+        problem = continue_thread(graph, tid, "reclaim")
+        if problem:
+            errs.append(f"{label} {tid}: {problem}")
             continue
         n += 1
     return n

@@ -24,7 +24,7 @@ from langchain_core.messages import (
 from langgraph.channels import DeltaChannel
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, _messages_delta_reducer, add_messages
-from langgraph.types import Overwrite, Send, interrupt
+from langgraph.types import Command, Overwrite, Send, interrupt
 from typing_extensions import TypedDict
 
 # ---------------------------------------------------------------------------------------
@@ -282,6 +282,28 @@ def build_append_graph(messages_ann: Any, checkpointer: Any):
     return b.compile(checkpointer=checkpointer)
 
 
+def continue_thread(graph: Any, thread_id: str, after: str) -> Optional[str]:
+    """One more turn on a thread with the real library, as the read-back checks do after a
+    dfck write: `Command(resume)` on a head waiting on an interrupt, else a new human message
+    (id `h-<after>-<thread>`). Returns what went wrong, or None when the new head extends the
+    old one."""
+    cfg = {"configurable": {"thread_id": thread_id}}
+    try:
+        before = graph.get_state(cfg)
+        old = [m.id for m in before.values.get("messages", [])]
+        if before.interrupts:
+            graph.invoke(Command(resume=f"approved after {after}"), cfg)
+        else:
+            msg = HumanMessage(content=f"continue after {after}", id=f"h-{after}-{thread_id}")
+            graph.invoke({"messages": [msg]}, cfg)
+        new = [m.id for m in graph.get_state(cfg).values.get("messages", [])]
+    except Exception as e:  # noqa: BLE001
+        return f"continuing raised {type(e).__name__}: {e}"
+    if new[: len(old)] != old or len(new) <= len(old):
+        return f"the continued head does not extend the old one ({len(old)} → {len(new)})"
+    return None
+
+
 __all__ = [
     "AIMessage",
     "HumanMessage",
@@ -292,6 +314,7 @@ __all__ = [
     "REMOVE_ALL_MESSAGES",
     "build_conv_graph",
     "build_append_graph",
+    "continue_thread",
     "df_merge_message_writes",
     "merge_artifacts",
     "merge_sandbox",

@@ -476,3 +476,26 @@ fn the_history_cache_keys_of_deleted_threads_go_and_the_others_stay() {
         format!("ckpt-hist:v1:{}", &digest[..12])
     );
 }
+
+#[test]
+fn a_reservation_of_a_live_dfck_of_another_user_is_not_taken_over() {
+    // pid 1 lives on every machine; a process that may not signal it (EPERM, any user but
+    // root) must still take it for alive, and leave its live reservation alone.
+    let db = Db::sqlite();
+    let host = nix::unistd::gethostname().unwrap().into_string().unwrap();
+    db.exec(&format!(
+        "INSERT INTO runs (run_id, thread_id, user_id, status, operation_kind, \
+         multitask_strategy, metadata_json, kwargs_json, message_count, total_input_tokens, \
+         total_output_tokens, total_tokens, llm_call_count, lead_agent_tokens, subagent_tokens, \
+         middleware_tokens, token_usage_by_model, owner_worker_id, lease_expires_at, \
+         created_at, updated_at) VALUES ('init-0000', '{T09}', NULL, 'pending', 'delete', \
+         'reject', '{{}}', '{{}}', 0, 0, 0, 0, 0, 0, 0, 0, '{{}}', 'dfck:{host}:1', \
+         '2099-01-01 00:00:00.000000', '2026-08-20 08:00:00.000000', \
+         '2026-08-20 08:00:00.000000')"
+    ));
+    let (r, code) = delete(&db, &[T09, "--apply"]);
+    assert_eq!(code, 1, "{r}");
+    assert_eq!(thread(&r, T09)["status"], "refused");
+    assert_eq!(db.checkpoints_of(T09), 4);
+    assert_eq!(db.count("runs WHERE run_id = 'init-0000'"), 1);
+}

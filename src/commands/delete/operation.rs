@@ -198,5 +198,11 @@ fn alive(r: &ActiveRun) -> bool {
     owner
         .rsplit_once(':')
         .and_then(|(_, pid)| pid.parse::<i32>().ok())
-        .is_some_and(|pid| nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok())
+        // EPERM: the process exists, as another user (not ours to signal), so it is alive.
+        .is_some_and(|pid| {
+            matches!(
+                nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None),
+                Ok(()) | Err(nix::errno::Errno::EPERM)
+            )
+        })
 }

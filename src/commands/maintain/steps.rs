@@ -63,6 +63,37 @@ pub(super) struct ChunkOutcome {
     pub actions: Vec<ThreadAction>,
     /// Threads changed (would be): what counts against the sweep limit.
     pub acted: u64,
+    changed: HashSet<String>,
+}
+
+impl ChunkOutcome {
+    /// Notes what a step did to a thread (`status` `None`: nothing to do); `true` when the
+    /// thread was changed (would be).
+    fn record(
+        &mut self,
+        thread_id: &str,
+        status: Option<&'static str>,
+        action: Action,
+        reason: &Option<String>,
+        checkpoints: u64,
+    ) -> bool {
+        self.handled.insert(thread_id.to_owned());
+        let Some(status) = status else {
+            return false;
+        };
+        let changed = status != "refused";
+        if changed {
+            self.changed.insert(thread_id.to_owned());
+        }
+        self.actions.push(ThreadAction {
+            thread_id: thread_id.to_owned(),
+            action,
+            status,
+            reason: reason.clone(),
+            checkpoints,
+        });
+        changed
+    }
 }
 
 fn status_word(done: bool, would: bool) -> Option<&'static str> {
@@ -88,8 +119,8 @@ pub(super) fn run_chunk(
         handled: HashSet::new(),
         actions: Vec::new(),
         acted: 0,
+        changed: HashSet::new(),
     };
-    let mut acted: HashSet<String> = HashSet::new();
     let mut deleted: HashSet<String> = HashSet::new();
     let prune_ids: Vec<String> = chunk
         .iter()
@@ -113,49 +144,26 @@ pub(super) fn run_chunk(
         )?;
         timer.prune += t.elapsed().as_secs_f64();
         for p in &r.threads {
-            out.handled.insert(p.thread_id.clone());
+            let action = if p.whole_thread {
+                Action::Delete
+            } else {
+                Action::Prune
+            };
             let word = match p.status {
                 PruneStatus::Refused => Some("refused"),
                 s => status_word(s == PruneStatus::Done, s == PruneStatus::Would),
             };
-            if let Some(status) = word {
-                if status != "refused" {
-                    acted.insert(p.thread_id.clone());
-                    if p.whole_thread {
-                        deleted.insert(p.thread_id.clone());
-                    }
-                }
-                out.actions.push(ThreadAction {
-                    thread_id: p.thread_id.clone(),
-                    action: if p.whole_thread {
-                        Action::Delete
-                    } else {
-                        Action::Prune
-                    },
-                    status,
-                    reason: p.reason.clone(),
-                    checkpoints: p.checkpoints,
-                });
+            if out.record(&p.thread_id, word, action, &p.reason, p.checkpoints) && p.whole_thread {
+                deleted.insert(p.thread_id.clone());
             }
         }
         for d in r.deerflow_delete.iter().flat_map(|d| &d.threads) {
-            out.handled.insert(d.thread_id.clone());
             let word = match d.status {
                 DeleteStatus::Refused => Some("refused"),
                 s => status_word(s == DeleteStatus::Done, s == DeleteStatus::Would),
             };
-            if let Some(status) = word {
-                if status != "refused" {
-                    acted.insert(d.thread_id.clone());
-                    deleted.insert(d.thread_id.clone());
-                }
-                out.actions.push(ThreadAction {
-                    thread_id: d.thread_id.clone(),
-                    action: Action::Delete,
-                    status,
-                    reason: d.reason.clone(),
-                    checkpoints: d.checkpoints,
-                });
+            if out.record(&d.thread_id, word, Action::Delete, &d.reason, d.checkpoints) {
+                deleted.insert(d.thread_id.clone());
             }
         }
     }
@@ -184,18 +192,8 @@ pub(super) fn run_chunk(
                 ToDeltaStatus::Refused => Some("refused"),
                 s => status_word(s == ToDeltaStatus::Done, s == ToDeltaStatus::Would),
             };
-            if let Some(status) = word {
-                if status != "refused" {
-                    acted.insert(c.thread_id.clone());
-                }
-                out.actions.push(ThreadAction {
-                    thread_id: c.thread_id.clone(),
-                    action: Action::Convert,
-                    status,
-                    reason: c.reason.clone(),
-                    checkpoints: c.checkpoints_rewritten as u64,
-                });
-            }
+            let rewritten = c.checkpoints_rewritten as u64;
+            out.record(&c.thread_id, word, Action::Convert, &c.reason, rewritten);
         }
     }
     // A thread is handled once every step meant for it reached it.
@@ -210,7 +208,7 @@ pub(super) fn run_chunk(
         })
         .map(|w| w.thread_id.clone())
         .collect();
-    out.acted = acted.len() as u64;
+    out.acted = out.changed.len() as u64;
     Ok(out)
 }
 

@@ -1,0 +1,247 @@
+//! One sweeper at a time, and stops: a held lease, two runs at once, SIGTERM during VACUUM,
+//! `--watch` through a failed cycle.
+
+use super::*;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+/// A live lease of another host in `dfck_maintenance`.
+const FOREIGN_LEASE: &str = "CREATE TABLE dfck_maintenance (name TEXT PRIMARY KEY, token TEXT, holder_host TEXT, holder_pid BIGINT, holder_version TEXT, acquired_at BIGINT, expires_at BIGINT NOT NULL DEFAULT 0, cursor_thread TEXT, last_run TEXT); INSERT INTO dfck_maintenance VALUES ('sweeper', 'tok', 'other-host', 4242, '9.9.9', 0, 99999999999, NULL, NULL);";
+
+fn a_held_lease_is_named_and_nothing_done(db: &Db, dir: &Path) {
+    db.exec(FOREIGN_LEASE);
+    let before = db.dump();
+    let p = policy(dir, "delete:\n  idle: 30d\n");
+    let (r, code, _) = maintain(db, &p, &["--apply"]);
+    assert_eq!(code, 0);
+    assert_eq!(r["lease_held_by"], "other-host pid 4242 (dfck 9.9.9)");
+    assert_eq!(db.dump(), before);
+    let out = maintain_as(db, &p, &["--apply"], "table").output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .contains("another sweeper holds the lease: other-host pid 4242 (dfck 9.9.9)")
+    );
+    // An expired lease is taken over.
+    db.exec("UPDATE dfck_maintenance SET expires_at = 1");
+    let (r, _, _) = maintain(db, &p, &["--apply"]);
+    assert!(r.get("lease_held_by").is_none());
+    assert!(r["run"]["threads_deleted"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn a_held_lease_is_named_and_nothing_done_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    a_held_lease_is_named_and_nothing_done(&Db::sqlite("deerflow_app"), dir.path());
+}
+
+#[test]
+fn a_held_lease_is_named_and_nothing_done_postgres() {
+    let Some(server) = require_postgres("maintain lease") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::pg(&server, "deerflow_app", "dfck_maint_lease");
+    a_held_lease_is_named_and_nothing_done(&db, dir.path());
+}
+
+/// Waits for `path` to exist (a failpoint announcing itself).
+fn wait_for(path: &Path, child: &mut Child) {
+    let t = Instant::now();
+    while !path.exists() {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended before {}",
+            path.display()
+        );
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "{} never came",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `maintain --apply` in the background, its output captured; with a slowed VACUUM that
+/// announces itself in `vacuuming`.
+fn spawn(db: &Db, policy: &Path, args: &[&str], vacuuming: Option<&Path>) -> Child {
+    let mut c = maintain_cmd(db, policy, args);
+    if let Some(flag) = vacuuming {
+        c.env("DFCK_FAILPOINT", format!("vacuum-slow:{}", flag.display()));
+    }
+    c.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn sigterm(child: &Child) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+}
+
+#[test]
+fn of_two_runs_started_together_one_works() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::sqlite("long_threads");
+    let p = policy(dir.path(), "reclaim:\n  free_over: 0%\n");
+    let flag = dir.path().join("vacuuming");
+    let (a, b) = (
+        spawn(&db, &p, &["--apply"], Some(&flag)),
+        spawn(&db, &p, &["--apply"], Some(&flag)),
+    );
+    let outs = [a.wait_with_output().unwrap(), b.wait_with_output().unwrap()];
+    let reports: Vec<Json> = outs
+        .iter()
+        .map(|o| {
+            assert_eq!(
+                o.status.code(),
+                Some(0),
+                "{}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            serde_json::from_slice(&o.stdout).unwrap()
+        })
+        .collect();
+    let held: Vec<&Json> = reports
+        .iter()
+        .filter(|r| r.get("lease_held_by").is_some())
+        .collect();
+    assert_eq!(held.len(), 1, "exactly one run works: {reports:?}");
+    let host = nix::unistd::gethostname().unwrap().into_string().unwrap();
+    assert!(
+        held[0]["lease_held_by"]
+            .as_str()
+            .unwrap()
+            .starts_with(&host)
+    );
+}
+
+#[test]
+fn sigterm_during_vacuum_leaves_the_sqlite_store_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::sqlite("long_threads");
+    let before = db.dump();
+    let Db::Sqlite(_, path) = &db else {
+        unreachable!()
+    };
+    let size = std::fs::metadata(path).unwrap().len();
+    let p = policy(dir.path(), "reclaim:\n  free_over: 0%\n");
+    let flag = dir.path().join("vacuuming");
+    let mut child = spawn(&db, &p, &["--apply"], Some(&flag));
+    wait_for(&flag, &mut child);
+    sigterm(&child);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Json = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["reclaim"]["status"], "interrupted", "{r}");
+    assert_eq!(r["run"]["ended"], "stopped");
+    assert_eq!(db.dump(), before);
+    let c = rusqlite::Connection::open(path).unwrap();
+    let pages: u64 = c.query_row("PRAGMA page_count", [], |r| r.get(0)).unwrap();
+    let page: u64 = c.query_row("PRAGMA page_size", [], |r| r.get(0)).unwrap();
+    assert!(pages * page >= size, "VACUUM did not shrink the file");
+    // The lease was released: the next run takes it.
+    let (r, _, _) = maintain(&db, &p, &["--apply"]);
+    assert!(r.get("lease_held_by").is_none());
+}
+
+#[test]
+fn sigterm_during_vacuum_leaves_the_postgres_store_unchanged() {
+    let Some(server) = require_postgres("maintain SIGTERM during VACUUM") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::pg(&server, "deerflow_app", "dfck_maint_vacuum");
+    let before = db.dump();
+    // Another session holds a lock VACUUM needs, so the VACUUM waits until it is cancelled.
+    let rt = runtime();
+    let Db::Pg(uri) = &db else { unreachable!() };
+    let locker = connect(&rt, uri);
+    rt.block_on(
+        locker.batch_execute("BEGIN; LOCK TABLE checkpoints IN SHARE UPDATE EXCLUSIVE MODE"),
+    )
+    .unwrap();
+    let p = policy(dir.path(), "reclaim:\n  free_over: 0%\n");
+    let mut child = spawn(&db, &p, &["--apply"], None);
+    // pg_stat_activity is read outside the locker's transaction (which sees one snapshot).
+    let monitor = connect(&rt, uri);
+    let t = Instant::now();
+    loop {
+        let waiting: i64 = rt
+            .block_on(monitor.query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'",
+                &[],
+            ))
+            .unwrap()
+            .get(0);
+        if waiting > 0 {
+            break;
+        }
+        if child.try_wait().unwrap().is_some() {
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "maintain ended early: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        assert!(t.elapsed() < Duration::from_secs(60), "VACUUM never waited");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    sigterm(&child);
+    let out = child.wait_with_output().unwrap();
+    rt.block_on(locker.batch_execute("ROLLBACK")).unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Json = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["reclaim"]["status"], "interrupted", "{r}");
+    assert_eq!(db.dump(), before);
+}
+
+#[test]
+fn watch_survives_a_failed_cycle_and_stops_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::sqlite("deerflow_app");
+    let Db::Sqlite(_, path) = &db else {
+        unreachable!()
+    };
+    let away = dir.path().join("away.db");
+    let p = policy(dir.path(), "delete:\n  idle: 30d\nsweep:\n  limit: 1\n");
+    let mut child = spawn(&db, &p, &["--apply", "--watch", "1s"], None);
+    // The store goes away for a cycle, then comes back.
+    std::thread::sleep(Duration::from_millis(600));
+    std::fs::rename(path, &away).unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    std::fs::rename(&away, path).unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(child.try_wait().unwrap().is_none(), "the loop went on");
+    sigterm(&child);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("this run failed"), "{stderr}");
+    let runs: Vec<Json> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(runs.len() >= 2, "{runs:?}");
+    let deleted: u64 = runs
+        .iter()
+        .map(|r| r["run"]["threads_deleted"].as_u64().unwrap())
+        .sum();
+    assert!(deleted >= 2, "cycles after the failure worked: {runs:?}");
+}
