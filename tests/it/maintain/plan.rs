@@ -3,13 +3,43 @@
 
 use super::*;
 
+/// A pending write on T02's newest checkpoint, as a live run would leave one.
+fn late_write(db: &Db) {
+    let (table, blob, value) = match db {
+        Db::Sqlite(..) => ("writes", "value", "X'7B7D'"),
+        Db::Pg(_) => ("checkpoint_writes", "blob", "'\\x7b7d'::bytea"),
+    };
+    db.exec(&format!(
+        "INSERT INTO {table} (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, {blob}) \
+         SELECT thread_id, checkpoint_ns, checkpoint_id, 'late', 0, 'x', 'json', {value} FROM checkpoints \
+         WHERE thread_id = '{T02}' ORDER BY checkpoint_id DESC LIMIT 1"
+    ));
+}
+
 #[test]
-fn a_thread_changed_since_the_plan_is_refused() {
+fn a_thread_changed_since_the_plan_is_refused_sqlite() {
+    a_thread_changed_since_the_plan_is_refused(
+        &Db::sqlite("deerflow_app"),
+        &Db::sqlite("deerflow_app"),
+    );
+}
+
+#[test]
+fn a_thread_changed_since_the_plan_is_refused_postgres() {
+    let Some(server) = require_postgres("maintain plan files") else {
+        return;
+    };
+    a_thread_changed_since_the_plan_is_refused(
+        &Db::pg(&server, "deerflow_app", "dfck_maint_plan"),
+        &Db::pg(&server, "deerflow_app", "dfck_maint_plan_other"),
+    );
+}
+
+fn a_thread_changed_since_the_plan_is_refused(db: &Db, other: &Db) {
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::sqlite("deerflow_app");
     let p = policy(dir.path(), "delete:\n  idle: 30d\n");
     let plan = dir.path().join("plan.json");
-    let (r, _, _) = maintain(&db, &p, &["--plan", plan.to_str().unwrap()]);
+    let (r, _, _) = maintain(db, &p, &["--plan", plan.to_str().unwrap()]);
     assert_eq!(r["dry_run"], true);
     let planned: Json = serde_json::from_slice(&std::fs::read(&plan).unwrap()).unwrap();
     let ids: Vec<&str> = planned["threads"]
@@ -20,12 +50,8 @@ fn a_thread_changed_since_the_plan_is_refused() {
         .collect();
     assert!(ids.contains(&T02) && ids.contains(&T06), "{ids:?}");
     // T02 gets a pending write after the plan.
-    db.exec(&format!(
-        "INSERT INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value) \
-         SELECT thread_id, checkpoint_ns, checkpoint_id, 'late', 0, 'x', 'json', X'7B7D' FROM checkpoints \
-         WHERE thread_id = '{T02}' ORDER BY checkpoint_id DESC LIMIT 1"
-    ));
-    let (r, code, _) = maintain(&db, &p, &["--apply-plan", plan.to_str().unwrap()]);
+    late_write(db);
+    let (r, code, _) = maintain(db, &p, &["--apply-plan", plan.to_str().unwrap()]);
     assert_eq!(code, 1);
     let t02 = r["threads"]
         .as_array()
@@ -45,8 +71,7 @@ fn a_thread_changed_since_the_plan_is_refused() {
             .any(|l| l.starts_with("checkpoints|") && l.contains(T06))
     );
     // Another store, or another dfck version: the whole plan is refused.
-    let other = Db::sqlite("deerflow_app");
-    let out = maintain_cmd(&other, &p, &["--apply-plan", plan.to_str().unwrap()])
+    let out = maintain_cmd(other, &p, &["--apply-plan", plan.to_str().unwrap()])
         .output()
         .unwrap();
     assert_clean_failure(&out, "made for another store");
@@ -54,7 +79,7 @@ fn a_thread_changed_since_the_plan_is_refused() {
         .unwrap()
         .replace(env!("CARGO_PKG_VERSION"), "0.0.1-old");
     std::fs::write(&plan, text).unwrap();
-    let out = maintain_cmd(&db, &p, &["--apply-plan", plan.to_str().unwrap()])
+    let out = maintain_cmd(db, &p, &["--apply-plan", plan.to_str().unwrap()])
         .output()
         .unwrap();
     assert_clean_failure(&out, "made by dfck 0.0.1-old");

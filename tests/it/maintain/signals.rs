@@ -155,6 +155,104 @@ fn sigterm_during_vacuum_leaves_the_sqlite_store_unchanged() {
     assert!(r.get("lease_held_by").is_none());
 }
 
+/// A session holding `SHARE UPDATE EXCLUSIVE` on `checkpoints`: a VACUUM waits for it.
+struct TableLock {
+    rt: tokio::runtime::Runtime,
+    locker: tokio_postgres::Client,
+    /// pg_stat_activity read outside the locker's transaction (which sees one snapshot).
+    monitor: tokio_postgres::Client,
+}
+
+impl TableLock {
+    fn take(db: &Db) -> TableLock {
+        let Db::Pg(uri) = db else { unreachable!() };
+        let rt = runtime();
+        let (locker, monitor) = (connect(&rt, uri), connect(&rt, uri));
+        rt.block_on(
+            locker.batch_execute("BEGIN; LOCK TABLE checkpoints IN SHARE UPDATE EXCLUSIVE MODE"),
+        )
+        .unwrap();
+        TableLock {
+            rt,
+            locker,
+            monitor,
+        }
+    }
+
+    /// Waits until another session waits on a lock (the VACUUM of `child`).
+    fn wait_for_a_waiter(&self, child: &mut Child) {
+        let t = Instant::now();
+        loop {
+            let waiting: i64 = self
+                .rt
+                .block_on(self.monitor.query_one(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'",
+                    &[],
+                ))
+                .unwrap()
+                .get(0);
+            if waiting > 0 {
+                return;
+            }
+            if child.try_wait().unwrap().is_some() {
+                let out = std::mem::replace(child, Command::new("true").spawn().unwrap())
+                    .wait_with_output()
+                    .unwrap();
+                panic!(
+                    "maintain ended early: {}{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            assert!(t.elapsed() < Duration::from_secs(60), "VACUUM never waited");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn release(&self) {
+        self.rt
+            .block_on(self.locker.batch_execute("ROLLBACK"))
+            .unwrap();
+    }
+}
+
+#[test]
+fn of_two_runs_started_together_one_works_postgres() {
+    let Some(server) = require_postgres("maintain lease race") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::pg(&server, "deerflow_app", "dfck_maint_race");
+    // The winner's VACUUM waits on the lock, holding the lease, while the other run starts.
+    let lock = TableLock::take(&db);
+    let p = policy(dir.path(), "reclaim:\n  free_over: 0%\n");
+    let mut a = spawn(&db, &p, &["--apply"], None);
+    let mut b = spawn(&db, &p, &["--apply"], None);
+    let t = Instant::now();
+    while a.try_wait().unwrap().is_none() && b.try_wait().unwrap().is_none() {
+        assert!(t.elapsed() < Duration::from_secs(60), "neither run ended");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    lock.release();
+    let reports: Vec<Json> = [a.wait_with_output().unwrap(), b.wait_with_output().unwrap()]
+        .iter()
+        .map(|o| {
+            assert_eq!(
+                o.status.code(),
+                Some(0),
+                "{}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            serde_json::from_slice(&o.stdout).unwrap()
+        })
+        .collect();
+    let held = reports
+        .iter()
+        .filter(|r| r.get("lease_held_by").is_some())
+        .count();
+    assert_eq!(held, 1, "exactly one run works: {reports:?}");
+}
+
 #[test]
 fn sigterm_during_vacuum_leaves_the_postgres_store_unchanged() {
     let Some(server) = require_postgres("maintain SIGTERM during VACUUM") else {
@@ -164,43 +262,13 @@ fn sigterm_during_vacuum_leaves_the_postgres_store_unchanged() {
     let db = Db::pg(&server, "deerflow_app", "dfck_maint_vacuum");
     let before = db.dump();
     // Another session holds a lock VACUUM needs, so the VACUUM waits until it is cancelled.
-    let rt = runtime();
-    let Db::Pg(uri) = &db else { unreachable!() };
-    let locker = connect(&rt, uri);
-    rt.block_on(
-        locker.batch_execute("BEGIN; LOCK TABLE checkpoints IN SHARE UPDATE EXCLUSIVE MODE"),
-    )
-    .unwrap();
+    let lock = TableLock::take(&db);
     let p = policy(dir.path(), "reclaim:\n  free_over: 0%\n");
     let mut child = spawn(&db, &p, &["--apply"], None);
-    // pg_stat_activity is read outside the locker's transaction (which sees one snapshot).
-    let monitor = connect(&rt, uri);
-    let t = Instant::now();
-    loop {
-        let waiting: i64 = rt
-            .block_on(monitor.query_one(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'",
-                &[],
-            ))
-            .unwrap()
-            .get(0);
-        if waiting > 0 {
-            break;
-        }
-        if child.try_wait().unwrap().is_some() {
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "maintain ended early: {}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        assert!(t.elapsed() < Duration::from_secs(60), "VACUUM never waited");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    lock.wait_for_a_waiter(&mut child);
     sigterm(&child);
     let out = child.wait_with_output().unwrap();
-    rt.block_on(locker.batch_execute("ROLLBACK")).unwrap();
+    lock.release();
     assert_eq!(
         out.status.code(),
         Some(0),
