@@ -288,13 +288,48 @@ fn watch_survives_a_failed_cycle_and_stops_on_sigterm() {
         unreachable!()
     };
     let away = dir.path().join("away.db");
-    let p = policy(dir.path(), "delete:\n  idle: 30d\nsweep:\n  limit: 1\n");
-    let mut child = spawn(&db, &p, &["--apply", "--watch", "1s"], None);
     // The store goes away for a cycle, then comes back.
+    watch_through_a_failure(
+        &db,
+        dir.path(),
+        || std::fs::rename(path, &away).unwrap(),
+        || std::fs::rename(&away, path).unwrap(),
+    );
+}
+
+#[test]
+fn watch_survives_a_failed_cycle_and_stops_on_sigterm_postgres() {
+    let Some(server) = require_postgres("maintain --watch") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::pg(&server, "deerflow_app", "dfck_maint_watch");
+    // The database refuses new connections for a cycle, then takes them again.
+    let rt = runtime();
+    let admin = connect(&rt, &server);
+    let allow = |on: bool| {
+        rt.block_on(admin.batch_execute(&format!(
+            "ALTER DATABASE dfck_maint_watch ALLOW_CONNECTIONS {on}"
+        )))
+        .unwrap()
+    };
+    watch_through_a_failure(&db, dir.path(), || allow(false), || allow(true));
+}
+
+/// `maintain --apply --watch 1s` while `break_store` makes one cycle fail until `mend_store`:
+/// the loop reports the failure, goes on, and ends with exit 0 on SIGTERM.
+fn watch_through_a_failure(
+    db: &Db,
+    dir: &Path,
+    break_store: impl FnOnce(),
+    mend_store: impl FnOnce(),
+) {
+    let p = policy(dir, "delete:\n  idle: 30d\nsweep:\n  limit: 1\n");
+    let mut child = spawn(db, &p, &["--apply", "--watch", "1s"], None);
     std::thread::sleep(Duration::from_millis(600));
-    std::fs::rename(path, &away).unwrap();
+    break_store();
     std::thread::sleep(Duration::from_millis(1500));
-    std::fs::rename(&away, path).unwrap();
+    mend_store();
     std::thread::sleep(Duration::from_millis(2500));
     assert!(child.try_wait().unwrap().is_none(), "the loop went on");
     sigterm(&child);
