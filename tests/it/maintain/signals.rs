@@ -63,12 +63,12 @@ fn wait_for(path: &Path, child: &mut Child) {
     }
 }
 
-/// `maintain --apply` in the background, its output captured; with a slowed VACUUM that
-/// announces itself in `vacuuming`.
-fn spawn(db: &Db, policy: &Path, args: &[&str], vacuuming: Option<&Path>) -> Child {
+/// `maintain` in the background, its output captured; with a failpoint (`hold:PATH`,
+/// `vacuum-slow:PATH`: a slowed VACUUM that announces itself in PATH).
+fn spawn(db: &Db, policy: &Path, args: &[&str], failpoint: Option<(&str, &Path)>) -> Child {
     let mut c = maintain_cmd(db, policy, args);
-    if let Some(flag) = vacuuming {
-        c.env("DFCK_FAILPOINT", format!("vacuum-slow:{}", flag.display()));
+    if let Some((name, path)) = failpoint {
+        c.env("DFCK_FAILPOINT", format!("{name}:{}", path.display()));
     }
     c.stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -91,8 +91,8 @@ fn of_two_runs_started_together_one_works() {
     let p = policy(dir.path(), "reclaim:\n  free_over: 0%\n");
     let flag = dir.path().join("vacuuming");
     let (a, b) = (
-        spawn(&db, &p, &["--apply"], Some(&flag)),
-        spawn(&db, &p, &["--apply"], Some(&flag)),
+        spawn(&db, &p, &["--apply"], Some(("vacuum-slow", &flag))),
+        spawn(&db, &p, &["--apply"], Some(("vacuum-slow", &flag))),
     );
     let outs = [a.wait_with_output().unwrap(), b.wait_with_output().unwrap()];
     let reports: Vec<Json> = outs
@@ -132,7 +132,7 @@ fn sigterm_during_vacuum_leaves_the_sqlite_store_unchanged() {
     let size = std::fs::metadata(path).unwrap().len();
     let p = policy(dir.path(), "reclaim:\n  free_over: 0%\n");
     let flag = dir.path().join("vacuuming");
-    let mut child = spawn(&db, &p, &["--apply"], Some(&flag));
+    let mut child = spawn(&db, &p, &["--apply"], Some(("vacuum-slow", &flag)));
     wait_for(&flag, &mut child);
     sigterm(&child);
     let out = child.wait_with_output().unwrap();
@@ -347,4 +347,27 @@ fn watch_through_a_failure(
         .map(|r| r["run"]["threads_deleted"].as_u64().unwrap())
         .sum();
     assert!(deleted >= 2, "cycles after the failure worked: {runs:?}");
+}
+
+#[test]
+fn a_run_stops_at_its_time_budget_and_the_next_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::sqlite("deerflow_app");
+    // A chunk of one thread, held inside its transaction past the budget.
+    let p = policy(
+        dir.path(),
+        "delete:\n  idle: 30d\nsweep:\n  limit: 1\n  time_budget: 1s\n",
+    );
+    let flag = dir.path().join("held");
+    let mut child = spawn(&db, &p, &["--apply"], Some(("hold", &flag)));
+    wait_for(&flag, &mut child);
+    std::thread::sleep(Duration::from_millis(1200));
+    std::fs::remove_file(&flag).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let r: Json = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["run"]["ended"], "time budget", "{r}");
+    assert_eq!(r["run"]["threads_deleted"], 1);
+    assert_eq!(r["next_after"], T02);
+    let (r, _, _) = maintain(&db, &p, &["--apply"]);
+    assert_eq!(r["resumed_after"], T02);
 }
