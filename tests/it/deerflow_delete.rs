@@ -325,6 +325,21 @@ fn delete_needs_deerflows_schema_at_the_reservation_revision() {
     assert_clean_failure(&out, "needs DeerFlow's tables");
 }
 
+/// A delete reservation of dfck process `pid` on this host, its lease live.
+fn reserve(db: &Db, run_id: &str, thread: &str, pid: u32) {
+    let host = nix::unistd::gethostname().unwrap().into_string().unwrap();
+    db.exec(&format!(
+        "INSERT INTO runs (run_id, thread_id, user_id, status, operation_kind, \
+         multitask_strategy, metadata_json, kwargs_json, message_count, total_input_tokens, \
+         total_output_tokens, total_tokens, llm_call_count, lead_agent_tokens, subagent_tokens, \
+         middleware_tokens, token_usage_by_model, owner_worker_id, lease_expires_at, \
+         created_at, updated_at) VALUES ('{run_id}', '{thread}', NULL, 'pending', 'delete', \
+         'reject', '{{}}', '{{}}', 0, 0, 0, 0, 0, 0, 0, 0, '{{}}', 'dfck:{host}:{pid}', \
+         '2099-01-01 00:00:00.000000', '2026-08-20 08:00:00.000000', \
+         '2026-08-20 08:00:00.000000')"
+    ));
+}
+
 #[test]
 fn a_delete_left_by_a_crashed_dfck_is_finished_and_a_live_ones_refused() {
     let db = Db::sqlite();
@@ -346,18 +361,7 @@ fn a_delete_left_by_a_crashed_dfck_is_finished_and_a_live_ones_refused() {
         "the reservation a crash leaves, as DeerFlow's own crashed delete leaves one"
     );
     // 09: a reservation held by a dfck that is alive (this test's process), its lease live.
-    let host = nix::unistd::gethostname().unwrap().into_string().unwrap();
-    db.exec(&format!(
-        "INSERT INTO runs (run_id, thread_id, user_id, status, operation_kind, \
-         multitask_strategy, metadata_json, kwargs_json, message_count, total_input_tokens, \
-         total_output_tokens, total_tokens, llm_call_count, lead_agent_tokens, subagent_tokens, \
-         middleware_tokens, token_usage_by_model, owner_worker_id, lease_expires_at, \
-         created_at, updated_at) VALUES ('live-0000', '{T09}', NULL, 'pending', 'delete', \
-         'reject', '{{}}', '{{}}', 0, 0, 0, 0, 0, 0, 0, 0, '{{}}', 'dfck:{host}:{pid}', \
-         '2099-01-01 00:00:00.000000', '2026-08-20 08:00:00.000000', \
-         '2026-08-20 08:00:00.000000')",
-        pid = std::process::id()
-    ));
+    reserve(&db, "live-0000", T09, std::process::id());
     let (r, code) = delete(&db, &[T02, T09, "--apply"]);
     assert_eq!(code, 1, "{r}");
     assert_eq!(thread(&r, T02)["status"], "done");
@@ -482,17 +486,7 @@ fn a_reservation_of_a_live_dfck_of_another_user_is_not_taken_over() {
     // pid 1 lives on every machine; a process that may not signal it (EPERM, any user but
     // root) must still take it for alive, and leave its live reservation alone.
     let db = Db::sqlite();
-    let host = nix::unistd::gethostname().unwrap().into_string().unwrap();
-    db.exec(&format!(
-        "INSERT INTO runs (run_id, thread_id, user_id, status, operation_kind, \
-         multitask_strategy, metadata_json, kwargs_json, message_count, total_input_tokens, \
-         total_output_tokens, total_tokens, llm_call_count, lead_agent_tokens, subagent_tokens, \
-         middleware_tokens, token_usage_by_model, owner_worker_id, lease_expires_at, \
-         created_at, updated_at) VALUES ('init-0000', '{T09}', NULL, 'pending', 'delete', \
-         'reject', '{{}}', '{{}}', 0, 0, 0, 0, 0, 0, 0, 0, '{{}}', 'dfck:{host}:1', \
-         '2099-01-01 00:00:00.000000', '2026-08-20 08:00:00.000000', \
-         '2026-08-20 08:00:00.000000')"
-    ));
+    reserve(&db, "init-0000", T09, 1);
     let (r, code) = delete(&db, &[T09, "--apply"]);
     assert_eq!(code, 1, "{r}");
     assert_eq!(thread(&r, T09)["status"], "refused");

@@ -76,6 +76,25 @@ fn spawn(db: &Db, policy: &Path, args: &[&str], failpoint: Option<(&str, &Path)>
         .unwrap()
 }
 
+/// Two runs started together both exit 0 and exactly one was kept out by the other's lease;
+/// that one's report.
+fn one_works(outs: [std::process::Output; 2]) -> Json {
+    let reports: Vec<Json> = outs
+        .iter()
+        .map(|o| {
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(0), "{err}");
+            serde_json::from_slice(&o.stdout).unwrap()
+        })
+        .collect();
+    let held: Vec<&Json> = reports
+        .iter()
+        .filter(|r| r.get("lease_held_by").is_some())
+        .collect();
+    assert_eq!(held.len(), 1, "exactly one run works: {reports:?}");
+    held[0].clone()
+}
+
 fn sigterm(child: &Child) {
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
@@ -94,31 +113,9 @@ fn of_two_runs_started_together_one_works() {
         spawn(&db, &p, &["--apply"], Some(("vacuum-slow", &flag))),
         spawn(&db, &p, &["--apply"], Some(("vacuum-slow", &flag))),
     );
-    let outs = [a.wait_with_output().unwrap(), b.wait_with_output().unwrap()];
-    let reports: Vec<Json> = outs
-        .iter()
-        .map(|o| {
-            assert_eq!(
-                o.status.code(),
-                Some(0),
-                "{}",
-                String::from_utf8_lossy(&o.stderr)
-            );
-            serde_json::from_slice(&o.stdout).unwrap()
-        })
-        .collect();
-    let held: Vec<&Json> = reports
-        .iter()
-        .filter(|r| r.get("lease_held_by").is_some())
-        .collect();
-    assert_eq!(held.len(), 1, "exactly one run works: {reports:?}");
+    let held = one_works([a.wait_with_output().unwrap(), b.wait_with_output().unwrap()]);
     let host = nix::unistd::gethostname().unwrap().into_string().unwrap();
-    assert!(
-        held[0]["lease_held_by"]
-            .as_str()
-            .unwrap()
-            .starts_with(&host)
-    );
+    assert!(held["lease_held_by"].as_str().unwrap().starts_with(&host));
 }
 
 #[test]
@@ -234,23 +231,7 @@ fn of_two_runs_started_together_one_works_postgres() {
         std::thread::sleep(Duration::from_millis(50));
     }
     lock.release();
-    let reports: Vec<Json> = [a.wait_with_output().unwrap(), b.wait_with_output().unwrap()]
-        .iter()
-        .map(|o| {
-            assert_eq!(
-                o.status.code(),
-                Some(0),
-                "{}",
-                String::from_utf8_lossy(&o.stderr)
-            );
-            serde_json::from_slice(&o.stdout).unwrap()
-        })
-        .collect();
-    let held = reports
-        .iter()
-        .filter(|r| r.get("lease_held_by").is_some())
-        .count();
-    assert_eq!(held, 1, "exactly one run works: {reports:?}");
+    one_works([a.wait_with_output().unwrap(), b.wait_with_output().unwrap()]);
 }
 
 #[test]
