@@ -34,6 +34,19 @@ export TEST_REDIS_URL
 export DFCK_REQUIRE_REDIS=1
 echo "test-all: Redis test server at $TEST_REDIS_URL" >&2
 
+# PgBouncer in transaction mode (Debian's pgbouncer, installed when missing): the tests start
+# one in front of the test server for dfck maintain's lease behind a transaction-pooling proxy.
+if ! command -v pgbouncer >/dev/null && [ ! -x /usr/sbin/pgbouncer ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        echo "test-all: pgbouncer missing; installing it" >&2
+        { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null 2>&1 \
+            || { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null; }; }
+        # The package's own service is not wanted: the tests run their own.
+        { systemctl disable --now pgbouncer || service pgbouncer stop; } >/dev/null 2>&1 || true
+    fi
+fi
+export DFCK_REQUIRE_PGBOUNCER=1
+
 # The pinned Python LangGraph (installed into .venv once) serves the tests that compare dfck
 # with the real library: the langgraph bench engine, Python reading native-engine stores.
 VENV="${DFCK_VENV:-.venv}"

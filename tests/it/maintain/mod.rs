@@ -14,6 +14,7 @@ use std::process::Command;
 
 mod by_hand;
 mod plan;
+mod proxy;
 mod signals;
 
 const T01: &str = "df0a0000-0000-4000-8000-000000000001";

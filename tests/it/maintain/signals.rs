@@ -65,7 +65,12 @@ fn wait_for(path: &Path, child: &mut Child) {
 
 /// `maintain` in the background, its output captured; with a failpoint (`hold:PATH`,
 /// `vacuum-slow:PATH`: a slowed VACUUM that announces itself in PATH).
-fn spawn(db: &Db, policy: &Path, args: &[&str], failpoint: Option<(&str, &Path)>) -> Child {
+pub(super) fn spawn(
+    db: &Db,
+    policy: &Path,
+    args: &[&str],
+    failpoint: Option<(&str, &Path)>,
+) -> Child {
     let mut c = maintain_cmd(db, policy, args);
     if let Some((name, path)) = failpoint {
         c.env("DFCK_FAILPOINT", format!("{name}:{}", path.display()));
@@ -78,7 +83,7 @@ fn spawn(db: &Db, policy: &Path, args: &[&str], failpoint: Option<(&str, &Path)>
 
 /// Two runs started together both exit 0 and exactly one was kept out by the other's lease;
 /// that one's report.
-fn one_works(outs: [std::process::Output; 2]) -> Json {
+pub(super) fn one_works(outs: [std::process::Output; 2]) -> Json {
     let reports: Vec<Json> = outs
         .iter()
         .map(|o| {
@@ -153,7 +158,7 @@ fn sigterm_during_vacuum_leaves_the_sqlite_store_unchanged() {
 }
 
 /// A session holding `SHARE UPDATE EXCLUSIVE` on `checkpoints`: a VACUUM waits for it.
-struct TableLock {
+pub(super) struct TableLock {
     rt: tokio::runtime::Runtime,
     locker: tokio_postgres::Client,
     /// pg_stat_activity read outside the locker's transaction (which sees one snapshot).
@@ -161,7 +166,7 @@ struct TableLock {
 }
 
 impl TableLock {
-    fn take(db: &Db) -> TableLock {
+    pub(super) fn take(db: &Db) -> TableLock {
         let Db::Pg(uri) = db else { unreachable!() };
         let rt = runtime();
         let (locker, monitor) = (connect(&rt, uri), connect(&rt, uri));
@@ -206,7 +211,7 @@ impl TableLock {
         }
     }
 
-    fn release(&self) {
+    pub(super) fn release(&self) {
         self.rt
             .block_on(self.locker.batch_execute("ROLLBACK"))
             .unwrap();

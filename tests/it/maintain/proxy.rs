@@ -1,0 +1,139 @@
+//! The lease behind a transaction-pooling proxy: PgBouncer (`pool_mode = transaction`, a
+//! server connection per transaction, no session state kept) in front of the test server.
+//! Two runs started together through it never both work, and a run through it sweeps and
+//! records its cursor.
+
+use super::signals::{TableLock, one_works, spawn};
+use super::*;
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+/// A PgBouncer child process, stopped on drop.
+struct Bouncer {
+    child: Child,
+    _dir: tempfile::TempDir,
+    /// `postgresql://user:password@127.0.0.1:PORT/DB` through the bouncer.
+    uri: String,
+}
+
+impl Drop for Bouncer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The pgbouncer binary, or `None` after saying the test is skipped; with
+/// `DFCK_REQUIRE_PGBOUNCER` set (CI) a missing one fails the test.
+fn pgbouncer() -> Option<PathBuf> {
+    let found = ["/usr/sbin/pgbouncer", "/usr/bin/pgbouncer"]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists());
+    if found.is_none() {
+        assert!(
+            std::env::var_os("DFCK_REQUIRE_PGBOUNCER").is_none_or(|v| v.is_empty() || v == "0"),
+            "pgbouncer missing but DFCK_REQUIRE_PGBOUNCER is set (scripts/test-all.sh installs it)"
+        );
+        eprintln!("maintain behind PgBouncer skipped: no pgbouncer binary");
+    }
+    found
+}
+
+/// Starts PgBouncer in transaction mode in front of database `db` of the test server.
+fn start(bin: &Path, server: &str, db: &str) -> Bouncer {
+    // postgresql://USER:PASSWORD@HOST:PORT/...
+    let rest = server.split_once("://").unwrap().1;
+    let (auth, hostport) = rest.split_once('@').unwrap();
+    let (user, password) = auth.split_once(':').unwrap();
+    let (host, port) = hostport.split('/').next().unwrap().split_once(':').unwrap();
+    let listen = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = tempfile::tempdir().unwrap();
+    let ini = dir.path().join("pgbouncer.ini");
+    std::fs::write(
+        dir.path().join("users.txt"),
+        format!("\"{user}\" \"{password}\"\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        &ini,
+        format!(
+            "[databases]\n{db} = host={host} port={port} dbname={db}\n[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {listen}\nauth_type = plain\nauth_file = {}\npool_mode = transaction\nmax_client_conn = 100\ndefault_pool_size = 8\nunix_socket_dir =\n",
+            dir.path().join("users.txt").display()
+        ),
+    )
+    .unwrap();
+    // PgBouncer refuses to run as root: `-u nobody` then, which must read the files.
+    for p in [
+        dir.path().to_path_buf(),
+        ini.clone(),
+        dir.path().join("users.txt"),
+    ] {
+        let mode = if p.is_dir() { 0o755 } else { 0o644 };
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    let mut cmd = Command::new(bin);
+    // /proc/self belongs to the process's user.
+    let root = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").unwrap()) == 0;
+    if root {
+        cmd.args(["-u", "nobody"]);
+    }
+    let child = cmd
+        .arg(&ini)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", listen)).is_err() {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "pgbouncer never listened"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Bouncer {
+        child,
+        _dir: dir,
+        uri: format!("postgresql://{user}:{password}@127.0.0.1:{listen}/{db}"),
+    }
+}
+
+#[test]
+fn behind_a_transaction_pooling_proxy_one_sweeper_at_a_time() {
+    let Some(server) = require_postgres("maintain behind PgBouncer") else {
+        return;
+    };
+    let Some(bin) = pgbouncer() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let direct = Db::pg(&server, "deerflow_app", "dfck_maint_bouncer");
+    let bouncer = start(&bin, &server, "dfck_maint_bouncer");
+    let through = Db::Pg(bouncer.uri.clone());
+    // Two runs at once through the proxy while the winner's VACUUM waits on a lock.
+    let lock = TableLock::take(&direct);
+    let p = policy(dir.path(), "reclaim:\n  free_over: 0%\n");
+    let mut a = spawn(&through, &p, &["--apply"], None);
+    let mut b = spawn(&through, &p, &["--apply"], None);
+    let t = Instant::now();
+    while a.try_wait().unwrap().is_none() && b.try_wait().unwrap().is_none() {
+        assert!(t.elapsed() < Duration::from_secs(60), "neither run ended");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    lock.release();
+    one_works([a.wait_with_output().unwrap(), b.wait_with_output().unwrap()]);
+    // A sweep through the proxy stops at its limit, and the next resumes after it.
+    let p = policy(dir.path(), "delete:\n  idle: 30d\nsweep:\n  limit: 1\n");
+    let (r, _, err) = maintain(&through, &p, &["--apply"]);
+    assert_eq!(r["run"]["threads_deleted"], 1, "{r} {err}");
+    assert_eq!(r["next_after"], T02);
+    let (r, _, _) = maintain(&through, &p, &["--apply"]);
+    assert_eq!(r["resumed_after"], T02);
+    assert_eq!(r["run"]["threads_deleted"], 1);
+}
