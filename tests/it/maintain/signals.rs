@@ -357,3 +357,25 @@ fn a_run_stops_at_its_time_budget_and_the_next_resumes() {
     let (r, _, _) = maintain(&db, &p, &["--apply"]);
     assert_eq!(r["resumed_after"], T02);
 }
+
+#[test]
+fn first_runs_racing_to_create_the_lease_table_all_end_well_postgres() {
+    let Some(server) = require_postgres("maintain first runs racing") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let p = policy(dir.path(), "verify: false\n");
+    for round in 0..3 {
+        // A fresh database each round: no dfck_maintenance yet.
+        let db = Db::pg(
+            &server,
+            "deerflow_app",
+            &format!("dfck_maint_first_{round}"),
+        );
+        let runs: Vec<Child> = (0..8).map(|_| spawn(&db, &p, &["--apply"], None)).collect();
+        for out in runs.into_iter().map(|c| c.wait_with_output().unwrap()) {
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(0), "round {round}: {err}");
+        }
+    }
+}

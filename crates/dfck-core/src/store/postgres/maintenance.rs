@@ -48,9 +48,15 @@ impl PostgresStore {
             })
         };
         // Two first runs creating the table at once: one of them meets the other's catalog
-        // row and is simply tried again.
+        // row (a unique violation while the other's transaction is open, "type … already
+        // exists" once it committed) and is simply tried again.
+        let raced = [
+            SqlState::UNIQUE_VIOLATION,
+            SqlState::DUPLICATE_OBJECT,
+            SqlState::DUPLICATE_TABLE,
+        ];
         match run() {
-            Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => run(),
+            Err(e) if e.code().is_some_and(|c| raced.contains(c)) => run(),
             other => other,
         }
         .map_err(|e| self.err(what, e))
