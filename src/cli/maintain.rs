@@ -153,7 +153,10 @@ pub fn run(global: &GlobalArgs, args: &MaintainArgs) -> Result<Outcome, Error> {
         .map(|p| PlanFile::read(p, &target))
         .transpose()?;
     if let Some(m) = &args.metrics_file {
-        check_metrics_path(m, &target)?;
+        check_output_path("--metrics-file", m, &target)?;
+    }
+    if let Some(p) = &args.plan {
+        check_output_path("--plan", p, &target)?;
     }
     stop_on_signals()?;
     let apply = args.apply || plan.is_some();
@@ -241,14 +244,23 @@ fn unix_now() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 
-/// `--metrics-file` must not name a file of the store.
-fn check_metrics_path(path: &Path, target: &Target) -> Result<(), Error> {
+/// An output file (`--plan`, `--metrics-file`) is checked before any work: not a file of the
+/// store, and in a directory that exists.
+fn check_output_path(flag: &str, path: &Path, target: &Target) -> Result<(), Error> {
     if let Target::Sqlite(store) = target
         && let Some(which) = dfck_core::store::files::store_file_named(store, path)
     {
         return Err(Error::Usage(format!(
-            "--metrics-file {}: that is {which}; write the metrics under another name",
+            "{flag} {}: that is {which}; write it under another name",
             path.display()
+        )));
+    }
+    let dir = dfck_core::store::files::parent_dir(path);
+    if !dir.is_dir() {
+        return Err(Error::Usage(format!(
+            "{flag} {}: no directory {}",
+            path.display(),
+            dir.display()
         )));
     }
     Ok(())
@@ -261,11 +273,13 @@ fn write_metrics(path: &Path, target: &Target) -> Result<(), Error> {
     let summary =
         crate::commands::inspect::summarize(store.as_ref(), &dfck_core::progress::NoProgress)?;
     let m = crate::commands::metrics::collect(store.as_ref(), &summary, None)?;
-    let files = match target {
-        Target::Sqlite(p) => vec![p.clone()],
-        Target::Postgres { .. } => Vec::new(),
+    // The store's connection is closed before any file is written.
+    drop(store);
+    let store = match target {
+        Target::Sqlite(p) => Some(p.as_path()),
+        Target::Postgres { .. } => None,
     };
-    crate::commands::metrics::write_file(path, &render::openmetrics::render(&m), &files).map_err(
+    crate::commands::metrics::write_file(path, &render::openmetrics::render(&m), store).map_err(
         |e| match e {
             crate::commands::metrics::MetricsFileError::StoreFile { .. } => {
                 Error::Usage(e.to_string())

@@ -11,8 +11,7 @@ use dfck_core::maintenance::{LastRun, MaintenanceState};
 use dfck_core::model::ThreadMode;
 use dfck_core::store::space::StoreSpace;
 use dfck_core::store::{Backend, Store};
-use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// How many of the largest threads get a series of their own (`dfck_thread_bytes`).
 pub const LARGEST_THREADS: usize = 10;
@@ -155,7 +154,7 @@ fn lease_held(state: &MaintenanceState) -> bool {
 /// Why a metrics file was not written.
 #[derive(Debug, thiserror::Error)]
 pub enum MetricsFileError {
-    /// The path (or the temporary file beside it) names a file of the store.
+    /// The path names a file of the store.
     #[error("metrics file {path}: it is {which}; write the metrics to another file")]
     StoreFile {
         /// The path as given.
@@ -184,63 +183,20 @@ impl From<MetricsFileError> for crate::error::Error {
     }
 }
 
-/// The temporary file [`write_file`] writes first: beside `path` (so the rename is atomic),
-/// hidden, and not ending in `.prom` (the textfile collector reads only `*.prom`).
-fn temp_path(path: &Path) -> PathBuf {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "metrics".into());
-    path.with_file_name(format!(".{name}.{}.dfck-tmp", std::process::id()))
-}
-
-/// Writes `text` to `path` atomically: into a temporary file in the same directory, made
-/// durable, then renamed over `path`, so the textfile collector never reads half a file. A
-/// `path` that is one of the store's files — each of `store_files` (a SQLite database) and
-/// its `-wal`, `-shm` and `-journal`, by name or by inode — is refused before anything is
-/// written.
-pub fn write_file(
-    path: &Path,
-    text: &str,
-    store_files: &[PathBuf],
-) -> Result<(), MetricsFileError> {
+/// Writes `text` to `path` atomically ([`dfck_core::store::files::replace_with_new_file`]:
+/// a new file beside it, made durable, renamed over it), so the textfile collector never reads
+/// half a file; its temporary name does not end in `.prom`, which the collector skips. A
+/// `path` that is a file of the SQLite store `store` is refused before anything is written.
+pub fn write_file(path: &Path, text: &str, store: Option<&Path>) -> Result<(), MetricsFileError> {
+    use dfck_core::store::files::{ReplaceError, replace_with_new_file};
     let shown = path.display().to_string();
-    let temp = temp_path(path);
-    for store in store_files {
-        for p in [path, temp.as_path()] {
-            if let Some(which) = dfck_core::store::files::store_file_named(store, p) {
-                return Err(MetricsFileError::StoreFile { path: shown, which });
-            }
-        }
-    }
-    let io = |what: &str, e: std::io::Error| MetricsFileError::Io {
-        path: shown.clone(),
-        reason: format!("{what}: {e}"),
-    };
-    match std::fs::remove_file(&temp) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(io("cannot remove the old temporary file", e)),
-    }
-    let written = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&temp)
-        .and_then(|mut f| {
-            f.write_all(text.as_bytes())?;
-            f.sync_all()
-        })
-        .map_err(|e| io(&format!("cannot write {}", temp.display()), e))
-        .and_then(|()| {
-            std::fs::rename(&temp, path)
-                .map_err(|e| io(&format!("cannot rename {} over it", temp.display()), e))
-        });
-    if written.is_err() {
-        let _ = std::fs::remove_file(&temp);
-    }
-    written?;
-    dfck_core::store::files::sync_dir(&dfck_core::store::files::parent_dir(path));
-    Ok(())
+    replace_with_new_file(path, text.as_bytes(), store).map_err(|e| match e {
+        ReplaceError::StoreFile(which) => MetricsFileError::StoreFile { path: shown, which },
+        ReplaceError::Io(e) => MetricsFileError::Io {
+            path: shown,
+            reason: e.to_string(),
+        },
+    })
 }
 
 #[cfg(test)]
@@ -259,7 +215,7 @@ mod tests {
             "deerflow.db-journal",
         ] {
             let p = dir.path().join(name);
-            let e = write_file(&p, "# EOF\n", std::slice::from_ref(&db)).unwrap_err();
+            let e = write_file(&p, "# EOF\n", Some(&db)).unwrap_err();
             let msg = e.to_string();
             assert!(matches!(e, MetricsFileError::StoreFile { .. }), "{msg}");
             assert!(msg.contains(&p.display().to_string()), "{msg}");
@@ -267,7 +223,7 @@ mod tests {
         }
         // Another spelling of the same file is the same file.
         let other = dir.path().join(".").join("deerflow.db");
-        assert!(write_file(&other, "x", std::slice::from_ref(&db)).is_err());
+        assert!(write_file(&other, "x", Some(&db)).is_err());
         assert_eq!(std::fs::read(&db).unwrap(), b"not really a store");
         let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(left.len(), 1, "only the store is there: {left:?}");
@@ -278,7 +234,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("dfck.prom");
         std::fs::write(&p, "old\n").unwrap();
-        write_file(&p, "new\n# EOF\n", &[dir.path().join("deerflow.db")]).unwrap();
+        write_file(&p, "new\n# EOF\n", Some(&dir.path().join("deerflow.db"))).unwrap();
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "new\n# EOF\n");
         let names: Vec<String> = std::fs::read_dir(dir.path())
             .unwrap()
@@ -291,7 +247,7 @@ mod tests {
     fn a_missing_directory_is_one_line_naming_the_path() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("no/such/dir/dfck.prom");
-        let msg = write_file(&p, "# EOF\n", &[]).unwrap_err().to_string();
+        let msg = write_file(&p, "# EOF\n", None).unwrap_err().to_string();
         assert!(
             msg.starts_with(&format!("metrics file {}:", p.display())),
             "{msg}"

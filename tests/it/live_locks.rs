@@ -183,6 +183,21 @@ fn every_sqlite_write_command_keeps_its_locks_while_its_connections_are_open() {
         ],
         &[&app],
     ));
+    let (d7, maintained) = temp_copy(&sqlite_fixture("retention"));
+    let policy = d7.path().join("policy.yaml");
+    std::fs::write(&policy, "prune:\n  branches: true\n").unwrap();
+    lost.extend(check_locks(
+        "maintain --apply",
+        &[
+            "--db",
+            s(&maintained),
+            "maintain",
+            "--policy",
+            s(&policy),
+            "--apply",
+        ],
+        &[&maintained],
+    ));
     let (d6, vacuumed) = temp_copy(&sqlite_fixture("mixed"));
     lost.extend(check_locks(
         "reclaim --apply",

@@ -81,6 +81,14 @@ fn every_write_command_beside_a_live_writer_leaves_an_intact_store() {
         std::thread::sleep(Duration::from_millis(50));
     }
     let deltas = ["r-linear-delta", "r-branch-delta", "r-cut-delta"];
+    // maintain's whole policy: prune, the lease table, reclaim, verify, a metrics file.
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(
+        &policy,
+        "prune:\n  branches: true\nreclaim:\n  free_over: 0%\nsweep:\n  limit: 3\n",
+    )
+    .unwrap();
+    let metrics = dir.path().join("dfck.prom");
     let mut runs = 0;
     for round in 0..3 {
         let copy_out = dir.path().join(format!("copy-{round}.db"));
@@ -91,6 +99,7 @@ fn every_write_command_beside_a_live_writer_leaves_an_intact_store() {
         let mut to_full = vec!["migrate", "delta-to-full", "--apply"];
         to_full.extend(deltas);
         let (copy_out, compact, into) = (s(&copy_out), s(&compact), s(&db));
+        let (policy, metrics) = (s(&policy), s(&metrics));
         let steps: Vec<(&str, Vec<&str>, &Path)> = vec![
             ("prune", vec!["prune", "--all", "--apply"], &db),
             (
@@ -125,6 +134,18 @@ fn every_write_command_beside_a_live_writer_leaves_an_intact_store() {
                 source,
             ),
             ("reclaim", vec!["reclaim", "--apply"], &db),
+            (
+                "maintain",
+                vec![
+                    "maintain",
+                    "--policy",
+                    &policy,
+                    "--apply",
+                    "--metrics-file",
+                    &metrics,
+                ],
+                &db,
+            ),
             (
                 "reclaim --into",
                 vec!["reclaim", "--into", &compact, "--apply"],

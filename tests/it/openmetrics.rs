@@ -445,7 +445,7 @@ fn write_file_refuses_the_store_and_its_sidecars() {
     let before = std::fs::read(&db).unwrap();
     for name in ["exit.db", "exit.db-wal", "exit.db-shm", "exit.db-journal"] {
         let p = dir.path().join(name);
-        let e = write_file(&p, "# EOF\n", std::slice::from_ref(&db)).unwrap_err();
+        let e = write_file(&p, "# EOF\n", Some(&db)).unwrap_err();
         assert!(matches!(e, MetricsFileError::StoreFile { .. }), "{e}");
         let msg = e.to_string();
         assert!(msg.contains(&p.display().to_string()), "{msg}");
@@ -453,7 +453,7 @@ fn write_file_refuses_the_store_and_its_sidecars() {
     }
     assert_eq!(std::fs::read(&db).unwrap(), before);
     let prom = dir.path().join("dfck.prom");
-    write_file(&prom, "# EOF\n", std::slice::from_ref(&db)).unwrap();
+    write_file(&prom, "# EOF\n", Some(&db)).unwrap();
     assert_eq!(std::fs::read_to_string(&prom).unwrap(), "# EOF\n");
 }
 

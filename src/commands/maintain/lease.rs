@@ -27,8 +27,9 @@ pub fn open_read_write(target: &Target) -> Result<Box<dyn Store>, StoreError> {
     })
 }
 
-/// This process as a lease holder.
-pub fn this_holder(ttl: u64) -> Holder {
+/// This process as a lease holder (the expiry is the database's clock plus the TTL, set by
+/// the statement that takes the lease).
+fn this_holder() -> Holder {
     Holder {
         host: nix::unistd::gethostname()
             .ok()
@@ -36,7 +37,7 @@ pub fn this_holder(ttl: u64) -> Holder {
             .unwrap_or_else(|| "localhost".into()),
         pid: std::process::id(),
         version: env!("CARGO_PKG_VERSION").to_owned(),
-        expires_at: i64::try_from(ttl).unwrap_or(i64::MAX),
+        expires_at: 0,
     }
 }
 
@@ -70,7 +71,7 @@ pub fn take(target: &Target, ttl: u64) -> Result<Taken, Error> {
     })?;
     let token = uuid::Uuid::new_v4().to_string();
     let ttl_secs = i64::try_from(ttl).unwrap_or(i64::MAX);
-    match table.acquire_lease(&this_holder(ttl), &token, ttl_secs)? {
+    match table.acquire_lease(&this_holder(), &token, ttl_secs)? {
         Acquired::Held(h) => Ok(Taken::Held(h)),
         Acquired::Granted { cursor } => {
             drop(store);

@@ -3,7 +3,7 @@
 //! checks that refuse a plan made for another store or dfck version.
 
 use super::select::Fingerprint;
-use dfck_core::error::{Error, StoreError};
+use dfck_core::error::Error;
 use dfck_core::target::Target;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -82,35 +82,16 @@ pub struct PlanFile {
 }
 
 impl PlanFile {
-    /// Writes the plan to `path` (a new name beside it, then renamed over it), refusing a
-    /// file of the store.
+    /// Writes the plan to `path`, whole or not at all, refusing a file of the store.
     pub fn write(&self, path: &Path, target: &Target) -> Result<(), Error> {
-        if let Target::Sqlite(store) = target
-            && let Some(which) = dfck_core::store::files::store_file_named(store, path)
-        {
-            return Err(Error::Usage(format!(
-                "--plan {}: that is {which}; write the plan under another name",
-                path.display()
-            )));
-        }
-        let io = |e: std::io::Error| StoreError::Query {
-            what: format!("writing the plan {}", path.display()),
-            reason: e.to_string(),
+        let store = match target {
+            Target::Sqlite(p) => Some(p.as_path()),
+            Target::Postgres { .. } => None,
         };
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-            _ => std::path::PathBuf::from("."),
-        };
-        let mut tmp = tempfile::Builder::new()
-            .prefix(".dfck-plan-")
-            .tempfile_in(&dir)
-            .map_err(io)?;
-        serde_json::to_writer_pretty(&mut tmp, self).map_err(|e| io(e.into()))?;
-        std::io::Write::write_all(&mut tmp, b"\n").map_err(io)?;
-        tmp.as_file().sync_all().map_err(io)?;
-        tmp.persist(path).map_err(|e| io(e.error))?;
-        dfck_core::store::files::sync_dir(&dir);
-        Ok(())
+        let mut text = serde_json::to_vec_pretty(self).unwrap_or_default();
+        text.push(b'\n');
+        dfck_core::store::files::replace_with_new_file(path, &text, store)
+            .map_err(|e| Error::Usage(format!("--plan {}: {e}", path.display())))
     }
 
     /// Reads a plan and refuses it, whole, when it is not a plan, was made by another

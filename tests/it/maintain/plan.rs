@@ -115,4 +115,19 @@ fn policy_mistakes_are_one_line_errors() {
         .output()
         .unwrap();
     assert_clean_failure(&out, "the store itself");
+    let wal = format!("{}-wal", store.display());
+    let out = maintain_cmd(&db, &p, &["--plan", &wal]).output().unwrap();
+    assert_clean_failure(&out, "the store's -wal file");
+    // An output file nowhere to go is refused before the run changes anything.
+    let before = db.dump();
+    let missing = dir.path().join("no/such/dir/dfck.prom");
+    let out = maintain_cmd(
+        &db,
+        &p,
+        &["--apply", "--metrics-file", missing.to_str().unwrap()],
+    )
+    .output()
+    .unwrap();
+    assert_clean_failure(&out, "no directory");
+    assert_eq!(db.dump(), before);
 }

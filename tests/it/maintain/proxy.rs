@@ -3,7 +3,7 @@
 //! Two runs started together through it never both work, and a run through it sweeps and
 //! records its cursor.
 
-use super::signals::{TableLock, one_works, spawn};
+use super::signals::race_behind_a_lock;
 use super::*;
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Child, Stdio};
@@ -117,17 +117,7 @@ fn behind_a_transaction_pooling_proxy_one_sweeper_at_a_time() {
     let bouncer = start(&bin, &server, "dfck_maint_bouncer");
     let through = Db::Pg(bouncer.uri.clone());
     // Two runs at once through the proxy while the winner's VACUUM waits on a lock.
-    let lock = TableLock::take(&direct);
-    let p = policy(dir.path(), "reclaim:\n  free_over: 0%\n");
-    let mut a = spawn(&through, &p, &["--apply"], None);
-    let mut b = spawn(&through, &p, &["--apply"], None);
-    let t = Instant::now();
-    while a.try_wait().unwrap().is_none() && b.try_wait().unwrap().is_none() {
-        assert!(t.elapsed() < Duration::from_secs(60), "neither run ended");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    lock.release();
-    one_works([a.wait_with_output().unwrap(), b.wait_with_output().unwrap()]);
+    race_behind_a_lock(&through, &direct, dir.path());
     // A sweep through the proxy stops at its limit, and the next resumes after it.
     let p = policy(dir.path(), "delete:\n  idle: 30d\nsweep:\n  limit: 1\n");
     let (r, _, err) = maintain(&through, &p, &["--apply"]);

@@ -137,17 +137,7 @@ fn sigterm_during_vacuum_leaves_the_sqlite_store_unchanged() {
     let mut child = spawn(&db, &p, &["--apply"], Some(("vacuum-slow", &flag)));
     wait_for(&flag, &mut child);
     sigterm(&child);
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: Json = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(r["reclaim"]["status"], "interrupted", "{r}");
-    assert_eq!(r["run"]["ended"], "stopped");
-    assert_eq!(db.dump(), before);
+    stopped_cleanly(&child.wait_with_output().unwrap(), &db, &before);
     let c = rusqlite::Connection::open(path).unwrap();
     let pages: u64 = c.query_row("PRAGMA page_count", [], |r| r.get(0)).unwrap();
     let page: u64 = c.query_row("PRAGMA page_size", [], |r| r.get(0)).unwrap();
@@ -226,10 +216,16 @@ fn of_two_runs_started_together_one_works_postgres() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::pg(&server, "deerflow_app", "dfck_maint_race");
     // The winner's VACUUM waits on the lock, holding the lease, while the other run starts.
-    let lock = TableLock::take(&db);
-    let p = policy(dir.path(), "reclaim:\n  free_over: 0%\n");
-    let mut a = spawn(&db, &p, &["--apply"], None);
-    let mut b = spawn(&db, &p, &["--apply"], None);
+    race_behind_a_lock(&db, &db, dir.path());
+}
+
+/// Two `maintain --apply` runs started together on `through` while a lock on `direct`'s
+/// `checkpoints` keeps the winner's VACUUM (and so its lease) waiting: exactly one works.
+pub(super) fn race_behind_a_lock(through: &Db, direct: &Db, dir: &Path) {
+    let lock = TableLock::take(direct);
+    let p = policy(dir, "reclaim:\n  free_over: 0%\n");
+    let mut a = spawn(through, &p, &["--apply"], None);
+    let mut b = spawn(through, &p, &["--apply"], None);
     let t = Instant::now();
     while a.try_wait().unwrap().is_none() && b.try_wait().unwrap().is_none() {
         assert!(t.elapsed() < Duration::from_secs(60), "neither run ended");
@@ -237,6 +233,17 @@ fn of_two_runs_started_together_one_works_postgres() {
     }
     lock.release();
     one_works([a.wait_with_output().unwrap(), b.wait_with_output().unwrap()]);
+}
+
+/// A stopped run's report: exit 0, its reclaim interrupted, the store's rows as `before`.
+fn stopped_cleanly(out: &std::process::Output, db: &Db, before: &[String]) -> Json {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let r: Json = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["reclaim"]["status"], "interrupted", "{r}");
+    assert_eq!(r["run"]["ended"], "stopped");
+    assert_eq!(db.dump(), before);
+    r
 }
 
 #[test]
@@ -255,15 +262,7 @@ fn sigterm_during_vacuum_leaves_the_postgres_store_unchanged() {
     sigterm(&child);
     let out = child.wait_with_output().unwrap();
     lock.release();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: Json = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(r["reclaim"]["status"], "interrupted", "{r}");
-    assert_eq!(db.dump(), before);
+    stopped_cleanly(&out, &db, &before);
 }
 
 #[test]

@@ -55,6 +55,46 @@ pub fn sync_dir(dir: &Path) {
     }
 }
 
+/// Why [`replace_with_new_file`] wrote nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplaceError {
+    /// The path names a file of the store (`the store's -wal file`).
+    #[error("that is {0}")]
+    StoreFile(&'static str),
+    /// The directory is missing, or writing, syncing or renaming failed.
+    #[error("{0}")]
+    Io(#[from] io::Error),
+}
+
+/// Puts `bytes` at `path` whole or not at all: written to a new, hidden file beside it
+/// (created exclusively, so never a file anyone else has open, and not ending like the
+/// target), made durable, then renamed over `path`. A `path` that is a file of the SQLite
+/// store `store` (by name or inode, see [`store_file_named`]) is refused before anything is
+/// created. The one writer of dfck's own output files (plans, metrics).
+pub fn replace_with_new_file(
+    path: &Path,
+    bytes: &[u8],
+    store: Option<&Path>,
+) -> Result<(), ReplaceError> {
+    if let Some(which) = store.and_then(|s| store_file_named(s, path)) {
+        return Err(ReplaceError::StoreFile(which));
+    }
+    let dir = parent_dir(path);
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(".dfck-tmp")
+        .tempfile_in(&dir)?;
+    io::Write::write_all(&mut tmp, bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    sync_dir(&dir);
+    Ok(())
+}
+
 /// Which file of the SQLite store at `store` the path `p` would write: the store itself or
 /// one of its sidecars (`-wal`, `-shm`, `-journal`), by name in the same directory (the
 /// directories compared by inode, so another spelling of the path is caught), or by the
