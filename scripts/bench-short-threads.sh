@@ -9,6 +9,12 @@
 # fixtures (3,200 copies of delta_k3's 8 threads, 3,000 of retention's 8: 49,600 threads,
 # ~747,000 checkpoints, 1.8 GB) and deleted at the end unless KEEP=1. Needs hyperfine,
 # sqlite3 and GNU time. Prints a markdown table.
+#
+# With PG_URL (a server, e.g. the one scripts/pg-test-server.sh starts) it also builds a
+# PostgreSQL database of ~20,000 short threads (PG_COPIES copies of delta_k3's and of
+# retention's 8 threads; default 1250: 20,000) with scripts/gen_big_pg_store.py, times the
+# summary, verify and prune's dry run against a binary COPY of the three tables (warm: each
+# runs once first) and drops the database at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 D="${1:-/tmp/dfck-scale}"
@@ -50,5 +56,36 @@ for i in "${!cmds[@]}"; do
     c=${cmds[$i]}
     # shellcheck disable=SC2086
     rss=$(rss_mib $DFCK --db "$DB" $c)
+    python3 -c 'import sys; m,f=float(sys.argv[1]),float(sys.argv[2]); print(f"| `dfck {sys.argv[3]}` | {m:.2f} s | {m/f:.2f} | {sys.argv[4]} MiB |")' "${t[$((i+1))]}" "$floor" "$c" "$rss"
+done
+
+[ -n "${PG_URL:-}" ] || exit 0
+N=${PG_COPIES:-1250}
+PYTHON=${PYTHON:-.venv/bin/python}
+"$PYTHON" scripts/gen_big_pg_store.py "$PG_URL" dfck_bench_short \
+    fixtures/postgres/delta_k3.sql:"$N" fixtures/postgres/retention.sql:"$N" >&2
+PGDB=$("$PYTHON" -c 'import sys; from psycopg.conninfo import conninfo_to_dict, make_conninfo; print(make_conninfo(**{**conninfo_to_dict(sys.argv[1]), "dbname": "dfck_bench_short"}))' "$PG_URL")
+PGURI="${PG_URL%/*}/dfck_bench_short"
+trap 'rm -rf "$OUT"; [ "${KEEP:-0}" = 1 ] || { rm -f "$DB" "$DB-wal" "$DB-shm"; psql -X -q "$PG_URL" -c "DROP DATABASE IF EXISTS dfck_bench_short" >/dev/null; }' EXIT
+PGFLOOR="for t in checkpoints checkpoint_blobs checkpoint_writes; do psql -X -q '$PGDB' -c \"\\\\copy \$t TO '/dev/null' WITH (FORMAT binary)\"; done"
+pgcmds=(
+    "inspect"
+    "verify --format ndjson --jobs 1"
+    "verify --format ndjson --jobs 2"
+    "prune --all --branches --jobs 1"
+    "prune --all --branches --jobs 2"
+)
+args=("$PGFLOOR")
+for c in "${pgcmds[@]}"; do args+=("$DFCK --db $PGURI $c"); done
+mapfile -t t < <(mean "${args[@]}")
+floor=${t[0]}
+echo
+echo "| PostgreSQL command | mean | ratio to the floor | peak RSS |"
+echo "|---|---|---|---|"
+printf '| binary COPY of the three tables | %.2f s | 1.00 | - |\n' "$floor"
+for i in "${!pgcmds[@]}"; do
+    c=${pgcmds[$i]}
+    # shellcheck disable=SC2086
+    rss=$(rss_mib $DFCK --db "$PGURI" $c)
     python3 -c 'import sys; m,f=float(sys.argv[1]),float(sys.argv[2]); print(f"| `dfck {sys.argv[3]}` | {m:.2f} s | {m/f:.2f} | {sys.argv[4]} MiB |")' "${t[$((i+1))]}" "$floor" "$c" "$rss"
 done

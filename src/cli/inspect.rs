@@ -2,9 +2,10 @@
 
 use super::{GlobalArgs, ReducerArg, output};
 use crate::commands::inspect::{
-    ConfiguredMode, ReducerChoice, SummaryOptions, state_report, summarize_with, thread_report,
+    ConfiguredMode, ReducerChoice, SummaryOptions, state_report, thread_report,
 };
 use crate::commands::space::SortKey;
+use crate::commands::summary::summarize_with;
 use crate::render::{self, TerminalProgress};
 use clap::Args;
 use dfck_core::error::Error;

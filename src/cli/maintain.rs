@@ -271,7 +271,7 @@ fn check_output_path(flag: &str, path: &Path, target: &Target) -> Result<(), Err
 fn write_metrics(path: &Path, target: &Target) -> Result<(), Error> {
     let store = target.open_read_only()?;
     let summary =
-        crate::commands::inspect::summarize(store.as_ref(), &dfck_core::progress::NoProgress)?;
+        crate::commands::summary::summarize(store.as_ref(), &dfck_core::progress::NoProgress)?;
     let m = crate::commands::metrics::collect(store.as_ref(), &summary, None)?;
     // The store's connection is closed before any file is written.
     drop(store);

@@ -20,5 +20,6 @@ pub mod prune;
 pub mod reclaim;
 pub mod savings;
 pub mod space;
+pub mod summary;
 pub mod verify;
 pub mod wiring;

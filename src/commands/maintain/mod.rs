@@ -11,7 +11,6 @@ pub mod select;
 mod steps;
 
 use crate::commands::delete::{CacheReport, DeleteOptions};
-use crate::commands::inspect;
 use crate::commands::reclaim::ReclaimReport;
 use dfck_core::config::policy::Policy;
 use dfck_core::error::Error;
@@ -246,7 +245,7 @@ fn sweep(
 ) -> Result<(), Error> {
     let store = req.target.open_read_only()?;
     let t = Instant::now();
-    let summary = inspect::summarize(store.as_ref(), req.progress)?;
+    let summary = crate::commands::summary::summarize(store.as_ref(), req.progress)?;
     let metas = match store.app() {
         Some(a) if a.app_schema()?.lists_threads() => a.thread_metas()?,
         _ => Vec::new(),

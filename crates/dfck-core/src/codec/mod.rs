@@ -18,7 +18,9 @@ pub use decode::{
 pub use encode::{encode, write_array_header, write_ext_header, write_value};
 pub use error::CodecError;
 pub use json::{Rendered, RenderedMap, from_json, to_json};
-pub use scan::{checkpoint_channel_sizes, checkpoint_messages_slice, ext_code};
+pub use scan::{
+    checkpoint_channel_sizes, checkpoint_messages_slice, ext_code, is_document, top_level_str,
+};
 pub use value::*;
 
 use bytes::Bytes;

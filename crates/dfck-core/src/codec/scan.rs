@@ -412,6 +412,35 @@ pub fn checkpoint_messages_slice(body: &[u8]) -> Result<(Option<&[u8]>, bool), C
     Ok((slice, versioned))
 }
 
+/// The string at top-level key `key` of a msgpack map document, found without decoding it:
+/// the last such key wins, as in the decoded map; `None` when absent or not a string. The
+/// whole document is validated first, so any stored bytes may be passed.
+pub fn top_level_str<'a>(body: &'a [u8], key: &str) -> Result<Option<&'a str>, CodecError> {
+    validate_document(body, 0)?;
+    let mut cur = Cur::new(body);
+    let Token::Map(n) = cur.token()? else {
+        return Ok(None);
+    };
+    let mut found = None;
+    for _ in 0..n {
+        let k = cur.value_slice()?;
+        let is_key = matches!(Cur::new(k).token(), Ok(Token::Str(s)) if s == key);
+        let v = cur.value_slice()?;
+        if is_key {
+            found = match Cur::new(v).token()? {
+                Token::Str(s) => Some(s),
+                _ => None,
+            };
+        }
+    }
+    Ok(found)
+}
+
+/// Whether `buf` is exactly one well-formed msgpack document.
+pub fn is_document(buf: &[u8]) -> bool {
+    validate_document(buf, 0).is_ok()
+}
+
 /// The encoded size of every value in a checkpoint dict's `channel_values`, in stored
 /// order, found without decoding them. The whole document is validated first, so any
 /// stored bytes may be passed.

@@ -1,6 +1,7 @@
 //! The checkpoint model: decoded checkpoints and writes, metadata, channel versions, and
 //! mode detection (DeerFlow's metadata rule and the structural encoding of `messages`).
 
+pub mod facts;
 pub mod thread;
 
 use crate::codec::{self, Value};

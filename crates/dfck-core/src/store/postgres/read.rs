@@ -3,8 +3,9 @@
 use super::PostgresStore;
 use crate::error::StoreError;
 use crate::store::{
-    BlobRow, CheckpointBody, CheckpointMetaRow, CheckpointRow, CheckpointWriteTotals, Store,
-    StoreInfo, WriteRow, WriteTotals, sort_writes,
+    BlobRow, CheckpointBody, CheckpointKey, CheckpointMetaRow, CheckpointRow,
+    CheckpointWriteTotals, FactsRow, FactsWanted, Store, StoreInfo, WriteRow, WriteTotals,
+    sort_writes,
 };
 use tokio_postgres::Row;
 
@@ -94,23 +95,113 @@ macro_rules! versions_of_c {
 }
 pub(super) use versions_of_c;
 
-/// A point read: checkpoint columns plus every blob at its channel versions, in full.
-const POINT_SELECT: &str = concat!(
+/// A point read's columns: checkpoint columns plus every blob at its channel versions, in
+/// full, over the rows of `checkpoints c` the FROM clause `$from` reaches.
+macro_rules! point_select {
+    ($from:expr) => {
+        concat!(
+            "SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, \
+             c.checkpoint, c.metadata::text, \
+             (pg_column_size(c.checkpoint) + pg_column_size(c.metadata))::int8, \
+             b.channels, b.types, b.blobs, b.complete \
+             FROM ",
+            $from,
+            " LEFT JOIN LATERAL ( \
+                SELECT array_agg(bl.channel) AS channels, array_agg(bl.type) AS types, \
+                       array_agg(bl.blob) AS blobs, array_agg(true) AS complete \
+                FROM ",
+            versions_of_c!(),
+            " cv JOIN LATERAL (",
+            blob_at!(),
+            ") bl ON true \
+             ) b ON true"
+        )
+    };
+}
+
+/// A point read: one checkpoint by the WHERE clause the caller appends.
+const POINT_SELECT: &str = point_select!("checkpoints c");
+
+/// The rows $1 names: a JSON array of `{"t": thread, "n": ns, "i": id}` ([`keys_json`]).
+const KEYS_SELECT: &str = point_select!(
+    "json_to_recordset($1::text::json) AS k(o int8, t text, n text, i text) \
+     JOIN checkpoints c ON c.thread_id = k.t AND c.checkpoint_ns = k.n AND c.checkpoint_id = k.i"
+);
+
+/// What [`Store::checkpoint_facts_at`] needs of the checkpoints $1 names, without their blob
+/// values: each blob's length and first bytes (enough to tell a snapshot; every channel's
+/// when $2 is `all`, else `messages`'s), and when $3 is `writes` the bytes of the pending
+/// writes stored on each.
+const FACTS_SELECT: &str = concat!(
     "SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, \
      c.checkpoint, c.metadata::text, \
      (pg_column_size(c.checkpoint) + pg_column_size(c.metadata))::int8, \
-     b.channels, b.types, b.blobs, b.complete \
-     FROM checkpoints c \
+     b.channels, b.types, b.heads, b.lens, \
+     CASE WHEN $3::text = 'writes' THEN \
+     (SELECT coalesce(sum(octet_length(w.blob)), 0)::int8 FROM checkpoint_writes w \
+      WHERE w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns \
+      AND w.checkpoint_id = c.checkpoint_id) ELSE 0 END \
+     FROM json_to_recordset($1::text::json) AS k(o int8, t text, n text, i text) \
+     JOIN checkpoints c ON c.thread_id = k.t AND c.checkpoint_ns = k.n AND c.checkpoint_id = k.i \
      LEFT JOIN LATERAL ( \
         SELECT array_agg(bl.channel) AS channels, array_agg(bl.type) AS types, \
-               array_agg(bl.blob) AS blobs, array_agg(true) AS complete \
+               array_agg(substring(bl.blob from 1 for 8)) AS heads, \
+               array_agg(coalesce(octet_length(bl.blob), 0)::int8) AS lens \
         FROM ",
     versions_of_c!(),
     " cv JOIN LATERAL (",
     blob_at!(),
-    ") bl ON true \
+    ") bl ON true WHERE $2::text = 'all' OR cv.key = 'messages' \
      ) b ON true"
 );
+
+/// One row of [`FACTS_SELECT`] as facts: the blobs stand in by their first bytes, which
+/// is all telling whether `messages` is absent asks of them.
+fn facts_row(r: &Row, what: &str) -> Result<FactsRow, StoreError> {
+    let channels: Option<Vec<String>> = get(r, 7, what)?;
+    let types: Option<Vec<String>> = get(r, 8, what)?;
+    let heads: Option<Vec<Option<Vec<u8>>>> = get(r, 9, what)?;
+    let lens: Option<Vec<Option<i64>>> = get(r, 10, what)?;
+    let (mut blob_bytes, mut messages_blob_bytes) = (0, 0);
+    let mut blobs = Vec::new();
+    for (((channel, type_tag), blob), len) in channels
+        .unwrap_or_default()
+        .into_iter()
+        .zip(types.unwrap_or_default())
+        .zip(heads.unwrap_or_default())
+        .zip(lens.unwrap_or_default())
+    {
+        let len = nonneg(len);
+        blob_bytes += len;
+        if channel == "messages" {
+            messages_blob_bytes += len;
+        }
+        blobs.push(BlobRow {
+            channel,
+            type_tag,
+            blob,
+            complete: false,
+        });
+    }
+    Ok(FactsRow {
+        row: row_with_blobs(r, what, blobs)?,
+        write_bytes: nonneg(get(r, 11, what)?),
+        blob_lengths: Some((blob_bytes, messages_blob_bytes)),
+        whole: false,
+    })
+}
+
+/// `keys` as the JSON array [`KEYS_SELECT`] reads, each with its position `o`.
+fn keys_json(keys: &[CheckpointKey]) -> String {
+    let rows = keys
+        .iter()
+        .enumerate()
+        .map(|(o, k)| {
+            serde_json::json!({"o": o, "t": k.thread_id, "n": k.checkpoint_ns, "i": k.checkpoint_id})
+        })
+        .collect();
+    serde_json::Value::Array(rows).to_string()
+}
 
 fn checkpoint_row(r: &Row, what: &str) -> Result<CheckpointRow, StoreError> {
     let channels: Option<Vec<String>> = get(r, 7, what)?;
@@ -130,6 +221,11 @@ fn checkpoint_row(r: &Row, what: &str) -> Result<CheckpointRow, StoreError> {
             complete: complete.unwrap_or(true),
         })
         .collect();
+    row_with_blobs(r, what, blobs)
+}
+
+/// The key, JSONB, metadata and size columns (0–6) of a checkpoint row, with its blobs.
+fn row_with_blobs(r: &Row, what: &str, blobs: Vec<BlobRow>) -> Result<CheckpointRow, StoreError> {
     let metadata: Option<String> = get(r, 5, what)?;
     Ok(CheckpointRow {
         thread_id: get(r, 0, what)?,
@@ -405,6 +501,62 @@ impl Store for PostgresStore {
         .first()
         .map(|r| checkpoint_row(r, what))
         .transpose()
+    }
+
+    fn checkpoints_at(
+        &self,
+        keys: &[CheckpointKey],
+        f: &mut dyn FnMut(CheckpointRow) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let what = "reading checkpoints";
+        // A cursor: a head may be a large full checkpoint; a few rows are held at a time.
+        self.cursor(what, KEYS_SELECT, &[&keys_json(keys)], 16, &mut |r| {
+            f(checkpoint_row(r, what)?)
+        })
+    }
+
+    fn checkpoint_facts_at(
+        &self,
+        keys: &[CheckpointKey],
+        want: FactsWanted,
+        f: &mut dyn FnMut(FactsRow) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let what = "reading checkpoints";
+        let blobs = if want.head { "all" } else { "messages" };
+        let writes = if want.writes { "writes" } else { "" };
+        for r in &self.query(what, FACTS_SELECT, &[&keys_json(keys), &blobs, &writes])? {
+            f(facts_row(r, what)?)?;
+        }
+        Ok(())
+    }
+
+    fn write_bytes_at(&self, keys: &[CheckpointKey]) -> Result<Vec<u64>, StoreError> {
+        let what = "counting pending writes";
+        let mut out = vec![0; keys.len()];
+        if keys.is_empty() {
+            return Ok(out);
+        }
+        let rows = self.query(
+            what,
+            "SELECT k.o, coalesce(sum(octet_length(w.blob)), 0)::int8 \
+             FROM json_to_recordset($1::text::json) AS k(o int8, t text, n text, i text) \
+             JOIN checkpoint_writes w ON w.thread_id = k.t AND w.checkpoint_ns = k.n \
+             AND w.checkpoint_id = k.i GROUP BY k.o",
+            &[&keys_json(keys)],
+        )?;
+        for r in &rows {
+            let o: i64 = get(r, 0, what)?;
+            if let Some(slot) = usize::try_from(o).ok().and_then(|o| out.get_mut(o)) {
+                *slot = nonneg(get(r, 1, what)?);
+            }
+        }
+        Ok(out)
     }
 
     fn metadata(

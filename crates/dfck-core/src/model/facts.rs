@@ -1,0 +1,291 @@
+//! Cheap facts of a stored checkpoint for whole-store scans: its mode, step and source from
+//! the metadata, its `ts`, and how it stores `messages`. Each gives what the full parse or
+//! decode gives ([`parse_metadata`], [`Checkpoint::from_row`]) without building the values
+//! it does not need; anything the fast path cannot settle goes through the full one.
+
+use super::{Checkpoint, MESSAGES, MessagesEncoding, metadata_is_delta, parse_metadata};
+use crate::codec::{self, EXT_DELTA_SNAPSHOT};
+use crate::store::{CheckpointBody, CheckpointKey, CheckpointRow};
+pub use crate::store::{FactsRow, FactsWanted};
+use serde::Deserialize;
+use serde_json::Value as Json;
+
+/// What a store summary reads of checkpoint metadata.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MetadataFacts {
+    /// Delta by DeerFlow's rule ([`metadata_is_delta`]).
+    pub delta: bool,
+    /// `metadata.step`, when an integer.
+    pub step: Option<i64>,
+    /// `metadata.source`, when a string.
+    pub source: Option<String>,
+}
+
+/// The only keys the facts read; every other key is skipped, not built.
+#[derive(Deserialize)]
+struct Keys {
+    step: Option<Json>,
+    source: Option<Json>,
+    #[serde(rename = "deerflow_checkpoint_channel_mode")]
+    mode: Option<Json>,
+    #[serde(rename = "counters_since_delta_snapshot")]
+    counters: Option<Json>,
+}
+
+/// The facts of metadata `bytes`; unreadable metadata gives the empty map's facts, as
+/// `parse_metadata(..).unwrap_or_default()` does.
+pub fn metadata_facts(bytes: &[u8]) -> MetadataFacts {
+    if bytes.is_empty() {
+        return MetadataFacts::default();
+    }
+    // A duplicate key, a non-object or Python's NaN fail here and take the full parse.
+    let Ok(k) = serde_json::from_slice::<Keys>(bytes) else {
+        let map = parse_metadata(bytes, "").unwrap_or_default();
+        return MetadataFacts {
+            delta: metadata_is_delta(&map),
+            step: map.get("step").and_then(Json::as_i64),
+            source: map.get("source").and_then(Json::as_str).map(str::to_owned),
+        };
+    };
+    let delta = k.mode.as_ref().and_then(Json::as_str) == Some("delta")
+        || matches!(&k.counters, Some(Json::Object(c)) if c.contains_key(MESSAGES));
+    MetadataFacts {
+        delta,
+        step: k.step.as_ref().and_then(Json::as_i64),
+        source: k.source.as_ref().and_then(Json::as_str).map(str::to_owned),
+    }
+}
+
+/// The `ts` of a stored checkpoint (`None` when it cannot be decoded or has none).
+pub fn checkpoint_ts(row: &CheckpointRow) -> Option<String> {
+    match &row.body {
+        CheckpointBody::Serialized {
+            type_tag: Some(t),
+            bytes,
+        } if t == "msgpack" => codec::top_level_str(bytes, "ts").ok()?.map(str::to_owned),
+        CheckpointBody::Serialized { type_tag, bytes } => {
+            codec::decode_typed(type_tag.as_deref(), bytes.clone())
+                .ok()?
+                .get("ts")
+                .and_then(codec::Value::as_str)
+                .map(str::to_owned)
+        }
+        CheckpointBody::Postgres { checkpoint, .. } => checkpoint
+            .get("ts")
+            .and_then(Json::as_str)
+            .map(str::to_owned),
+    }
+}
+
+/// How `row` stores `messages`, as [`Checkpoint::messages_encoding`] gives it; `None` when
+/// the row cannot be decoded. msgpack bodies are scanned, not decoded.
+pub fn messages_encoding_of(row: CheckpointRow) -> Option<MessagesEncoding> {
+    if let CheckpointBody::Serialized {
+        type_tag: Some(t),
+        bytes,
+    } = &row.body
+    {
+        if t == "msgpack" {
+            if !codec::is_document(bytes) || parse_metadata(&row.metadata, "").is_err() {
+                return None;
+            }
+            let (slice, versioned) = codec::checkpoint_messages_slice(bytes).ok()?;
+            return Some(match slice {
+                Some(v) if codec::ext_code(v) == Some(EXT_DELTA_SNAPSHOT) => {
+                    MessagesEncoding::Snapshot
+                }
+                Some(_) => MessagesEncoding::Plain,
+                None if versioned => MessagesEncoding::Absent,
+                None => MessagesEncoding::Unversioned,
+            });
+        }
+    }
+    Checkpoint::from_row(row)
+        .ok()
+        .map(|c| c.messages_encoding())
+}
+
+/// What a store summary needs of one checkpoint to count the bytes its state reads
+/// ([`crate::store::Store::checkpoint_facts_at`]).
+#[derive(Debug, Clone)]
+pub struct CheckpointFacts {
+    /// Where it is.
+    pub key: CheckpointKey,
+    /// Parent id.
+    pub parent_checkpoint_id: Option<String>,
+    /// Checkpoint and metadata bytes ([`CheckpointRow::bytes`]).
+    pub bytes: u64,
+    /// PostgreSQL: bytes of the blobs at every channel version (only `messages`'s unless
+    /// [`FactsWanted::head`]).
+    pub blob_bytes: u64,
+    /// The `messages` share of `blob_bytes`.
+    pub messages_blob_bytes: u64,
+    /// Bytes of the pending-write values stored on it.
+    pub write_bytes: u64,
+    /// Delta, `messages` absent: rebuilding its state reads the parent's.
+    pub messages_absent: bool,
+    /// Its `ts` ([`checkpoint_ts`]; `None` unless [`FactsWanted::head`]).
+    pub ts: Option<String>,
+    /// How it stores `messages`, when asked for: as decoding gives it when `whole`, else
+    /// from the blobs' first bytes (then `Plain` may still fail to decode).
+    pub messages: Option<MessagesEncoding>,
+    /// Read from the whole row.
+    pub whole: bool,
+}
+
+impl CheckpointFacts {
+    /// The facts `want` names of what [`crate::store::Store::checkpoint_facts_at`] read.
+    pub fn of(read: FactsRow, want: FactsWanted) -> Self {
+        let FactsRow {
+            row,
+            write_bytes,
+            blob_lengths,
+            whole,
+        } = read;
+        let (blob_bytes, messages_blob_bytes) = blob_lengths.unwrap_or_else(|| {
+            let (mut all, mut messages) = (0, 0);
+            if let CheckpointBody::Postgres { blobs, .. } = &row.body {
+                for b in blobs {
+                    let n = b.blob.as_ref().map_or(0, |v| v.len() as u64);
+                    all += n;
+                    if b.channel == MESSAGES {
+                        messages += n;
+                    }
+                }
+            }
+            (all, messages)
+        });
+        let ts = if want.head { checkpoint_ts(&row) } else { None };
+        let key = CheckpointKey {
+            thread_id: row.thread_id.clone(),
+            checkpoint_ns: row.checkpoint_ns.clone(),
+            checkpoint_id: row.checkpoint_id.clone(),
+        };
+        let (parent_checkpoint_id, bytes) = (row.parent_checkpoint_id.clone(), row.bytes);
+        // msgpack: only lengths are read, as the reader's delta walk does; else decoded.
+        let msgpack_absent = match &row.body {
+            CheckpointBody::Serialized {
+                type_tag: Some(t),
+                bytes,
+            } if t == "msgpack" => Some(matches!(
+                codec::checkpoint_messages_slice(bytes),
+                Ok((None, true))
+            )),
+            _ => None,
+        };
+        let decoded = if want.encoding || msgpack_absent.is_none() {
+            messages_encoding_of(row)
+        } else {
+            None
+        };
+        let messages_absent = msgpack_absent.unwrap_or(decoded == Some(MessagesEncoding::Absent));
+        let messages = if want.encoding { decoded } else { None };
+        CheckpointFacts {
+            key,
+            parent_checkpoint_id,
+            bytes,
+            blob_bytes,
+            messages_blob_bytes,
+            write_bytes,
+            messages_absent,
+            ts,
+            messages,
+            whole,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Store;
+    use crate::store::sqlite::SqliteStore;
+
+    fn fixtures() -> Vec<std::path::PathBuf> {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/sqlite");
+        let mut out: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "db"))
+            .collect();
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn the_fast_facts_equal_the_full_parse_and_decode_on_every_fixture_checkpoint() {
+        let (mut rows, mut stores) = (0, 0);
+        let dir = tempfile::tempdir().unwrap();
+        for path in fixtures() {
+            // A copy (with its WAL): a committed fixture is never opened in place.
+            let copy = dir.path().join(path.file_name().unwrap());
+            std::fs::copy(&path, &copy).unwrap();
+            let wal = path.with_extension("db-wal");
+            if wal.exists() {
+                std::fs::copy(&wal, copy.with_extension("db-wal")).unwrap();
+            }
+            let Ok(store) = SqliteStore::open_read_only(&copy) else {
+                continue;
+            };
+            stores += 1;
+            let mut ids = Vec::new();
+            store
+                .scan_checkpoint_meta(&mut |r| {
+                    ids.push((r.thread_id, r.checkpoint_ns, r.checkpoint_id));
+                    Ok(())
+                })
+                .unwrap();
+            for (t, ns, id) in ids {
+                let row = store.checkpoint(&t, &ns, &id).unwrap().unwrap();
+                let map = parse_metadata(&row.metadata, "").unwrap_or_default();
+                let facts = metadata_facts(&row.metadata);
+                assert_eq!(facts.delta, metadata_is_delta(&map), "{path:?} {t} {id}");
+                assert_eq!(facts.step, map.get("step").and_then(Json::as_i64));
+                assert_eq!(
+                    facts.source.as_deref(),
+                    map.get("source").and_then(Json::as_str)
+                );
+                let slow_ts = match &row.body {
+                    CheckpointBody::Serialized { type_tag, bytes } => {
+                        codec::decode_typed(type_tag.as_deref(), bytes.clone())
+                            .ok()
+                            .and_then(|v| {
+                                v.get("ts")
+                                    .and_then(codec::Value::as_str)
+                                    .map(str::to_owned)
+                            })
+                    }
+                    CheckpointBody::Postgres { .. } => unreachable!(),
+                };
+                assert_eq!(checkpoint_ts(&row), slow_ts, "{path:?} {t} {id}");
+                let slow = Checkpoint::from_row(row.clone())
+                    .ok()
+                    .map(|c| c.messages_encoding());
+                assert_eq!(messages_encoding_of(row), slow, "{path:?} {t} {id}");
+                rows += 1;
+            }
+        }
+        assert!(stores > 20 && rows > 1000, "{stores} stores, {rows} rows");
+    }
+
+    #[test]
+    fn odd_metadata_takes_the_full_parse() {
+        // The keys `Keys` renames are the model's.
+        let marker = format!(r#"{{"{}": "delta"}}"#, crate::model::MODE_MARKER);
+        assert!(metadata_facts(marker.as_bytes()).delta);
+        let counters = format!(
+            r#"{{"{}": {{"messages": 2}}}}"#,
+            crate::model::DELTA_COUNTERS
+        );
+        assert!(metadata_facts(counters.as_bytes()).delta);
+        let delta = br#"{"counters_since_delta_snapshot": {"messages": 1}, "step": 3}"#;
+        assert!(metadata_facts(delta).delta);
+        // The last duplicate wins, as in the parsed map.
+        let dup = br#"{"step": 1, "step": 2, "source": "loop"}"#;
+        assert_eq!(metadata_facts(dup).step, Some(2));
+        let nan = br#"{"step": 4, "x": NaN}"#;
+        assert_eq!(metadata_facts(nan).step, Some(4));
+        assert_eq!(metadata_facts(b"[1]"), MetadataFacts::default());
+        assert_eq!(metadata_facts(b"null"), MetadataFacts::default());
+    }
+}

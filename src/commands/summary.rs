@@ -1,0 +1,515 @@
+//! The store summary (`dfck inspect` without a thread): one scan of the checkpoints in key
+//! order, and the point reads each thread still needs (its heads and the checkpoints their
+//! state reads, its first activity, the full checkpoints of a delta thread) made for a
+//! batch of threads at a time, so that they cost a round trip per batch, not per thread.
+
+use crate::commands::inspect::{Counts, HeadInfo, StoreSummary, SummaryOptions, ThreadSummary};
+use crate::commands::space::{SortKey, ThreadRef};
+use dfck_core::error::{Error, StoreError};
+use dfck_core::model::facts::{
+    CheckpointFacts, FactsWanted, checkpoint_ts, messages_encoding_of, metadata_facts,
+};
+use dfck_core::model::{MessagesEncoding, thread_mode};
+use dfck_core::progress::Progress;
+use dfck_core::store::{CheckpointKey, CheckpointMetaRow, CheckpointRow, Store};
+use std::collections::{HashMap, HashSet};
+
+/// Threads finished together.
+const BATCH_THREADS: usize = 256;
+/// Checkpoints read per call.
+const KEYS_PER_READ: usize = 256;
+
+type HeadEntry = (String, String, Option<i64>, Option<String>);
+
+/// (ns, id, `ts` when the scan read it) of a checkpoint.
+type Activity = (String, String, Option<String>);
+
+/// One thread as the scan saw it.
+struct ThreadAcc {
+    thread_id: String,
+    namespaces: Vec<String>,
+    checkpoints: u64,
+    bytes: u64,
+    any_delta: bool,
+    /// Full-by-metadata checkpoints (ns, id): candidates for `mixed`.
+    full_ids: Vec<(String, String)>,
+    /// (ns, id, step, source) of the greatest id in the root namespace.
+    root_head: Option<HeadEntry>,
+    /// The same over the other namespaces.
+    any_head: Option<HeadEntry>,
+    /// (ns, id) of the least and the greatest id over every namespace.
+    first: Option<Activity>,
+    last: Option<Activity>,
+    /// (ns, greatest id) of every namespace, in scan order.
+    heads: Vec<(String, String)>,
+}
+
+impl ThreadAcc {
+    fn new(thread_id: String) -> Self {
+        ThreadAcc {
+            thread_id,
+            namespaces: Vec::new(),
+            checkpoints: 0,
+            bytes: 0,
+            any_delta: false,
+            full_ids: Vec::new(),
+            root_head: None,
+            any_head: None,
+            first: None,
+            last: None,
+            heads: Vec::new(),
+        }
+    }
+
+    fn add(&mut self, row: CheckpointMetaRow) {
+        let meta = metadata_facts(&row.metadata);
+        if !self.namespaces.contains(&row.checkpoint_ns) {
+            self.namespaces.push(row.checkpoint_ns.clone());
+        }
+        self.checkpoints += 1;
+        self.bytes += row.bytes;
+        if meta.delta {
+            self.any_delta = true;
+        } else {
+            self.full_ids
+                .push((row.checkpoint_ns.clone(), row.checkpoint_id.clone()));
+        }
+        match self.heads.last_mut() {
+            Some((ns, id)) if *ns == row.checkpoint_ns => {
+                if row.checkpoint_id > *id {
+                    id.clone_from(&row.checkpoint_id);
+                }
+            }
+            _ => self
+                .heads
+                .push((row.checkpoint_ns.clone(), row.checkpoint_id.clone())),
+        }
+        // Updated in place (`clone_from` reuses the buffers): rows come in id order, so the
+        // latest changes on almost every row.
+        let set = |slot: &mut Option<Activity>| match slot {
+            Some((ns, id, ts)) => {
+                ns.clone_from(&row.checkpoint_ns);
+                id.clone_from(&row.checkpoint_id);
+                ts.clone_from(&row.ts);
+            }
+            None => {
+                *slot = Some((
+                    row.checkpoint_ns.clone(),
+                    row.checkpoint_id.clone(),
+                    row.ts.clone(),
+                ))
+            }
+        };
+        if self.first.as_ref().is_none_or(|f| row.checkpoint_id < f.1) {
+            set(&mut self.first);
+        }
+        if self.last.as_ref().is_none_or(|l| row.checkpoint_id > l.1) {
+            set(&mut self.last);
+        }
+        // The head is the greatest id (byte order) of the root namespace, else of any.
+        let entry = (row.checkpoint_ns, row.checkpoint_id, meta.step, meta.source);
+        let slot = if entry.0.is_empty() {
+            &mut self.root_head
+        } else {
+            &mut self.any_head
+        };
+        if slot.as_ref().is_none_or(|h| h.1 < entry.1) {
+            *slot = Some(entry);
+        }
+    }
+
+    fn key(&self, ns: &str, id: &str) -> CheckpointKey {
+        CheckpointKey {
+            thread_id: self.thread_id.clone(),
+            checkpoint_ns: ns.to_owned(),
+            checkpoint_id: id.to_owned(),
+        }
+    }
+}
+
+type Totals = HashMap<String, (u64, u64)>;
+
+/// Reads `keys` in calls of at most [`KEYS_PER_READ`], each row to `f` with its position.
+fn read_keys(
+    store: &dyn Store,
+    keys: &[CheckpointKey],
+    f: &mut dyn FnMut(usize, CheckpointRow) -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
+    for (c, chunk) in keys.chunks(KEYS_PER_READ).enumerate() {
+        let at: HashMap<&CheckpointKey, usize> = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, k)| (k, c * KEYS_PER_READ + i))
+            .collect();
+        store.checkpoints_at(chunk, &mut |row| {
+            let key = CheckpointKey {
+                thread_id: row.thread_id.clone(),
+                checkpoint_ns: row.checkpoint_ns.clone(),
+                checkpoint_id: row.checkpoint_id.clone(),
+            };
+            match at.get(&key) {
+                Some(&i) => f(i, row),
+                None => Ok(()),
+            }
+        })?;
+    }
+    Ok(())
+}
+
+/// `mixed` candidates: does any full-by-metadata checkpoint of a delta thread store
+/// `messages` as a plain value? Undecodable checkpoints are verify's business; they do not
+/// make a thread mixed. Facts settle most candidates; a `Plain` from facts not read whole
+/// is confirmed by decoding the row, and each thread stops at its first confirmed one.
+fn full_plain(store: &dyn Store, accs: &[ThreadAcc]) -> Result<Vec<bool>, StoreError> {
+    let mut plain = vec![false; accs.len()];
+    let mut keys = Vec::new();
+    let mut owner: HashMap<CheckpointKey, usize> = HashMap::new();
+    for (t, acc) in accs.iter().enumerate() {
+        if acc.any_delta {
+            for (ns, id) in &acc.full_ids {
+                let key = acc.key(ns, id);
+                owner.insert(key.clone(), t);
+                keys.push(key);
+            }
+        }
+    }
+    // Candidates to decode, per thread in id order.
+    let mut confirm: Vec<Vec<CheckpointKey>> = vec![Vec::new(); accs.len()];
+    for chunk in keys.chunks(KEYS_PER_READ) {
+        let want = FactsWanted {
+            encoding: true,
+            head: false,
+            writes: false,
+        };
+        store.checkpoint_facts_at(chunk, want, &mut |read| {
+            let facts = CheckpointFacts::of(read, want);
+            let t = owner[&facts.key];
+            if facts.messages == Some(MessagesEncoding::Plain) {
+                if facts.whole {
+                    plain[t] = true;
+                } else {
+                    confirm[t].push(facts.key);
+                }
+            }
+            Ok(())
+        })?;
+    }
+    for (t, mut candidates) in confirm.into_iter().enumerate() {
+        candidates.sort();
+        for key in candidates {
+            if plain[t] {
+                break;
+            }
+            store.checkpoints_at(std::slice::from_ref(&key), &mut |row| {
+                plain[t] |= messages_encoding_of(row) == Some(MessagesEncoding::Plain);
+                Ok(())
+            })?;
+        }
+    }
+    Ok(plain)
+}
+
+/// One walk from a namespace head back over the checkpoints its state reads.
+struct Walk {
+    thread: usize,
+    ns: String,
+    head: String,
+    next: Option<String>,
+    seen: HashSet<String>,
+}
+
+/// Per thread: the bytes rebuilding the head of every namespace reads (the checkpoint, its
+/// pending writes, on PostgreSQL its blobs: every channel's at the head, `messages` further
+/// back), and the `ts` of each thread's summary head.
+fn head_needs(
+    store: &dyn Store,
+    accs: &[ThreadAcc],
+    summary_heads: &[(String, String)],
+) -> Result<(Vec<u64>, Vec<Option<String>>), StoreError> {
+    let mut needed = vec![0u64; accs.len()];
+    let mut head_ts = vec![None; accs.len()];
+    let mut walks: Vec<Walk> = accs
+        .iter()
+        .enumerate()
+        .flat_map(|(t, acc)| {
+            acc.heads.iter().map(move |(ns, id)| Walk {
+                thread: t,
+                ns: ns.clone(),
+                head: id.clone(),
+                next: Some(id.clone()),
+                seen: HashSet::new(),
+            })
+        })
+        .collect();
+    let head_keys: HashSet<CheckpointKey> = walks
+        .iter()
+        .map(|w| accs[w.thread].key(&w.ns, &w.head))
+        .collect();
+    loop {
+        let mut at: HashMap<CheckpointKey, Vec<usize>> = HashMap::new();
+        let mut keys = Vec::new();
+        for (w, walk) in walks.iter_mut().enumerate() {
+            let Some(id) = walk.next.take() else { continue };
+            if walk.seen.insert(id.clone()) {
+                let key = accs[walk.thread].key(&walk.ns, &id);
+                let of = at.entry(key.clone()).or_default();
+                if of.is_empty() {
+                    keys.push(key);
+                }
+                of.push(w);
+            }
+        }
+        if keys.is_empty() {
+            return Ok((needed, head_ts));
+        }
+        // The heads' blobs count for every channel, the rest's for `messages` only.
+        let (heads, rest): (Vec<CheckpointKey>, Vec<CheckpointKey>) =
+            keys.into_iter().partition(|k| head_keys.contains(k));
+        let chunks = heads
+            .chunks(KEYS_PER_READ)
+            .map(|c| (c, true))
+            .chain(rest.chunks(KEYS_PER_READ).map(|c| (c, false)));
+        for (chunk, head) in chunks {
+            let want = FactsWanted {
+                encoding: false,
+                head,
+                writes: true,
+            };
+            store.checkpoint_facts_at(chunk, want, &mut |read| {
+                let facts = CheckpointFacts::of(read, want);
+                for &w in at.get(&facts.key).map(Vec::as_slice).unwrap_or_default() {
+                    let walk = &mut walks[w];
+                    let t = walk.thread;
+                    let is_head = facts.key.checkpoint_id == walk.head;
+                    debug_assert_eq!(is_head, head_keys.contains(&facts.key));
+                    let blobs = if is_head {
+                        facts.blob_bytes
+                    } else {
+                        facts.messages_blob_bytes
+                    };
+                    needed[t] += facts.write_bytes + facts.bytes + blobs;
+                    let (hns, hid) = &summary_heads[t];
+                    if is_head && *hns == walk.ns && *hid == facts.key.checkpoint_id {
+                        head_ts[t].clone_from(&facts.ts);
+                    }
+                    if accs[t].any_delta && facts.messages_absent {
+                        walk.next.clone_from(&facts.parent_checkpoint_id);
+                    }
+                }
+                Ok(())
+            })?;
+        }
+    }
+}
+
+/// Finishes a batch of threads with a few reads for all of them.
+fn finish_batch(
+    store: &dyn Store,
+    accs: Vec<ThreadAcc>,
+    writes: &Totals,
+    blobs: &Totals,
+) -> Result<Vec<ThreadSummary>, Error> {
+    let plain = full_plain(store, &accs)?;
+    let summary_heads: Vec<(String, String)> = accs
+        .iter()
+        .map(|a| {
+            let (ns, id, ..) = a
+                .root_head
+                .as_ref()
+                .or(a.any_head.as_ref())
+                .cloned()
+                .unwrap_or_default();
+            (ns, id)
+        })
+        .collect();
+    let (needed, mut head_ts) = head_needs(store, &accs, &summary_heads)?;
+    // First and last activity: the scan's `ts` (PostgreSQL), the head's, else a read.
+    let mut keys = Vec::new();
+    let mut slots = Vec::new();
+    let mut activity: Vec<[Option<String>; 2]> = vec![[None, None]; accs.len()];
+    for (t, acc) in accs.iter().enumerate() {
+        for (j, at) in [&acc.first, &acc.last].into_iter().enumerate() {
+            match at {
+                Some((_, _, Some(ts))) => activity[t][j] = Some(ts.clone()),
+                Some((ns, id, None)) if (ns, id) == (&summary_heads[t].0, &summary_heads[t].1) => {
+                    activity[t][j].clone_from(&head_ts[t]);
+                }
+                Some((ns, id, None)) => {
+                    keys.push(acc.key(ns, id));
+                    slots.push((t, j));
+                }
+                None => {}
+            }
+        }
+    }
+    read_keys(store, &keys, &mut |i, row| {
+        let (t, j) = slots[i];
+        activity[t][j] = checkpoint_ts(&row);
+        Ok(())
+    })?;
+    let mut out = Vec::with_capacity(accs.len());
+    for (t, acc) in accs.into_iter().enumerate() {
+        let (hns, hid, step, source) = acc.root_head.or(acc.any_head).unwrap_or_default();
+        let (wn, wb) = writes.get(&acc.thread_id).copied().unwrap_or((0, 0));
+        let (_, bb) = blobs.get(&acc.thread_id).copied().unwrap_or((0, 0));
+        let mut namespaces = acc.namespaces;
+        namespaces.sort();
+        let bytes = acc.bytes + wb + bb;
+        let [first_activity, last_activity] = std::mem::take(&mut activity[t]);
+        out.push(ThreadSummary {
+            thread_id: acc.thread_id,
+            namespaces,
+            checkpoints: acc.checkpoints,
+            writes: wn,
+            bytes,
+            history_bytes: bytes.saturating_sub(needed[t]),
+            mode: thread_mode(acc.any_delta, plain[t]),
+            head: HeadInfo {
+                checkpoint_id: hid,
+                checkpoint_ns: hns,
+                step,
+                source,
+                ts: head_ts[t].take(),
+            },
+            first_activity,
+            last_activity,
+            channels: None,
+            deerflow: None,
+        });
+    }
+    Ok(out)
+}
+
+/// Orders the threads by `key` (ties by thread id).
+fn sort_threads(threads: &mut [ThreadSummary], key: SortKey) {
+    crate::commands::space::sort_by(threads, key, |t| crate::commands::space::SortFields {
+        name: &t.thread_id,
+        bytes: t.bytes,
+        checkpoints: t.checkpoints,
+        last_activity: t.last_activity.as_deref(),
+    });
+}
+
+/// Summarizes the whole store, streaming thread by thread; threads by thread id.
+pub fn summarize(store: &dyn Store, progress: &dyn Progress) -> Result<StoreSummary, Error> {
+    summarize_with(store, &SummaryOptions::default(), progress)
+}
+
+/// Per-thread row counts and bytes of one table, and the table's totals.
+fn totals(
+    scan: impl FnOnce(
+        &mut dyn FnMut(dfck_core::store::WriteTotals) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError>,
+) -> Result<(Totals, u64, u64), StoreError> {
+    let mut per: Totals = HashMap::new();
+    let (mut rows, mut bytes) = (0, 0);
+    scan(&mut |t| {
+        rows += t.writes;
+        bytes += t.bytes;
+        per.insert(t.thread_id, (t.writes, t.bytes));
+        Ok(())
+    })?;
+    Ok((per, rows, bytes))
+}
+
+/// Summarizes the whole store: threads in `opts.sort` order, cut to `opts.top`, with
+/// per-channel bytes when `opts.channels`.
+pub fn summarize_with(
+    store: &dyn Store,
+    opts: &SummaryOptions,
+    progress: &dyn Progress,
+) -> Result<StoreSummary, Error> {
+    let (writes, total_writes, write_bytes) = totals(|f| store.scan_write_totals(f))?;
+    let (blobs, total_blobs, blob_bytes) = totals(|f| store.scan_blob_totals(f))?;
+    let mut threads = Vec::new();
+    let mut batch: Vec<ThreadAcc> = Vec::new();
+    let mut failure: Option<Error> = None;
+    progress.start("scanning checkpoints", None);
+    store
+        .scan_checkpoint_meta(&mut |row| {
+            progress.inc(1);
+            if batch.last().is_none_or(|a| a.thread_id != row.thread_id) {
+                if batch.len() == BATCH_THREADS {
+                    match finish_batch(store, std::mem::take(&mut batch), &writes, &blobs) {
+                        Ok(done) => threads.extend(done),
+                        Err(e) => {
+                            failure = Some(e);
+                            return Err(StoreError::Query {
+                                what: "summarizing".into(),
+                                reason: "aborted".into(),
+                            });
+                        }
+                    }
+                }
+                batch.push(ThreadAcc::new(row.thread_id.clone()));
+            }
+            if let Some(acc) = batch.last_mut() {
+                acc.add(row);
+            }
+            Ok(())
+        })
+        .map_err(|e| failure.take().unwrap_or(Error::Store(e)))?;
+    threads.extend(finish_batch(store, batch, &writes, &blobs)?);
+    progress.finish();
+    threads.sort_by(|a, b| a.thread_id.cmp(&b.thread_id));
+    let thread_count = threads.len() as u64;
+    let checkpoints = threads.iter().map(|t| t.checkpoints).sum();
+    // Writes and blobs of threads without checkpoints still occupy the store.
+    let known: HashSet<&str> = threads.iter().map(|t| t.thread_id.as_str()).collect();
+    let bytes = threads.iter().map(|t| t.bytes).sum::<u64>()
+        + writes
+            .iter()
+            .chain(blobs.iter())
+            .filter(|(t, _)| !known.contains(t.as_str()))
+            .map(|(_, (_, b))| b)
+            .sum::<u64>();
+    let space = Some(store.space()?);
+    sort_threads(&mut threads, opts.sort);
+    if let Some(n) = opts.top {
+        threads.truncate(usize::try_from(n).unwrap_or(usize::MAX));
+    }
+    let channel_totals = if opts.channels {
+        let refs: Vec<ThreadRef<'_>> = threads
+            .iter()
+            .map(|t| ThreadRef {
+                thread_id: &t.thread_id,
+                namespaces: &t.namespaces,
+                checkpoints: t.checkpoints,
+            })
+            .collect();
+        let (mut per, totals) = crate::commands::space::channel_bytes(store, &refs, progress)?;
+        for t in &mut threads {
+            t.channels = Some(per.remove(&t.thread_id).unwrap_or_default());
+        }
+        Some(totals)
+    } else {
+        None
+    };
+    let info = store.info();
+    let pg = info.backend == dfck_core::store::Backend::Postgres;
+    Ok(StoreSummary {
+        backend: info.backend,
+        location: info.location.clone(),
+        schema: info.schema.clone(),
+        counts: Counts {
+            threads: thread_count,
+            checkpoints,
+            writes: total_writes,
+            blobs: pg.then_some(total_blobs),
+        },
+        bytes,
+        table_bytes: crate::commands::space::TableBytes {
+            checkpoints: bytes.saturating_sub(write_bytes + blob_bytes),
+            writes: write_bytes,
+            blobs: pg.then_some(blob_bytes),
+        },
+        config: None,
+        space,
+        sort: opts.sort,
+        top: opts.top,
+        channel_totals,
+        savings: None,
+        deerflow: None,
+        threads,
+    })
+}
