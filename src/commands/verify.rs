@@ -15,8 +15,10 @@ use dfck_core::model::{
     thread_mode,
 };
 use dfck_core::progress::Progress;
+use dfck_core::store::batch::{NamespaceRows, ThreadRows};
 use dfck_core::store::{Store, WriteRow};
 use serde::Serialize;
+use std::collections::HashMap;
 
 /// Options of a verify run.
 #[derive(Debug, Clone)]
@@ -218,7 +220,6 @@ impl LoadVisitor for ValueChecks {
     }
 
     fn write(&mut self, w: &WriteRow) {
-        self.inputs.write(w);
         let mut one = dfck_core::model::Sealing::default();
         one.count(w.type_tag.as_deref());
         self.sealing.add(&w.checkpoint_id, one.encrypted, one.plain);
@@ -229,6 +230,7 @@ impl LoadVisitor for ValueChecks {
                 format!("{e}: replaying this write fails in LangGraph too"),
             ),
             Ok(dw) if w.channel == MESSAGES => {
+                self.inputs.messages_write(&w.checkpoint_id, &dw.value);
                 if let Some(err) = write_items(&dw.value)
                     .into_iter()
                     .find_map(|m| coerce_message(m.clone()).err())
@@ -344,16 +346,47 @@ fn check_namespace(
     out
 }
 
+/// Threads per unit of work, at most: one batch where the backend reads threads together
+/// ([`Store::read_threads`]).
+const BATCH_THREADS: usize = 128;
+/// Bytes of rows one batch holds, about.
+const BATCH_BYTES: usize = 16 << 20;
+
+/// One namespace to check: read now, or read with its thread's batch.
+enum Namespace {
+    Read(String),
+    Given(NamespaceRows),
+}
+
 /// Checks every namespace of one thread.
 pub fn verify_thread(
     store: &dyn Store,
     thread_id: &str,
     opts: &VerifyOptions,
 ) -> Result<(Vec<Finding>, u64), StoreError> {
+    let namespaces = store.namespaces(thread_id)?;
+    check_thread(
+        store,
+        thread_id,
+        opts,
+        namespaces.into_iter().map(Namespace::Read).collect(),
+    )
+}
+
+fn check_thread(
+    store: &dyn Store,
+    thread_id: &str,
+    opts: &VerifyOptions,
+    namespaces: Vec<Namespace>,
+) -> Result<(Vec<Finding>, u64), StoreError> {
     let mut findings = Vec::new();
     let mut checkpoints = 0;
     let mut facts = ThreadFacts::default();
-    for ns in store.namespaces(thread_id)? {
+    for source in namespaces {
+        let ns = match &source {
+            Namespace::Read(ns) => ns.clone(),
+            Namespace::Given(rows) => rows.checkpoint_ns.clone(),
+        };
         let mut values = ValueChecks {
             thread_id: thread_id.to_owned(),
             checkpoint_ns: ns.clone(),
@@ -361,7 +394,10 @@ pub fn verify_thread(
             inputs: TurnInputs::default(),
             sealing: SealingFacts::default(),
         };
-        let t = LoadedThread::load_with(store, thread_id, &ns, &mut values)?;
+        let t = match source {
+            Namespace::Read(ns) => LoadedThread::load_with(store, thread_id, &ns, &mut values)?,
+            Namespace::Given(rows) => LoadedThread::from_rows(thread_id, rows, &mut values)?,
+        };
         checkpoints += t.nodes.len() as u64;
         findings.extend(check_namespace(&t, opts, &mut facts));
         findings.extend(regenerate_findings(&t, Some(&values.inputs)));
@@ -385,6 +421,53 @@ pub fn verify_thread(
         });
     }
     Ok((findings, checkpoints))
+}
+
+/// The findings and checkpoint count of each thread of `ids`, in order (`None`: listed,
+/// then deleted, by DeerFlow, before it was read). The threads the store reads as a batch
+/// are checked from its rows, the others read one by one.
+#[allow(clippy::type_complexity)]
+fn verify_chunk(
+    store: &dyn Store,
+    ids: &[String],
+    opts: &VerifyOptions,
+    failpoints: &dfck_core::failpoint::Failpoints,
+    progress: &(dyn Progress + Sync),
+) -> Result<Vec<Option<(Vec<Finding>, u64)>>, StoreError> {
+    let budget = failpoints.batch_bytes(BATCH_BYTES);
+    let batch = match ids {
+        [_, _, ..] if budget > 0 => store.read_threads(ids, budget)?,
+        _ => None,
+    };
+    let required = batch.is_some() && failpoints.batch_required();
+    let mut given: HashMap<String, ThreadRows> = batch
+        .unwrap_or_default()
+        .into_iter()
+        .map(|t| (t.thread_id.clone(), t))
+        .collect();
+    let mut out = Vec::with_capacity(ids.len());
+    for id in ids {
+        let checked = match given.remove(id) {
+            Some(t) => check_thread(
+                store,
+                id,
+                opts,
+                t.namespaces.into_iter().map(Namespace::Given).collect(),
+            ),
+            None if required => Err(StoreError::Query {
+                what: format!("reading thread {id}"),
+                reason: "failpoint batch-required: read on its own, not with its batch".into(),
+            }),
+            None => verify_thread(store, id, opts),
+        };
+        out.push(match checked {
+            Ok(fc) => Some(fc),
+            Err(StoreError::ThreadNotFound { .. }) => None,
+            Err(e) => return Err(e),
+        });
+        progress.inc(1);
+    }
+    Ok(out)
 }
 
 /// Where findings go as threads finish: kept in the report, or handed to a sink in thread
@@ -435,37 +518,37 @@ pub fn verify_store<'s>(
         }
     };
     let mut failure: Option<Error> = None;
+    // Threads go to the workers in chunks, small enough to keep every worker busy.
+    let chunk = match opts.jobs {
+        0 | 1 => BATCH_THREADS,
+        jobs => (ids.len() / (jobs * 8)).clamp(1, BATCH_THREADS),
+    };
+    let chunks: Vec<&[String]> = ids.chunks(chunk).collect();
+    let failpoints = dfck_core::failpoint::Failpoints::from_env("verify");
     let result = dfck_core::pool::run_ordered(
-        ids.len(),
+        chunks.len(),
         opts.jobs,
         store,
         &open_more,
-        &|s, i| {
-            let r = match verify_thread(s, &ids[i], opts) {
-                Ok(fc) => Some(fc),
-                // Listed, then deleted (by DeerFlow) before it was read: skipped and named.
-                Err(StoreError::ThreadNotFound { .. }) => None,
-                Err(e) => return Err(e),
-            };
-            progress.inc(1);
-            Ok(r)
-        },
-        &mut |i, r| {
-            match r {
-                Some((findings, c)) => {
-                    report.threads_checked += 1;
-                    report.checkpoints_checked += c;
-                    for f in findings {
-                        if let Err(e) = take(&mut report, f) {
-                            failure = Some(e);
-                            return Err(StoreError::Query {
-                                what: "writing findings".into(),
-                                reason: "aborted".into(),
-                            });
+        &|s, k| verify_chunk(s, chunks[k], opts, &failpoints, progress),
+        &mut |k, results| {
+            for (id, r) in chunks[k].iter().zip(results) {
+                match r {
+                    Some((findings, c)) => {
+                        report.threads_checked += 1;
+                        report.checkpoints_checked += c;
+                        for f in findings {
+                            if let Err(e) = take(&mut report, f) {
+                                failure = Some(e);
+                                return Err(StoreError::Query {
+                                    what: "writing findings".into(),
+                                    reason: "aborted".into(),
+                                });
+                            }
                         }
                     }
+                    None => report.threads_gone.push(id.clone()),
                 }
-                None => report.threads_gone.push(ids[i].clone()),
             }
             Ok(())
         },

@@ -65,6 +65,7 @@ mod twins;
 mod usage_errors;
 mod vanished_thread;
 mod verify_lineage;
+mod verify_pg_batch;
 mod verify_pg_split;
 mod write_crash;
 mod write_hardening;

@@ -12,6 +12,10 @@
 //! - `scan-chunk-rows:N` — split every PostgreSQL thread scan that may use several
 //!   connections into chunks of N checkpoints, however small the thread;
 //! - `scan-helper-fail:N` — the same, and every helper connection's chunk read fails;
+//! - `batch-bytes:N` — a batch of threads read together holds N bytes of rows at most
+//!   (`0`: every thread is read on its own);
+//! - `batch-required:N` — the same budget, and a thread of a batch read on its own (not
+//!   with its batch) fails the command, so a test can tell that the batch took every thread;
 //! - `hold:PATH` — with every connection of a write command open (inside the first thread
 //!   transaction that writes, its locks held; or after `reclaim`'s VACUUM), write the process
 //!   id to PATH and wait until a test removes it (at most two minutes): the test meanwhile
@@ -28,6 +32,8 @@ pub struct Failpoints {
     pause_after_listing_ms: Option<u64>,
     scan_chunk_rows: Option<u64>,
     scan_helper_fail: bool,
+    batch_bytes: Option<usize>,
+    batch_required: bool,
     #[cfg(feature = "failpoints")]
     hold: bool,
 }
@@ -52,6 +58,11 @@ impl Failpoints {
                 .or_else(|| v.strip_prefix("scan-helper-fail:"))
                 .and_then(|n| n.parse().ok()),
             scan_helper_fail: v.starts_with("scan-helper-fail:"),
+            batch_bytes: v
+                .strip_prefix("batch-bytes:")
+                .or_else(|| v.strip_prefix("batch-required:"))
+                .and_then(|n| n.parse().ok()),
+            batch_required: v.starts_with("batch-required:"),
             hold: v.starts_with("hold:"),
         }
     }
@@ -144,5 +155,15 @@ impl Failpoints {
     /// Whether a split scan's helper connections fail their reads.
     pub fn scan_helper_fail(&self) -> bool {
         self.scan_helper_fail
+    }
+
+    /// The byte budget of a batch of threads read together: `default` unless injected.
+    pub fn batch_bytes(&self, default: usize) -> usize {
+        self.batch_bytes.unwrap_or(default)
+    }
+
+    /// Whether a thread of a batch read on its own fails the command.
+    pub fn batch_required(&self) -> bool {
+        self.batch_required
     }
 }

@@ -27,6 +27,19 @@ pub struct TurnInputs {
     pub humans: HashMap<String, Vec<String>>,
 }
 
+impl TurnInputs {
+    /// Notes the human messages of one decoded `messages` write stored on `checkpoint_id`.
+    pub fn messages_write(&mut self, checkpoint_id: &str, value: &Value) {
+        let ids = human_ids(value.overwrite_value().unwrap_or(value));
+        if !ids.is_empty() {
+            self.humans
+                .entry(checkpoint_id.to_owned())
+                .or_default()
+                .extend(ids);
+        }
+    }
+}
+
 impl LoadVisitor for TurnInputs {
     fn write(&mut self, w: &WriteRow) {
         if w.channel != MESSAGES {
@@ -35,13 +48,7 @@ impl LoadVisitor for TurnInputs {
         let Ok(dw) = Write::from_row(w.clone(), "") else {
             return;
         };
-        let ids = human_ids(dw.value.overwrite_value().unwrap_or(&dw.value));
-        if !ids.is_empty() {
-            self.humans
-                .entry(w.checkpoint_id.clone())
-                .or_default()
-                .extend(ids);
-        }
+        self.messages_write(&w.checkpoint_id, &dw.value);
     }
 }
 

@@ -3,8 +3,10 @@
 //! decode gives ([`parse_metadata`], [`Checkpoint::from_row`]) without building the values
 //! it does not need; anything the fast path cannot settle goes through the full one.
 
-use super::{Checkpoint, MESSAGES, MessagesEncoding, metadata_is_delta, parse_metadata};
+use super::thread::MetaFacts;
+use super::{Checkpoint, MESSAGES, MessagesEncoding, parse_metadata};
 use crate::codec::{self, EXT_DELTA_SNAPSHOT};
+use crate::error::ModelError;
 use crate::store::{CheckpointBody, CheckpointKey, CheckpointRow};
 pub use crate::store::{FactsRow, FactsWanted};
 use serde::Deserialize;
@@ -13,7 +15,7 @@ use serde_json::Value as Json;
 /// What a store summary reads of checkpoint metadata.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MetadataFacts {
-    /// Delta by DeerFlow's rule ([`metadata_is_delta`]).
+    /// Delta by DeerFlow's rule ([`super::metadata_is_delta`]).
     pub delta: bool,
     /// `metadata.step`, when an integer.
     pub step: Option<i64>,
@@ -21,38 +23,76 @@ pub struct MetadataFacts {
     pub source: Option<String>,
 }
 
-/// The only keys the facts read; every other key is skipped, not built.
+/// The only metadata keys [`MetaFacts`] reads; every other key is skipped, not built.
 #[derive(Deserialize)]
 struct Keys {
     step: Option<Json>,
     source: Option<Json>,
-    #[serde(rename = "deerflow_checkpoint_channel_mode")]
+    /// Present (any value, `null` too) or not.
+    #[serde(
+        rename = "deerflow_checkpoint_channel_mode",
+        default,
+        deserialize_with = "present"
+    )]
     mode: Option<Json>,
     #[serde(rename = "counters_since_delta_snapshot")]
     counters: Option<Json>,
+    #[serde(default, deserialize_with = "key_present")]
+    run_durations: bool,
+    writes: Option<WritesKeys>,
+}
+
+/// `metadata.writes`, for whether it names DeerFlow's duration write.
+#[derive(Deserialize)]
+struct WritesKeys {
+    #[serde(default, deserialize_with = "key_present")]
+    runtime_run_duration: bool,
+}
+
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Json>, D::Error> {
+    Json::deserialize(d).map(Some)
+}
+
+fn key_present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    serde::de::IgnoredAny::deserialize(d).map(|_| true)
+}
+
+impl MetaFacts {
+    /// The facts of metadata `bytes`, as `MetaFacts::of(&parse_metadata(bytes, what)?)`
+    /// gives them, without building the keys it does not read.
+    pub fn parse(bytes: &[u8], what: &str) -> Result<Self, ModelError> {
+        let object = bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+        // A duplicate key, a non-object, `writes` not an object or Python's NaN fail here
+        // and take the full parse.
+        let keys = if object {
+            serde_json::from_slice::<Keys>(bytes).ok()
+        } else {
+            None
+        };
+        let Some(k) = keys else {
+            return parse_metadata(bytes, what).map(|m| MetaFacts::of(&m));
+        };
+        let delta = k.mode.as_ref().and_then(Json::as_str) == Some("delta")
+            || matches!(&k.counters, Some(Json::Object(c)) if c.contains_key(MESSAGES));
+        Ok(MetaFacts {
+            source: k.source.as_ref().and_then(Json::as_str).map(Into::into),
+            step: k.step.as_ref().and_then(Json::as_i64),
+            marker: k.mode.map(Box::new),
+            delta,
+            run_durations: k.run_durations,
+            duration_write: k.writes.is_some_and(|w| w.runtime_run_duration),
+        })
+    }
 }
 
 /// The facts of metadata `bytes`; unreadable metadata gives the empty map's facts, as
 /// `parse_metadata(..).unwrap_or_default()` does.
 pub fn metadata_facts(bytes: &[u8]) -> MetadataFacts {
-    if bytes.is_empty() {
-        return MetadataFacts::default();
-    }
-    // A duplicate key, a non-object or Python's NaN fail here and take the full parse.
-    let Ok(k) = serde_json::from_slice::<Keys>(bytes) else {
-        let map = parse_metadata(bytes, "").unwrap_or_default();
-        return MetadataFacts {
-            delta: metadata_is_delta(&map),
-            step: map.get("step").and_then(Json::as_i64),
-            source: map.get("source").and_then(Json::as_str).map(str::to_owned),
-        };
-    };
-    let delta = k.mode.as_ref().and_then(Json::as_str) == Some("delta")
-        || matches!(&k.counters, Some(Json::Object(c)) if c.contains_key(MESSAGES));
+    let f = MetaFacts::parse(bytes, "").unwrap_or_default();
     MetadataFacts {
-        delta,
-        step: k.step.as_ref().and_then(Json::as_i64),
-        source: k.source.as_ref().and_then(Json::as_str).map(str::to_owned),
+        delta: f.delta,
+        step: f.step,
+        source: f.source.map(String::from),
     }
 }
 
@@ -239,7 +279,14 @@ mod tests {
                 let row = store.checkpoint(&t, &ns, &id).unwrap().unwrap();
                 let map = parse_metadata(&row.metadata, "").unwrap_or_default();
                 let facts = metadata_facts(&row.metadata);
-                assert_eq!(facts.delta, metadata_is_delta(&map), "{path:?} {t} {id}");
+                assert_eq!(facts.delta, super::super::metadata_is_delta(&map));
+                assert_eq!(
+                    MetaFacts::parse(&row.metadata, "").ok(),
+                    parse_metadata(&row.metadata, "")
+                        .ok()
+                        .map(|m| MetaFacts::of(&m)),
+                    "{path:?} {t} {id}"
+                );
                 assert_eq!(facts.step, map.get("step").and_then(Json::as_i64));
                 assert_eq!(
                     facts.source.as_deref(),
@@ -287,5 +334,29 @@ mod tests {
         assert_eq!(metadata_facts(nan).step, Some(4));
         assert_eq!(metadata_facts(b"[1]"), MetadataFacts::default());
         assert_eq!(metadata_facts(b"null"), MetadataFacts::default());
+        assert_eq!(
+            metadata_facts(br#"[1, "loop", null, null, false, null]"#).step,
+            None
+        );
+        // Every fact as the map gives it, on odd shapes.
+        for odd in [
+            r#"{"deerflow_checkpoint_channel_mode": null}"#,
+            r#"{"deerflow_checkpoint_channel_mode": 3, "step": 1.5}"#,
+            r#"{"run_durations": null, "writes": {"runtime_run_duration": null}}"#,
+            r#"{"writes": null, "source": 4}"#,
+            r#"{"writes": [1]}"#,
+            r#"{"writes": {"a": 1, "a": 2}}"#,
+            r#"{"counters_since_delta_snapshot": {"messages": null}}"#,
+            "  {}",
+            "{",
+            r#"{"a": 1} x"#,
+        ] {
+            let full = parse_metadata(odd.as_bytes(), "m").map(|m| MetaFacts::of(&m));
+            assert_eq!(
+                MetaFacts::parse(odd.as_bytes(), "m").ok(),
+                full.ok(),
+                "{odd}"
+            );
+        }
     }
 }

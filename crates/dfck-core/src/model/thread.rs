@@ -7,10 +7,14 @@
 use super::{Checkpoint, MODE_MARKER, MessagesEncoding, metadata_is_delta, parse_metadata};
 use crate::codec::{Depth, Value};
 use crate::error::{ModelError, StoreError};
-use crate::store::{Store, WriteRow};
+use crate::store::batch::NamespaceRows;
+use crate::store::{CheckpointRow, Store, WriteRow};
 use serde_json::{Map, Value as Json};
 use std::collections::HashMap;
 use std::sync::Arc;
+
+/// Where a thread's checkpoint rows go as they are read.
+type RowSink<'a> = &'a mut dyn FnMut(CheckpointRow) -> Result<(), StoreError>;
 
 /// One checkpoint of a loaded thread. Lineage works even when the body is unreadable.
 #[derive(Debug)]
@@ -95,7 +99,8 @@ impl MetaFacts {
 
 /// Sees every checkpoint and write while a thread loads, before values are dropped.
 pub trait LoadVisitor {
-    /// A decoded checkpoint, values intact.
+    /// A decoded checkpoint, values intact (a shallow load's metadata map is empty: its
+    /// facts are on the node).
     fn checkpoint(&mut self, _ck: &Checkpoint) {}
     /// A write row, value intact.
     fn write(&mut self, _w: &WriteRow) {}
@@ -170,6 +175,30 @@ impl LoadedThread {
         Self::load_inner(store, thread_id, ns, &mut NoVisitor, true)
     }
 
+    /// A namespace read beforehand ([`Store::read_threads`]), as [`Self::load_with`]
+    /// builds it.
+    pub fn from_rows(
+        thread_id: &str,
+        rows: NamespaceRows,
+        visitor: &mut dyn LoadVisitor,
+    ) -> Result<Self, StoreError> {
+        let NamespaceRows {
+            checkpoint_ns,
+            checkpoints,
+            writes,
+        } = rows;
+        let mut checkpoints = Some(checkpoints);
+        let mut writes = Some(writes);
+        Self::build(
+            thread_id,
+            &checkpoint_ns,
+            visitor,
+            false,
+            &mut |f| checkpoints.take().into_iter().flatten().try_for_each(f),
+            &mut || Ok(writes.take().unwrap_or_default()),
+        )
+    }
+
     fn load_inner(
         store: &dyn Store,
         thread_id: &str,
@@ -177,36 +206,64 @@ impl LoadedThread {
         visitor: &mut dyn LoadVisitor,
         keep_values: bool,
     ) -> Result<Self, StoreError> {
-        let mut nodes = Vec::new();
-        let empty = Arc::new(Map::new());
         let scan = if keep_values {
             Store::scan_thread_values
         } else {
             Store::scan_thread
         };
-        scan(store, thread_id, ns, &mut |row| {
+        Self::build(
+            thread_id,
+            ns,
+            visitor,
+            keep_values,
+            &mut |f| scan(store, thread_id, ns, f),
+            &mut || store.thread_writes(thread_id, ns),
+        )
+    }
+
+    /// Builds the thread from its checkpoint rows (`scan` hands them to its argument) and
+    /// then its writes.
+    fn build(
+        thread_id: &str,
+        ns: &str,
+        visitor: &mut dyn LoadVisitor,
+        keep_values: bool,
+        scan: &mut dyn FnMut(RowSink<'_>) -> Result<(), StoreError>,
+        read_writes: &mut dyn FnMut() -> Result<Vec<WriteRow>, StoreError>,
+    ) -> Result<Self, StoreError> {
+        let mut nodes = Vec::new();
+        let empty = Arc::new(Map::new());
+        scan(&mut |row| {
             let id = row.checkpoint_id.clone();
             let parent = row.parent_checkpoint_id.clone();
             let bytes = row.bytes;
             // Metadata is plain JSON even when the body is encrypted or pickled; unreadable
             // metadata leaves the node's empty and the checkpoint unreadable.
-            let (mut metadata, mut checkpoint) =
-                match parse_metadata(&row.metadata, &super::row_what(&row)) {
-                    Ok(m) => {
-                        let m = Arc::new(m);
-                        let depth = if keep_values {
-                            Depth::Full
-                        } else {
-                            Depth::Shallow {
-                                keep: &[PREGEL_TASKS],
-                            }
-                        };
-                        (Arc::clone(&m), Checkpoint::from_row_parsed(row, m, depth))
-                    }
-                    Err(e) => (Arc::clone(&empty), Err(e)),
-                };
+            // Kept values keep the metadata map; a shallow load reads only its facts.
+            let parsed = if keep_values {
+                parse_metadata(&row.metadata, &super::row_what(&row)).map(|m| {
+                    let facts = MetaFacts::of(&m);
+                    (Arc::new(m), facts)
+                })
+            } else {
+                MetaFacts::parse(&row.metadata, &super::row_what(&row))
+                    .map(|facts| (Arc::clone(&empty), facts))
+            };
+            let (mut metadata, facts, mut checkpoint) = match parsed {
+                Ok((m, facts)) => {
+                    let depth = if keep_values {
+                        Depth::Full
+                    } else {
+                        Depth::Shallow {
+                            keep: &[PREGEL_TASKS],
+                        }
+                    };
+                    let ck = Checkpoint::from_row_parsed(row, Arc::clone(&m), depth);
+                    (m, facts, ck)
+                }
+                Err(e) => (Arc::clone(&empty), MetaFacts::default(), Err(e)),
+            };
             let messages_encoding = checkpoint.as_ref().ok().map(Checkpoint::messages_encoding);
-            let facts = MetaFacts::of(&metadata);
             if let Ok(ck) = &mut checkpoint {
                 visitor.checkpoint(ck);
                 if !keep_values {
@@ -243,7 +300,7 @@ impl LoadedThread {
                 nodes[p].children.push(i);
             }
         }
-        let mut writes = store.thread_writes(thread_id, ns)?;
+        let mut writes = read_writes()?;
         crate::store::sort_writes(&mut writes);
         // Each node's writes are sized exactly (most nodes hold one or two), and the read
         // buffer shrinks as it empties, so the thread's writes are never held twice.

@@ -163,13 +163,10 @@ impl DeleteRows for SqliteStore {
     fn count_orphans(&self, thread_id: &str) -> Result<RowCounts, StoreError> {
         let (writes, bytes): (i64, i64) = self
             .conn
-            .query_row(
-                &format!(
-                    "SELECT count(*), coalesce(sum(length(w.value)), 0) {SQLITE_ORPHAN_WRITES}"
-                ),
-                params![thread_id],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
+            .prepare_cached(&format!(
+                "SELECT count(*), coalesce(sum(length(w.value)), 0) {SQLITE_ORPHAN_WRITES}"
+            ))
+            .and_then(|mut st| st.query_row(params![thread_id], |r| Ok((r.get(0)?, r.get(1)?))))
             .map_err(q("counting orphan writes"))?;
         Ok(RowCounts {
             writes: writes.max(0) as u64,

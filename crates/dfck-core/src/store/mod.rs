@@ -4,6 +4,7 @@
 
 pub mod app;
 pub mod app_copy;
+pub mod batch;
 pub mod delete;
 pub mod files;
 pub mod maintenance;
@@ -583,6 +584,18 @@ pub trait Store {
             })?;
         }
         Ok(())
+    }
+
+    /// Reads the threads `ids` whole, every namespace, in as few queries as the backend
+    /// can, holding about `budget` bytes of rows at most: the threads read in full come
+    /// back (in no particular order; a thread without rows, gone, with no namespaces), the
+    /// others are left to per-thread reads. `None`: this backend reads thread by thread.
+    fn read_threads(
+        &self,
+        _ids: &[String],
+        _budget: usize,
+    ) -> Result<Option<Vec<batch::ThreadRows>>, StoreError> {
+        Ok(None)
     }
 
     /// Lets one [`Store::scan_thread`] read over up to `jobs` connections (PostgreSQL: helper

@@ -7,6 +7,7 @@
 
 mod app;
 mod app_copy;
+mod batch;
 mod connect;
 pub mod conninfo;
 pub mod resolve;

@@ -55,7 +55,7 @@ pub(super) fn get<'a, T: tokio_postgres::types::FromSql<'a>>(
     })
 }
 
-fn write_row(r: &Row, what: &str) -> Result<WriteRow, StoreError> {
+pub(super) fn write_row(r: &Row, what: &str) -> Result<WriteRow, StoreError> {
     let value: Option<Vec<u8>> = get(r, 6, what)?;
     Ok(WriteRow {
         checkpoint_id: get(r, 0, what)?,
@@ -593,6 +593,14 @@ impl Store for PostgresStore {
         f: &mut dyn FnMut(crate::store::StoredValue) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
         self.stored_values(thread_id, ns, f)
+    }
+
+    fn read_threads(
+        &self,
+        ids: &[String],
+        budget: usize,
+    ) -> Result<Option<Vec<crate::store::batch::ThreadRows>>, StoreError> {
+        self.read_thread_batch(ids, budget).map(Some)
     }
 
     fn split_scans(&self, jobs: usize) {

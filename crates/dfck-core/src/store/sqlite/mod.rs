@@ -122,6 +122,8 @@ impl SqliteStore {
             // the verification read-back (pages are allocated only as used).
             let _ = conn.pragma_update(None, "cache_size", -WRITE_CACHE_KIB);
         }
+        // Whole-store commands run a few dozen distinct statements per thread.
+        conn.set_prepared_statement_cache_capacity(64);
         let has_task_path = detect_schema(&conn, &shown)?;
         Ok(SqliteStore {
             conn,
@@ -469,7 +471,7 @@ impl Store for SqliteStore {
         let what = "listing namespaces";
         let mut st = self
             .conn
-            .prepare(
+            .prepare_cached(
                 "SELECT DISTINCT checkpoint_ns FROM checkpoints WHERE thread_id = ?1 ORDER BY checkpoint_ns",
             )
             .map_err(q(what))?;
