@@ -436,7 +436,7 @@ fn verify_chunk(
 ) -> Result<Vec<Option<(Vec<Finding>, u64)>>, StoreError> {
     let budget = failpoints.batch_bytes(BATCH_BYTES);
     let batch = match ids {
-        [_, _, ..] if budget > 0 => store.read_threads(ids, budget)?,
+        [_, _, ..] if budget > 0 => store.read_threads(ids, budget, false)?,
         _ => None,
     };
     let required = batch.is_some() && failpoints.batch_required();

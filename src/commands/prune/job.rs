@@ -328,6 +328,11 @@ impl<C: PlanStore + ?Sized> ThreadPlan<C> for Prune<'_> {
         report.refused(reason.0)
     }
 
+    /// Without an age, every thread is loaded whole with its values ([`plan_thread`]).
+    fn reads_whole_threads(&self) -> Option<bool> {
+        (self.opts.older_than.is_none() && self.opts.idle.is_none()).then_some(true)
+    }
+
     fn plan(&self, conn: &C, thread_id: &str) -> Result<Planned<ThreadPrune, Work>, Error> {
         let (report, work) = plan_thread(conn.store(), thread_id, self.opts)?;
         let Some(work) = work else {

@@ -5,6 +5,7 @@
 //! one as before.
 
 use super::{CheckpointRow, WriteRow};
+use std::collections::HashMap;
 
 /// One namespace of a thread, read whole.
 #[derive(Debug, Default)]
@@ -55,4 +56,92 @@ pub fn row_bytes(row: &CheckpointRow) -> usize {
         }
     };
     body + row.metadata.len() + 128
+}
+
+/// Threads read ahead ([`crate::store::Store::read_ahead`]), each namespace's rows handed
+/// out once.
+#[derive(Debug, Default)]
+pub struct ReadAhead {
+    threads: HashMap<String, Vec<AheadNamespace>>,
+    values: bool,
+    /// Test builds (`batch-required:N`): a thread not read ahead is an error.
+    required: bool,
+}
+
+#[derive(Debug)]
+struct AheadNamespace {
+    checkpoint_ns: String,
+    checkpoints: Option<Vec<CheckpointRow>>,
+    writes: Option<Vec<WriteRow>>,
+}
+
+impl ReadAhead {
+    /// What [`crate::store::Store::read_threads`] read, read with `values` or not.
+    pub fn new(read: Vec<ThreadRows>, values: bool) -> Self {
+        let required = !read.is_empty()
+            && crate::failpoint::Failpoints::from_env("read-ahead").batch_required();
+        let threads = read
+            .into_iter()
+            .map(|t| {
+                let namespaces = t
+                    .namespaces
+                    .into_iter()
+                    .map(|n| AheadNamespace {
+                        checkpoint_ns: n.checkpoint_ns,
+                        checkpoints: Some(n.checkpoints),
+                        writes: Some(n.writes),
+                    })
+                    .collect();
+                (t.thread_id, namespaces)
+            })
+            .collect();
+        ReadAhead {
+            threads,
+            values,
+            required,
+        }
+    }
+
+    /// Test builds: the error of reading on its own a thread the batch left out.
+    pub fn missed(&self, thread_id: &str) -> Result<(), crate::error::StoreError> {
+        if self.required && !self.threads.contains_key(thread_id) {
+            return Err(crate::error::StoreError::Query {
+                what: format!("reading thread {thread_id}"),
+                reason: "failpoint batch-required: read on its own, not with its batch".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The namespaces of a thread read ahead (none: it is gone).
+    pub fn namespaces(&self, thread_id: &str) -> Option<Vec<String>> {
+        self.threads
+            .get(thread_id)
+            .map(|ns| ns.iter().map(|n| n.checkpoint_ns.clone()).collect())
+    }
+
+    /// The checkpoint rows of (thread, ns), once, if they were read ahead with `values`.
+    pub fn take_checkpoints(
+        &mut self,
+        thread_id: &str,
+        ns: &str,
+        values: bool,
+    ) -> Option<Vec<CheckpointRow>> {
+        if values != self.values {
+            return None;
+        }
+        self.namespace(thread_id, ns)?.checkpoints.take()
+    }
+
+    /// The writes of (thread, ns), once, if they were read ahead.
+    pub fn take_writes(&mut self, thread_id: &str, ns: &str) -> Option<Vec<WriteRow>> {
+        self.namespace(thread_id, ns)?.writes.take()
+    }
+
+    fn namespace(&mut self, thread_id: &str, ns: &str) -> Option<&mut AheadNamespace> {
+        self.threads
+            .get_mut(thread_id)?
+            .iter_mut()
+            .find(|n| n.checkpoint_ns == ns)
+    }
 }

@@ -587,15 +587,27 @@ pub trait Store {
     }
 
     /// Reads the threads `ids` whole, every namespace, in as few queries as the backend
-    /// can, holding about `budget` bytes of rows at most: the threads read in full come
+    /// can (`values`: every channel value complete, as [`Store::scan_thread_values`] gives
+    /// them), holding about `budget` bytes of rows at most: the threads read in full come
     /// back (in no particular order; a thread without rows, gone, with no namespaces), the
     /// others are left to per-thread reads. `None`: this backend reads thread by thread.
     fn read_threads(
         &self,
         _ids: &[String],
         _budget: usize,
+        _values: bool,
     ) -> Result<Option<Vec<batch::ThreadRows>>, StoreError> {
         Ok(None)
+    }
+
+    /// Reads the threads `ids` ahead as [`Store::read_threads`] does, so that the reads of
+    /// each that follow ([`Store::namespaces`], then [`Store::scan_thread`] — with `values`,
+    /// [`Store::scan_thread_values`] — and [`Store::thread_writes`] of each namespace) come
+    /// from memory, each once; replaces what an earlier call read (none: forgets it). For
+    /// planning on a read-only snapshot: nothing read ahead sees a later write. A no-op
+    /// where threads are read one by one.
+    fn read_ahead(&self, _ids: &[String], _budget: usize, _values: bool) -> Result<(), StoreError> {
+        Ok(())
     }
 
     /// Lets one [`Store::scan_thread`] read over up to `jobs` connections (PostgreSQL: helper

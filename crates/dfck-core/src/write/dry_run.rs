@@ -36,18 +36,35 @@ where
 {
     progress.start("planning threads", Some(ids.len() as u64));
     let mut out = Vec::with_capacity(ids.len());
-    for id in ids {
-        conn.begin_read()?;
-        let planned = job
-            .plan(conn, id)
-            .and_then(|p| active_run_refusal(job, conn.store(), id, p));
-        conn.end_read()?;
-        out.push(match planned? {
-            Planned::Done(report) => report,
-            Planned::Write { report, .. } => job.would(report),
-        });
-        progress.inc(1);
+    let budget = crate::failpoint::Failpoints::from_env("plan").batch_bytes(AHEAD_BYTES);
+    let ahead = job
+        .reads_whole_threads()
+        .filter(|_| ids.len() > 1 && budget > 0);
+    for chunk in ids.chunks(AHEAD_THREADS) {
+        if let Some(values) = ahead {
+            conn.store().read_ahead(chunk, budget, values)?;
+        }
+        for id in chunk {
+            conn.begin_read()?;
+            let planned = job
+                .plan(conn, id)
+                .and_then(|p| active_run_refusal(job, conn.store(), id, p));
+            conn.end_read()?;
+            out.push(match planned? {
+                Planned::Done(report) => report,
+                Planned::Write { report, .. } => job.would(report),
+            });
+            progress.inc(1);
+        }
+    }
+    if ahead.is_some() {
+        conn.store().read_ahead(&[], 0, false)?;
     }
     progress.finish();
     Ok(out)
 }
+
+/// Threads a dry run reads ahead at a time, where the store reads threads in batches.
+const AHEAD_THREADS: usize = 128;
+/// Bytes of rows a batch read ahead holds, about.
+const AHEAD_BYTES: usize = 16 << 20;

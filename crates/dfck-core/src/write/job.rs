@@ -69,6 +69,13 @@ pub trait ThreadPlan<C: ?Sized>: Sync {
     fn would(&self, report: Self::Report) -> Self::Report {
         report
     }
+    /// How [`ThreadPlan::plan`] reads a thread, for a dry run to read threads ahead in
+    /// batches ([`crate::store::Store::read_ahead`]): `Some(values)` when it reads every
+    /// namespace's checkpoints (with every value, or as a thread scan gives them) and
+    /// writes; `None` (the default) when it reads otherwise.
+    fn reads_whole_threads(&self) -> Option<bool> {
+        None
+    }
 }
 
 /// One store-changing command, per thread, over connections of type `C`: its plan

@@ -72,22 +72,23 @@ impl PostgresStore {
         &self,
         ids: &[String],
         budget: usize,
+        values: bool,
     ) -> Result<Vec<ThreadRows>, StoreError> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let mut held = 0;
-        let (mut threads, cut) = self.batch_checkpoints(ids, budget, &mut held)?;
+        // Each of the three reads holds about `budget` bytes at most.
+        let (mut threads, cut) = self.batch_checkpoints(ids, budget, &mut 0)?;
         let mut blobs = HashMap::new();
-        let blobs_cut = self.batch_blobs(&threads, budget, &mut held, &mut blobs)?;
-        let writes_cut = self.batch_writes(&mut threads, budget, &mut held)?;
+        let blobs_cut = self.batch_blobs(&threads, budget, &mut 0, &mut blobs)?;
+        let writes_cut = self.batch_writes(&mut threads, budget, &mut 0)?;
         for done in [&blobs_cut, &writes_cut].into_iter().flatten() {
             // Only the threads whose rows were read to the end are whole.
             threads.retain(|t| done.contains(&t.thread_id));
         }
         let mut out: Vec<ThreadRows> = threads
             .into_iter()
-            .map(|t| attach_blobs(t, &mut blobs))
+            .map(|t| attach_blobs(t, &mut blobs, values))
             .collect();
         if !cut && blobs_cut.is_none() && writes_cut.is_none() {
             // Every thread was reached: those without a row are gone.
@@ -106,7 +107,7 @@ impl PostgresStore {
     }
 
     /// The checkpoints of `ids`, grouped by thread and namespace; whether the budget cut the
-    /// scan short (the thread being read then is dropped).
+    /// scan short.
     fn batch_checkpoints(
         &self,
         ids: &[String],
@@ -160,11 +161,8 @@ impl PostgresStore {
             ns.versions.push(versions);
             Ok(())
         });
-        let cut = stopped(scanned)?;
-        if cut {
-            threads.pop();
-        }
-        Ok((threads, cut))
+        // The cursor stops only where a thread starts: every thread read is whole.
+        Ok((threads, stopped(scanned)?))
     }
 
     /// The blobs of `threads` into `blobs`, by (thread, ns, channel, version).
@@ -262,7 +260,7 @@ impl PostgresStore {
         let scanned = self.cursor(WHAT, sql, &[&list], FETCH * 2, &mut |r| {
             let thread: &str = get(r, col, WHAT)?;
             if current.as_deref() != Some(thread) {
-                if *held > budget {
+                if current.is_some() && *held > budget {
                     return Err(full());
                 }
                 done.extend(current.replace(thread.to_owned()));
@@ -306,9 +304,14 @@ fn checkpoint_row(r: &Row) -> Result<(CheckpointRow, Versions), StoreError> {
     Ok((row, versions))
 }
 
-/// `t`'s checkpoints with their blobs, as the thread scan gives them; namespaces in the
-/// order the per-thread read gives (the server's collation may differ).
-fn attach_blobs(t: ThreadRead, blobs: &mut HashMap<String, ThreadBlobs>) -> ThreadRows {
+/// `t`'s checkpoints with their blobs, as the thread scan gives them (`values`: as the
+/// point read gives them, every blob in full and the row's size its own); namespaces in
+/// the order the per-thread read gives (the server's collation may differ).
+fn attach_blobs(
+    t: ThreadRead,
+    blobs: &mut HashMap<String, ThreadBlobs>,
+    values: bool,
+) -> ThreadRows {
     let mut namespaces = Vec::with_capacity(t.namespaces.len());
     let thread_blobs = blobs.remove(&t.thread_id).unwrap_or_default();
     for NsRead { mut rows, versions } in t.namespaces {
@@ -348,8 +351,8 @@ fn attach_blobs(t: ThreadRead, blobs: &mut HashMap<String, ThreadBlobs>) -> Thre
                 else {
                     continue;
                 };
-                let complete = is_new || type_tag.contains('+');
-                if is_new {
+                let complete = values || is_new || type_tag.contains('+');
+                if is_new && !values {
                     new_bytes += blob.as_ref().map_or(0, |b| b.len() as u64);
                 }
                 let blob = match blob {

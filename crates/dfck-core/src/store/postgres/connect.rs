@@ -57,6 +57,7 @@ impl PostgresStore {
             reconnect: Box::new((url.to_owned(), schema.map(str::to_owned))),
             scan_jobs: Cell::new(1),
             fetching_ahead: Cell::new(false),
+            ahead: Default::default(),
         })
     }
 

@@ -54,6 +54,8 @@ pub struct PostgresStore {
     /// A FETCH is in flight while the caller looks at the previous batch
     /// ([`Self::cursor_ahead`]): queries are refused until it is read.
     fetching_ahead: Cell<bool>,
+    /// Threads read ahead for planning ([`crate::store::Store::read_ahead`]).
+    ahead: std::cell::RefCell<crate::store::batch::ReadAhead>,
 }
 
 /// dfck's own session limits, whatever the database or role defaults say: a statement

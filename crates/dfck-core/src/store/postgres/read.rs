@@ -393,6 +393,13 @@ impl Store for PostgresStore {
         ns: &str,
         f: &mut dyn FnMut(CheckpointRow) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
+        let ahead = self
+            .ahead
+            .borrow_mut()
+            .take_checkpoints(thread_id, ns, true);
+        if let Some(rows) = ahead {
+            return rows.into_iter().try_for_each(f);
+        }
         let what = "reading a thread's checkpoints";
         self.cursor(
             what,
@@ -404,6 +411,9 @@ impl Store for PostgresStore {
     }
 
     fn thread_writes(&self, thread_id: &str, ns: &str) -> Result<Vec<WriteRow>, StoreError> {
+        if let Some(rows) = self.ahead.borrow_mut().take_writes(thread_id, ns) {
+            return Ok(rows);
+        }
         let what = "reading a thread's pending writes";
         let sql = format!(
             "SELECT checkpoint_id, task_id, {tp}, idx::int8, channel, type, blob \
@@ -419,6 +429,12 @@ impl Store for PostgresStore {
     }
 
     fn namespaces(&self, thread_id: &str) -> Result<Vec<String>, StoreError> {
+        let ahead = self.ahead.borrow();
+        if let Some(ns) = ahead.namespaces(thread_id) {
+            return Ok(ns);
+        }
+        ahead.missed(thread_id)?;
+        drop(ahead);
         let what = "listing namespaces";
         let mut out: Vec<String> = self
             .query(
@@ -583,6 +599,13 @@ impl Store for PostgresStore {
         ns: &str,
         f: &mut dyn FnMut(CheckpointRow) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
+        let ahead = self
+            .ahead
+            .borrow_mut()
+            .take_checkpoints(thread_id, ns, false);
+        if let Some(rows) = ahead {
+            return rows.into_iter().try_for_each(f);
+        }
         self.scan_thread_split(thread_id, ns, f)
     }
 
@@ -599,8 +622,19 @@ impl Store for PostgresStore {
         &self,
         ids: &[String],
         budget: usize,
+        values: bool,
     ) -> Result<Option<Vec<crate::store::batch::ThreadRows>>, StoreError> {
-        self.read_thread_batch(ids, budget).map(Some)
+        self.read_thread_batch(ids, budget, values).map(Some)
+    }
+
+    fn read_ahead(&self, ids: &[String], budget: usize, values: bool) -> Result<(), StoreError> {
+        let read = if ids.is_empty() {
+            Vec::new()
+        } else {
+            self.read_thread_batch(ids, budget, values)?
+        };
+        *self.ahead.borrow_mut() = crate::store::batch::ReadAhead::new(read, values);
+        Ok(())
     }
 
     fn split_scans(&self, jobs: usize) {
