@@ -374,10 +374,11 @@ impl<C: DeleteRows + ?Sized> ThreadJob<C> for Prune<'_> {
                             .map_err(store_refusal)?;
                         cx.row_written();
                     }
-                    for id in &ns.delete {
-                        let one = std::slice::from_ref(id);
+                    // One statement per table for the namespace (the transaction makes it
+                    // all or nothing either way).
+                    if !ns.delete.is_empty() {
                         deleted.add(
-                            conn.delete_checkpoints(thread_id, &ns.ns, one)
+                            conn.delete_checkpoints(thread_id, &ns.ns, &ns.delete)
                                 .map_err(store_refusal)?,
                         );
                         cx.row_written();

@@ -298,6 +298,10 @@ impl PostgresStore {
                 for r in &rows {
                     f(r)?;
                 }
+                // A short batch is the last: no round trip for the empty one.
+                if rows.len() < batch {
+                    return Ok(());
+                }
             })()
         };
         // Closing is best-effort: the transaction ends with the connection anyway.
