@@ -1,19 +1,22 @@
-//! On PostgreSQL, `verify` and the dry runs of `prune` read short threads in batches, a
-//! few threads per statement (`Store::read_threads`, `Store::read_ahead`), instead of a few
-//! statements per thread. Each report must be byte-identical to the one reading every
-//! thread on its own (`batch-bytes:0`), on every PostgreSQL fixture database and defect
-//! database, whatever the batch budget cuts; and `batch-required:N` (a thread of a batch
-//! read on its own fails the run) shows that the batch took every thread.
+//! On PostgreSQL, `verify` and the dry runs of `prune` and `migrate` read short threads in
+//! batches, a few threads per statement (`Store::read_threads`, `Store::read_ahead`),
+//! instead of a few statements per thread. Each report must be byte-identical to the one
+//! reading every thread on its own (`batch-bytes:0`), on every PostgreSQL fixture database
+//! and defect database, whatever the batch budget cuts (between threads or inside one);
+//! and `batch-required:N` (a thread of a batch read on its own fails the run) shows that
+//! the batch took every thread.
 
 use crate::common::*;
 use std::process::Output;
 
 /// The commands compared, each with `--format json`.
-const COMMANDS: [&[&str]; 4] = [
+const COMMANDS: [&[&str]; 6] = [
     &["verify"],
     &["prune", "--all"],
     &["prune", "--all", "--branches"],
     &["prune", "--all", "--branches", "--keep-last-turns", "1"],
+    &["migrate", "delta-to-full", "--all"],
+    &["migrate", "full-to-delta", "--all"],
 ];
 
 fn run(target: &str, args: &[&str], failpoint: &str) -> Output {
@@ -88,7 +91,7 @@ fn batched_reads_report_exactly_what_per_thread_reads_report() {
         }
     }
     assert!(
-        compared >= 100 && batched >= 60,
+        compared >= 150 && batched >= 90,
         "{compared} runs compared, {batched} with batches"
     );
 }

@@ -277,6 +277,11 @@ impl<C: PlanStore + ?Sized> dfck_core::write::ThreadPlan<C> for DeltaToFull<'_> 
         refuse(report, reason.0)
     }
 
+    /// Every thread is loaded whole with its values (`preamble::load`).
+    fn reads_whole_threads(&self) -> Option<bool> {
+        Some(true)
+    }
+
     fn plan(&self, conn: &C, thread_id: &str) -> Result<Planned<ThreadPlan, Work>, Error> {
         let mut loaded = Vec::new();
         let report =

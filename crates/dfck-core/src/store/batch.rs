@@ -76,10 +76,11 @@ struct AheadNamespace {
 }
 
 impl ReadAhead {
-    /// What [`crate::store::Store::read_threads`] read, read with `values` or not.
-    pub fn new(read: Vec<ThreadRows>, values: bool) -> Self {
-        let required = !read.is_empty()
-            && crate::failpoint::Failpoints::from_env("read-ahead").batch_required();
+    /// What [`crate::store::Store::read_threads`] read, read with `values` or not, for a
+    /// batch of threads (`batch`; none: nothing is read ahead any more).
+    pub fn new(read: Vec<ThreadRows>, values: bool, batch: bool) -> Self {
+        let required =
+            batch && crate::failpoint::Failpoints::from_env("read-ahead").batch_required();
         let threads = read
             .into_iter()
             .map(|t| {

@@ -191,6 +191,11 @@ impl<C: PlanStore + ?Sized> ThreadPlan<C> for FullToDelta<'_> {
         report.refused(reason.0)
     }
 
+    /// Every thread is loaded whole with its values (`preamble::load`).
+    fn reads_whole_threads(&self) -> Option<bool> {
+        Some(true)
+    }
+
     fn plan(&self, conn: &C, thread_id: &str) -> Result<Planned<ToDeltaThread, Work>, Error> {
         let work = match plan_one(conn.store(), thread_id, self.opts) {
             Ok(w) => w,

@@ -1,7 +1,7 @@
 //! [`crate::store::Store::read_threads`] on PostgreSQL: a batch of threads in three plain
 //! statements — their checkpoints (with each one's channel versions as text), their blobs
-//! and their writes — each through a cursor that stops at the first thread boundary past
-//! the budget. The blobs are matched to checkpoints here, exactly as the thread scan's
+//! and their writes — each through a cursor that stops once past the budget; a thread not
+//! read whole is left to a read of its own, so a giant thread is never held. The blobs are matched to checkpoints here, exactly as the thread scan's
 //! joins match them on the server (docs/storage-format.md, "Reading a thread"): a blob in
 //! full where the parent holds another version, else its first 16 bytes; an encrypted one
 //! always in full. Index lookups per checkpoint and channel are what made the scan cost
@@ -127,13 +127,17 @@ impl PostgresStore {
              WHERE c.{IN_BATCH} ORDER BY c.thread_id, c.checkpoint_ns, c.checkpoint_id"
         );
         let mut threads: Vec<ThreadRead> = Vec::new();
+        let mut partial = false;
         let list = json_list(ids.iter());
         let scanned = self.cursor(WHAT, &sql, &[&list], FETCH, &mut |r| {
             let thread: &str = get(r, 0, WHAT)?;
-            if threads.last().is_none_or(|t| t.thread_id != thread) {
-                if *held > budget {
-                    return Err(full());
-                }
+            let new = threads.last().is_none_or(|t| t.thread_id != thread);
+            if *held > budget {
+                // Mid-thread, the thread is left to a read of its own (its rows streamed).
+                partial = !new;
+                return Err(full());
+            }
+            if new {
                 threads.push(ThreadRead {
                     thread_id: thread.to_owned(),
                     namespaces: Vec::new(),
@@ -161,8 +165,11 @@ impl PostgresStore {
             ns.versions.push(versions);
             Ok(())
         });
-        // The cursor stops only where a thread starts: every thread read is whole.
-        Ok((threads, stopped(scanned)?))
+        let cut = stopped(scanned)?;
+        if partial {
+            threads.pop();
+        }
+        Ok((threads, cut))
     }
 
     /// The blobs of `threads` into `blobs`, by (thread, ns, channel, version).
@@ -245,8 +252,8 @@ impl PostgresStore {
     }
 
     /// [`Self::by_thread`] over the JSON id list `list`, the thread id in column `col`:
-    /// past `budget` held bytes it stops at the next thread boundary. `Some(done)` when it
-    /// stopped: the threads whose rows were all seen.
+    /// past `budget` held bytes it stops. `Some(done)` when it stopped: the threads whose
+    /// rows were all seen.
     fn by_thread_list(
         &self,
         sql: &str,
@@ -260,10 +267,11 @@ impl PostgresStore {
         let scanned = self.cursor(WHAT, sql, &[&list], FETCH * 2, &mut |r| {
             let thread: &str = get(r, col, WHAT)?;
             if current.as_deref() != Some(thread) {
-                if current.is_some() && *held > budget {
-                    return Err(full());
-                }
                 done.extend(current.replace(thread.to_owned()));
+            }
+            // Past the budget, even mid-thread: that thread is then left out.
+            if *held > budget {
+                return Err(full());
             }
             *held += f(thread, r)?;
             Ok(())

@@ -633,7 +633,8 @@ impl Store for PostgresStore {
         } else {
             self.read_thread_batch(ids, budget, values)?
         };
-        *self.ahead.borrow_mut() = crate::store::batch::ReadAhead::new(read, values);
+        *self.ahead.borrow_mut() =
+            crate::store::batch::ReadAhead::new(read, values, !ids.is_empty());
         Ok(())
     }
 
