@@ -42,7 +42,7 @@ mean() {
 }
 # timed CMD...: one run's wall seconds and peak RSS (MiB), for runs that change the store.
 timed() {
-    { /usr/bin/time -f '%e %M' "$@" 2>&1 >/dev/null || true; } | tail -n 1 | awk '{printf "%s %.1f", $1, $2/1024}'
+    { /usr/bin/time -f '%e %M' "$@" 2>&1 >/dev/null || true; } | tail -n 1 | awk '{printf "%s %.1f\n", $1, $2/1024}'
 }
 # row LABEL MEAN FLOOR RSS: one table row.
 row() {
