@@ -39,14 +39,32 @@ struct Keys {
     counters: Option<Json>,
     #[serde(default, deserialize_with = "key_present")]
     run_durations: bool,
-    writes: Option<WritesKeys>,
+    #[serde(default, deserialize_with = "names_duration_write")]
+    writes: bool,
 }
 
-/// `metadata.writes`, for whether it names DeerFlow's duration write.
-#[derive(Deserialize)]
-struct WritesKeys {
-    #[serde(default, deserialize_with = "key_present")]
-    runtime_run_duration: bool,
+/// Whether `metadata.writes` is an object with DeerFlow's duration write; anything but an
+/// object or `null` fails (and takes the full parse).
+fn names_duration_write<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    struct Writes;
+    impl<'de> serde::de::Visitor<'de> for Writes {
+        type Value = bool;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_unit<E>(self) -> Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<bool, A::Error> {
+            let mut found = false;
+            while let Some(k) = m.next_key::<String>()? {
+                m.next_value::<serde::de::IgnoredAny>()?;
+                found |= k == "runtime_run_duration";
+            }
+            Ok(found)
+        }
+    }
+    d.deserialize_any(Writes)
 }
 
 fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Json>, D::Error> {
@@ -62,8 +80,8 @@ impl MetaFacts {
     /// gives them, without building the keys it does not read.
     pub fn parse(bytes: &[u8], what: &str) -> Result<Self, ModelError> {
         let object = bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
-        // A duplicate key, a non-object, `writes` not an object or Python's NaN fail here
-        // and take the full parse.
+        // A duplicate key, a non-object, `writes` neither an object nor null, or Python's
+        // NaN fail here and take the full parse.
         let keys = if object {
             serde_json::from_slice::<Keys>(bytes).ok()
         } else {
@@ -80,7 +98,7 @@ impl MetaFacts {
             marker: k.mode.map(Box::new),
             delta,
             run_durations: k.run_durations,
-            duration_write: k.writes.is_some_and(|w| w.runtime_run_duration),
+            duration_write: k.writes,
         })
     }
 }
@@ -345,6 +363,9 @@ mod tests {
             r#"{"run_durations": null, "writes": {"runtime_run_duration": null}}"#,
             r#"{"writes": null, "source": 4}"#,
             r#"{"writes": [1]}"#,
+            r#"{"writes": ["runtime_run_duration"]}"#,
+            r#"{"writes": {"runtime_run_duration": 1}, "x": [{"writes": 2}]}"#,
+            r#"{"writes": "runtime_run_duration"}"#,
             r#"{"writes": {"a": 1, "a": 2}}"#,
             r#"{"counters_since_delta_snapshot": {"messages": null}}"#,
             "  {}",
