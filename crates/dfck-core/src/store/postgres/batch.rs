@@ -8,7 +8,7 @@
 //! the server several times what reading the rows does.
 
 use super::PostgresStore;
-use super::read::{get, nonneg, write_row};
+use super::read::{get, row_with_blobs, write_row};
 use crate::error::StoreError;
 use crate::store::batch::{NamespaceRows, ThreadRows, row_bytes};
 use crate::store::{BlobRow, CheckpointBody, CheckpointRow};
@@ -296,20 +296,7 @@ fn checkpoint_row(r: &Row) -> Result<(CheckpointRow, Versions), StoreError> {
         .into_iter()
         .zip(vals.unwrap_or_default())
         .collect();
-    let metadata: Option<String> = get(r, 5, WHAT)?;
-    let row = CheckpointRow {
-        thread_id: get(r, 0, WHAT)?,
-        checkpoint_ns: get(r, 1, WHAT)?,
-        checkpoint_id: get(r, 2, WHAT)?,
-        parent_checkpoint_id: get(r, 3, WHAT)?,
-        body: CheckpointBody::Postgres {
-            checkpoint: get(r, 4, WHAT)?,
-            blobs: Vec::new(),
-        },
-        metadata: metadata.unwrap_or_default().into_bytes(),
-        bytes: nonneg(get(r, 6, WHAT)?),
-    };
-    Ok((row, versions))
+    Ok((row_with_blobs(r, WHAT, Vec::new())?, versions))
 }
 
 /// `t`'s checkpoints with their blobs, as the thread scan gives them (`values`: as the

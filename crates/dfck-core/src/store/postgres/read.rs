@@ -225,7 +225,11 @@ fn checkpoint_row(r: &Row, what: &str) -> Result<CheckpointRow, StoreError> {
 }
 
 /// The key, JSONB, metadata and size columns (0–6) of a checkpoint row, with its blobs.
-fn row_with_blobs(r: &Row, what: &str, blobs: Vec<BlobRow>) -> Result<CheckpointRow, StoreError> {
+pub(super) fn row_with_blobs(
+    r: &Row,
+    what: &str,
+    blobs: Vec<BlobRow>,
+) -> Result<CheckpointRow, StoreError> {
     let metadata: Option<String> = get(r, 5, what)?;
     Ok(CheckpointRow {
         thread_id: get(r, 0, what)?,
