@@ -422,9 +422,11 @@ impl JsonlOutput {
         }
         tmp.flush()?;
         tmp.as_file().sync_all()?;
-        tmp.persist(&self.path)
+        // The renamed file's own handle, at its end, takes the rows appended next: the
+        // path is not opened again.
+        self.file = tmp
+            .persist(&self.path)
             .map_err(|e| Error::Core(CoreError::Io(e.error)))?;
-        self.file = std::fs::OpenOptions::new().append(true).open(&self.path)?;
         Ok(())
     }
 }

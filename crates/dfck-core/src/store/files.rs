@@ -19,7 +19,9 @@ pub fn is_sidecar_name(path: &Path) -> bool {
         .any(|s| name.ends_with(s))
 }
 
-/// fsyncs a file dfck has just written and nobody else has open (refuses a sidecar name).
+/// fsyncs a file dfck has just written and nobody else has open (refuses a sidecar name):
+/// a `--backup` copy under its temporary name, whose SQLite handle (`VACUUM INTO`) is closed
+/// when this runs, so no connection of this process holds a lock that closing it could drop.
 pub fn sync_new_file(path: &Path) -> io::Result<()> {
     if is_sidecar_name(path) {
         return Err(io::Error::other(format!(

@@ -40,26 +40,34 @@ where
     let ahead = job
         .reads_whole_threads()
         .filter(|_| ids.len() > 1 && budget > 0);
-    for chunk in ids.chunks(AHEAD_THREADS) {
-        if let Some(values) = ahead {
-            conn.store().read_ahead(chunk, budget, values)?;
+    let planned = (|| -> Result<(), Error> {
+        for chunk in ids.chunks(AHEAD_THREADS) {
+            if let Some(values) = ahead {
+                conn.store().read_ahead(chunk, budget, values)?;
+            }
+            for id in chunk {
+                conn.begin_read()?;
+                let planned = job
+                    .plan(conn, id)
+                    .and_then(|p| active_run_refusal(job, conn.store(), id, p));
+                conn.end_read()?;
+                out.push(match planned? {
+                    Planned::Done(report) => report,
+                    Planned::Write { report, .. } => job.would(report),
+                });
+                progress.inc(1);
+            }
         }
-        for id in chunk {
-            conn.begin_read()?;
-            let planned = job
-                .plan(conn, id)
-                .and_then(|p| active_run_refusal(job, conn.store(), id, p));
-            conn.end_read()?;
-            out.push(match planned? {
-                Planned::Done(report) => report,
-                Planned::Write { report, .. } => job.would(report),
-            });
-            progress.inc(1);
-        }
-    }
-    if ahead.is_some() {
-        conn.store().read_ahead(&[], 0, false)?;
-    }
+        Ok(())
+    })();
+    // Nothing read ahead outlives the dry run, whether it finished or failed (a
+    // long-running caller reuses the connection).
+    let forgotten = match ahead {
+        Some(_) => conn.store().read_ahead(&[], 0, false),
+        None => Ok(()),
+    };
+    planned?;
+    forgotten?;
     progress.finish();
     Ok(out)
 }
