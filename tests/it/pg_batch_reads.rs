@@ -4,7 +4,8 @@
 //! reading every thread on its own (`batch-bytes:0`), on every PostgreSQL fixture database
 //! and defect database, whatever the batch budget cuts (between threads or inside one);
 //! and `batch-required:N` (a thread of a batch read on its own fails the run) shows that
-//! the batch took every thread.
+//! the batch took every thread. Under `--apply`, the write engine's group transactions read
+//! their threads ahead the same way, under the group's locks.
 
 use crate::common::*;
 use std::process::Output;
@@ -112,4 +113,77 @@ fn a_thread_left_out_of_its_batch_fails_under_batch_required() {
             out.status
         );
     }
+}
+
+/// The write commands whose `--apply` reads each group's threads ahead, under its locks.
+const APPLIED: [&[&str]; 3] = [
+    &["prune", "--all", "--branches", "--apply"],
+    &["migrate", "delta-to-full", "--all", "--apply"],
+    &["migrate", "full-to-delta", "--all", "--apply"],
+];
+
+#[test]
+fn applied_groups_read_their_threads_ahead_and_write_what_threads_alone_write() {
+    let Some(uri) = require_postgres("group transactions reading ahead") else {
+        return;
+    };
+    let mut compared = 0;
+    for (n, template) in [
+        "dfck_delta_k3",
+        "dfck_retention",
+        "dfck_full",
+        "dfck_deerflow",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        for (k, command) in APPLIED.into_iter().enumerate() {
+            // One transaction per thread, reading each on its own: the reference.
+            let alone = crate::common::pg::clone_db(&uri, template, &format!("dfck_grp_a{n}_{k}"));
+            let expect = run(&alone, command, "group-threads:1,batch-bytes:0");
+            if expect.status.code() == Some(2) {
+                continue;
+            }
+            // Groups whose plans must all be served by the group's read-ahead.
+            let grouped =
+                crate::common::pg::clone_db(&uri, template, &format!("dfck_grp_b{n}_{k}"));
+            let got = run(&grouped, command, "batch-required:1000000000");
+            assert_eq!(
+                (got.status.code(), String::from_utf8_lossy(&got.stdout)),
+                (
+                    expect.status.code(),
+                    String::from_utf8_lossy(&expect.stdout)
+                ),
+                "{template} {command:?}: {}",
+                String::from_utf8_lossy(&got.stderr)
+            );
+            // The stores agree afterwards (verify's report, the database's name aside).
+            let after = |target: &str, name: &str| {
+                String::from_utf8_lossy(&run(target, &["verify"], "").stdout).replace(name, "DB")
+            };
+            assert_eq!(
+                after(&grouped, &format!("dfck_grp_b{n}_{k}")),
+                after(&alone, &format!("dfck_grp_a{n}_{k}")),
+                "{template} {command:?}: verify after"
+            );
+            compared += 1;
+            // A budget of one byte holds no thread whole: each is read on its own, which
+            // the failpoint turns into a failure, so the group did read ahead above.
+            let starved =
+                crate::common::pg::clone_db(&uri, template, &format!("dfck_grp_c{n}_{k}"));
+            let out = run(&starved, command, "batch-required:1");
+            let threads = serde_json::from_slice::<serde_json::Value>(&expect.stdout)
+                .ok()
+                .and_then(|r| r["threads"].as_array().map(Vec::len))
+                .unwrap_or(0);
+            if threads > 1 {
+                assert!(
+                    String::from_utf8_lossy(&out.stderr).contains("not with its batch"),
+                    "{template} {command:?}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+        }
+    }
+    assert!(compared >= 8, "{compared} runs compared");
 }

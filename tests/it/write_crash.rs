@@ -4,7 +4,10 @@
 //! failpoint of a small store. After each kill every thread is either entirely old (its
 //! `checkpoints`, writes and blob rows byte-identical to the original) or entirely new (the
 //! materialized state at every checkpoint equals the original's); `verify` reports no new
-//! error; a re-run finishes; a third run changes nothing. On SQLite, as root, a small tmpfs
+//! error; a re-run finishes; a third run changes nothing. Kills and failpoints run with the
+//! write engine's group transactions of one, two, three and the default number of threads
+//! (`group-threads:N`): a crash rolls back the whole open group, never part of a thread.
+//! On SQLite, as root, a small tmpfs
 //! checks that a full disk refuses what does not fit and is not left full.
 //!
 //! A new write command adds one line to [`COMMANDS`]. The matrix rewrites the `--db` store;
@@ -494,7 +497,12 @@ fn random_kills(backend: Backend, rng: &mut Rng) -> (usize, usize, usize) {
                 let store = Store::fresh(backend, stem, &format!("k{k}"));
                 // Over the whole run, and a little past it.
                 let delay = Duration::from_micros(rng.below(span + span / 5));
-                let mut child = spawn(cmd, &store.target(), None);
+                // Groups of every size: one thread, two, three, and the default.
+                let group = match rng.below(4) {
+                    0 => None,
+                    g => Some(format!("group-threads:{g}")),
+                };
+                let mut child = spawn(cmd, &store.target(), group.clone());
                 std::thread::sleep(delay);
                 let _ = child.kill();
                 let status = child.wait().unwrap();
@@ -505,7 +513,7 @@ fn random_kills(backend: Backend, rng: &mut Rng) -> (usize, usize, usize) {
                     killed += 1;
                 }
                 let what = format!(
-                    "{} on {backend:?} {stem}, SIGKILL after {delay:?} of {span} µs",
+                    "{} on {backend:?} {stem} ({group:?}), SIGKILL after {delay:?} of {span} µs",
                     cmd.name
                 );
                 new_threads += check_after_crash(cmd, &store, &orig, &what);
@@ -515,32 +523,36 @@ fn random_kills(backend: Backend, rng: &mut Rng) -> (usize, usize, usize) {
     (killed, finished, new_threads)
 }
 
-/// Every failpoint N of the small store, until a run finishes; returns the number of
-/// failpoints.
-fn failpoint_sweep(backend: Backend) -> usize {
-    let mut total = 0;
+/// Every failpoint N of the small store, until a run finishes, with `group` added to the
+/// failpoint (the write engine's group size, or nothing); returns the number of failpoints
+/// and how many of them left a thread new.
+fn failpoint_sweep(backend: Backend, group: Option<&str>) -> (usize, usize) {
+    let (mut total, mut with_new) = (0, 0);
     for cmd in COMMANDS {
         let orig = Original::of(&Store::small(backend, cmd.small, "sorig"));
         for n in 1.. {
             let store = Store::small(backend, cmd.small, &format!("s{n}"));
-            let status = spawn(
-                cmd,
-                &store.target(),
-                Some(format!("{}-abort-after:{n}", cmd.failpoint)),
-            )
-            .wait()
-            .unwrap();
+            let mut failpoint = format!("{}-abort-after:{n}", cmd.failpoint);
+            if let Some(g) = group {
+                failpoint = format!("{failpoint},{g}");
+            }
+            let status = spawn(cmd, &store.target(), Some(failpoint)).wait().unwrap();
             if status.code() == Some(0) {
                 assert!(n > 1, "{}: the failpoint never fired", cmd.name);
                 break;
             }
             assert_eq!(status.code(), None, "{}: failpoint {n} kills", cmd.name);
-            let what = format!("{} on {backend:?} small store, failpoint {n}", cmd.name);
-            check_after_crash(cmd, &store, &orig, &what);
+            let what = format!(
+                "{} on {backend:?} small store, failpoint {n} ({group:?})",
+                cmd.name
+            );
+            if check_after_crash(cmd, &store, &orig, &what) > 0 {
+                with_new += 1;
+            }
             total += 1;
         }
     }
-    total
+    (total, with_new)
 }
 
 fn crash_matrix(backend: Backend) {
@@ -548,11 +560,28 @@ fn crash_matrix(backend: Backend) {
     let mut rng = Rng(seed ^ backend as u64);
     let t0 = Instant::now();
     let (killed, finished, new) = random_kills(backend, &mut rng);
-    let sweep = failpoint_sweep(backend);
+    // One transaction per thread: a crash after the first commit leaves threads new.
+    let (single, single_new) = failpoint_sweep(backend, Some("group-threads:1"));
+    // Groups of two: the first group's threads are new once it committed.
+    let (pairs, pairs_new) = failpoint_sweep(backend, Some("group-threads:2"));
+    // The default group takes the whole small store: a crash rolls every thread back.
+    let (grouped, grouped_new) = failpoint_sweep(backend, None);
+    assert!(
+        single_new > 0 && pairs_new > 0,
+        "crashes between committed threads"
+    );
+    assert!(
+        grouped_new < single_new,
+        "a crash inside a group rolls its committed threads back: {grouped_new} failpoints \
+         left a thread new, {single_new} without groups"
+    );
     println!(
         "write crash matrix ({backend:?}, seed {seed}): {} random SIGKILLs ({killed} mid-run, \
-         {finished} after the run ended, {new} threads found new), {sweep} failpoints, {:.1?}",
+         {finished} after the run ended, {new} threads found new), {} failpoints ({single} \
+         with a transaction per thread, {single_new} leaving threads new; {pairs} in groups \
+         of two, {pairs_new}; {grouped} in one group, {grouped_new}), {:.1?}",
         killed + finished,
+        single + pairs + grouped,
         t0.elapsed()
     );
 }

@@ -1,6 +1,7 @@
 //! Test-only fault injection, compiled in only with the `failpoints` cargo feature (test
 //! builds enable it through the crate's self dev-dependency; release builds lack it, and
-//! the variable's name is not even in the binary). `DFCK_FAILPOINT` holds one of:
+//! the variable's name is not even in the binary). `DFCK_FAILPOINT` holds one or more of
+//! these, separated by commas:
 //!
 //! - `<command>-abort-after:N` — abort the process (no rollback, no destructors, as a
 //!   SIGKILL would) right after the N-th row change of the run;
@@ -16,6 +17,7 @@
 //!   (`0`: every thread is read on its own);
 //! - `batch-required:N` — the same budget, and a thread of a batch read on its own (not
 //!   with its batch) fails the command, so a test can tell that the batch took every thread;
+//! - `group-threads:N` — a group transaction of the write engine takes N threads at most;
 //! - `hold:PATH` — with every connection of a write command open (inside the first thread
 //!   transaction that writes, its locks held; or after `reclaim`'s VACUUM), write the process
 //!   id to PATH and wait until a test removes it (at most two minutes): the test meanwhile
@@ -34,37 +36,45 @@ pub struct Failpoints {
     scan_helper_fail: bool,
     batch_bytes: Option<usize>,
     batch_required: bool,
+    group_threads: Option<usize>,
     #[cfg(feature = "failpoints")]
     hold: bool,
 }
 
 impl Failpoints {
-    /// Reads `DFCK_FAILPOINT` for `command`.
+    /// Reads `DFCK_FAILPOINT` for `command`: one failpoint, or several separated by commas.
     #[cfg(feature = "failpoints")]
     pub fn from_env(command: &str) -> Self {
         let v = std::env::var("DFCK_FAILPOINT").unwrap_or_default();
+        let entries: Vec<&str> = v.split(',').collect();
+        let find = |prefix: &str| entries.iter().find_map(|e| e.strip_prefix(prefix));
+        fn parse<T: std::str::FromStr>(v: Option<&str>) -> Option<T> {
+            v.and_then(|n| n.parse().ok())
+        }
         Failpoints {
-            abort_after: v
-                .strip_prefix(command)
+            abort_after: find(command)
                 .and_then(|r| r.strip_prefix("-abort-after:"))
                 .and_then(|n| n.parse().ok()),
-            free_bytes: v.strip_prefix("free-bytes:").and_then(|n| n.parse().ok()),
-            abort_after_backup: v == "backup-abort",
-            pause_after_listing_ms: v
-                .strip_prefix("pause-after-listing:")
-                .and_then(|n| n.parse().ok()),
-            scan_chunk_rows: v
-                .strip_prefix("scan-chunk-rows:")
-                .or_else(|| v.strip_prefix("scan-helper-fail:"))
-                .and_then(|n| n.parse().ok()),
-            scan_helper_fail: v.starts_with("scan-helper-fail:"),
-            batch_bytes: v
-                .strip_prefix("batch-bytes:")
-                .or_else(|| v.strip_prefix("batch-required:"))
-                .and_then(|n| n.parse().ok()),
-            batch_required: v.starts_with("batch-required:"),
-            hold: v.starts_with("hold:"),
+            free_bytes: parse(find("free-bytes:")),
+            abort_after_backup: entries.contains(&"backup-abort"),
+            pause_after_listing_ms: parse(find("pause-after-listing:")),
+            scan_chunk_rows: parse(find("scan-chunk-rows:"))
+                .or_else(|| parse(find("scan-helper-fail:"))),
+            scan_helper_fail: find("scan-helper-fail:").is_some(),
+            batch_bytes: parse(find("batch-bytes:")).or_else(|| parse(find("batch-required:"))),
+            batch_required: find("batch-required:").is_some(),
+            group_threads: parse(find("group-threads:")),
+            hold: find("hold:").is_some(),
         }
+    }
+
+    /// The value of the `prefix` entry of `DFCK_FAILPOINT`.
+    #[cfg(feature = "failpoints")]
+    fn entry(prefix: &str) -> Option<String> {
+        let v = std::env::var("DFCK_FAILPOINT").ok()?;
+        v.split(',')
+            .find_map(|e| e.strip_prefix(prefix))
+            .map(str::to_owned)
     }
 
     /// No failpoints in this build.
@@ -94,15 +104,14 @@ impl Failpoints {
         if !self.hold {
             return;
         }
-        let v = std::env::var("DFCK_FAILPOINT").unwrap_or_default();
-        let Some(path) = v.strip_prefix("hold:") else {
+        let Some(path) = Self::entry("hold:") else {
             return;
         };
-        if std::fs::write(path, std::process::id().to_string()).is_err() {
+        if std::fs::write(&path, std::process::id().to_string()).is_err() {
             return;
         }
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-        while std::path::Path::new(path).exists() && std::time::Instant::now() < deadline {
+        while std::path::Path::new(&path).exists() && std::time::Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
     }
@@ -114,9 +123,7 @@ impl Failpoints {
     /// `vacuum-slow:PATH`: the file a slowed `VACUUM` announces itself in.
     #[cfg(feature = "failpoints")]
     pub fn slow_vacuum(&self) -> Option<std::path::PathBuf> {
-        std::env::var("DFCK_FAILPOINT")
-            .ok()
-            .and_then(|v| v.strip_prefix("vacuum-slow:").map(std::path::PathBuf::from))
+        Self::entry("vacuum-slow:").map(std::path::PathBuf::from)
     }
 
     /// No failpoints in this build.
@@ -160,6 +167,12 @@ impl Failpoints {
     /// The byte budget of a batch of threads read together: `default` unless injected.
     pub fn batch_bytes(&self, default: usize) -> usize {
         self.batch_bytes.unwrap_or(default)
+    }
+
+    /// The most threads one group transaction of the write engine takes: `default` unless
+    /// injected.
+    pub fn group_threads(&self, default: usize) -> usize {
+        self.group_threads.unwrap_or(default).max(1)
     }
 
     /// Whether a thread of a batch read on its own fails the command.

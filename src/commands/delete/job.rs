@@ -175,6 +175,11 @@ impl<C: PlanStore + ?Sized> ThreadPlan<C> for Delete<'_> {
 impl<C: DeleteRows + ?Sized> ThreadJob<C> for Delete<'_> {
     type Expect = (Deleted, Option<String>);
 
+    /// The reservation is taken and released outside the thread's transaction.
+    fn groups(&self) -> bool {
+        false
+    }
+
     fn before(&self, conn: &C, thread_id: &str) -> Result<(), Refusal> {
         let user = match conn.store().app() {
             Some(a) if self.op.schema.lists_threads() => a

@@ -62,7 +62,8 @@ pub fn row_bytes(row: &CheckpointRow) -> usize {
 /// out once.
 #[derive(Debug, Default)]
 pub struct ReadAhead {
-    threads: HashMap<String, Vec<AheadNamespace>>,
+    /// `None`: the thread was read ahead and is forgotten ([`ReadAhead::forget`]).
+    threads: HashMap<String, Option<Vec<AheadNamespace>>>,
     values: bool,
     /// Test builds (`batch-required:N`): a thread not read ahead is an error.
     required: bool,
@@ -93,7 +94,7 @@ impl ReadAhead {
                         writes: Some(n.writes),
                     })
                     .collect();
-                (t.thread_id, namespaces)
+                (t.thread_id, Some(namespaces))
             })
             .collect();
         ReadAhead {
@@ -117,8 +118,17 @@ impl ReadAhead {
     /// The namespaces of a thread read ahead (none: it is gone).
     pub fn namespaces(&self, thread_id: &str) -> Option<Vec<String>> {
         self.threads
-            .get(thread_id)
+            .get(thread_id)?
+            .as_ref()
             .map(|ns| ns.iter().map(|n| n.checkpoint_ns.clone()).collect())
+    }
+
+    /// Forgets what was read ahead of a thread (it is about to change): it is read from the
+    /// store from now on, and is no thread the batch left out.
+    pub fn forget(&mut self, thread_id: &str) {
+        if let Some(t) = self.threads.get_mut(thread_id) {
+            *t = None;
+        }
     }
 
     /// The checkpoint rows of (thread, ns), once, if they were read ahead with `values`.
@@ -142,6 +152,7 @@ impl ReadAhead {
     fn namespace(&mut self, thread_id: &str, ns: &str) -> Option<&mut AheadNamespace> {
         self.threads
             .get_mut(thread_id)?
+            .as_mut()?
             .iter_mut()
             .find(|n| n.checkpoint_ns == ns)
     }

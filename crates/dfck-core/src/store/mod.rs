@@ -610,6 +610,10 @@ pub trait Store {
         Ok(())
     }
 
+    /// Forgets what [`Store::read_ahead`] read of one thread: a write is about to change it,
+    /// and every later read must see the store.
+    fn forget_ahead(&self, _thread_id: &str) {}
+
     /// Lets one [`Store::scan_thread`] read over up to `jobs` connections (PostgreSQL: helper
     /// connections inside this transaction's snapshot, for large threads); rows still come
     /// in the same order. One by default; backends that cannot split ignore it.

@@ -139,4 +139,34 @@ pub trait WriteStore: PlanStore {
     fn end_batch(&self, _tuning: BatchTuning) -> Result<Option<WalLeft>, StoreError> {
         Ok(None)
     }
+
+    /// Whether several threads may share one transaction, each inside a savepoint of its
+    /// own ([`WriteStore::open_group`]); `false`: one transaction per thread.
+    fn groups_threads(&self) -> bool {
+        false
+    }
+
+    /// Opens a transaction for the group `ids` and takes what its threads need (SQLite: the
+    /// database write lock, waited for as [`WriteStore::lock_thread`] does; PostgreSQL:
+    /// every thread's locks, `NOWAIT`). Not `Held`: nothing is open. Closed by
+    /// [`WriteStore::commit`] or [`WriteStore::rollback`].
+    fn open_group(&self, _ids: &[String]) -> Result<ThreadLock, StoreError> {
+        Err(StoreError::Target(
+            "this store writes one thread per transaction".into(),
+        ))
+    }
+
+    /// Inside the group: the thread's turn, in a savepoint of its own.
+    /// [`ThreadLock::Busy`] (another dfck holds the thread) leaves nothing of it open.
+    fn lock_in_group(&self, _thread_id: &str) -> Result<ThreadLock, StoreError> {
+        Ok(ThreadLock::Contended(
+            "this store writes one thread per transaction".into(),
+        ))
+    }
+
+    /// Ends the thread's savepoint: `keep` releases it into the group's transaction,
+    /// otherwise everything the thread changed is rolled back.
+    fn end_in_group(&self, _keep: bool) -> Result<(), StoreError> {
+        Ok(())
+    }
 }

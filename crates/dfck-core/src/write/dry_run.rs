@@ -75,4 +75,4 @@ where
 /// Threads a dry run reads ahead at a time, where the store reads threads in batches.
 const AHEAD_THREADS: usize = 128;
 /// Bytes of rows a batch read ahead holds, about.
-const AHEAD_BYTES: usize = 16 << 20;
+pub(super) const AHEAD_BYTES: usize = 16 << 20;

@@ -98,6 +98,13 @@ pub trait ThreadJob<C: ?Sized>: ThreadPlan<C> {
     /// The report of a committed thread.
     fn committed(&self, report: Self::Report, expect: Self::Expect) -> Self::Report;
 
+    /// Whether the engine may write several of this job's threads in one transaction,
+    /// each in a savepoint of its own. A job that acts outside the thread's transaction
+    /// ([`ThreadJob::before`], [`ThreadJob::after`]) says `false`.
+    fn groups(&self) -> bool {
+        true
+    }
+
     /// Before the thread's transaction, outside it (e.g. DeerFlow's thread-operation
     /// reservation, committed on its own): `Err` refuses the thread, untouched.
     fn before(&self, _conn: &C, _thread_id: &str) -> Result<(), Refusal> {

@@ -1,5 +1,6 @@
 //! The write engine: the per-thread transaction of every store-changing command, on every
-//! backend. For each thread it locks ([`WriteStore::lock_thread`]), plans under the lock,
+//! backend (small threads share a transaction, each in a savepoint: [`group`]). For each
+//! thread it locks ([`WriteStore::lock_thread`]), plans under the lock,
 //! checks free space, applies, verifies before commit and commits — or rolls back and
 //! refuses, leaving the thread untouched. It also owns `--jobs` (threads over N connections,
 //! [`crate::pool`]), `--backup`, progress and the test-only failpoints ([`failpoint`]).
@@ -13,6 +14,7 @@
 //! [`ThreadJob::verify`] checks the postcondition. Then call [`run`].
 
 mod dry_run;
+mod group;
 mod job;
 pub mod preamble;
 
@@ -78,7 +80,8 @@ pub trait ThreadCache {
 }
 
 /// Runs `job` on the given threads (every thread of the store when none are given): one
-/// transaction per thread, `opts.jobs` at a time. Reports come back in thread order. An
+/// transaction per thread, or several threads to a transaction each in a savepoint
+/// ([`group`]) when the job and the store allow it, `opts.jobs` at a time. Reports come back in thread order. An
 /// `Err` (a store failure, not a refusal) stops the run; committed threads stay committed.
 pub fn run<C, J>(
     job: &J,
@@ -122,12 +125,25 @@ where
                 }
             });
         }
-        let r = crate::pool::run(ids.len(), opts.jobs, first, &open, &|conn: &C, i| {
-            let report = run_thread(job, conn, &ids[i], &cx, opts)?;
-            conn.between_threads();
-            opts.progress.inc(1);
-            Ok(report)
-        });
+        let r = if job.groups() && first.groups_threads() {
+            // Each worker takes a share of at most a group's threads at a time.
+            let share = ids
+                .len()
+                .div_ceil(opts.jobs.max(1))
+                .clamp(1, group::GROUP_THREADS);
+            let shares: Vec<&[String]> = ids.chunks(share).collect();
+            crate::pool::run(shares.len(), opts.jobs, first, &open, &|conn: &C, i| {
+                group::run_groups(job, conn, shares[i], &cx, opts)
+            })
+            .map(|r| r.into_iter().flatten().collect())
+        } else {
+            crate::pool::run(ids.len(), opts.jobs, first, &open, &|conn: &C, i| {
+                let report = run_thread(job, conn, &ids[i], &cx, opts)?;
+                conn.between_threads();
+                opts.progress.inc(1);
+                Ok(report)
+            })
+        };
         done.store(true, Ordering::SeqCst);
         r
     });
@@ -285,6 +301,23 @@ where
         return Ok(job.refuse(job.untouched(thread_id), reason));
     }
     let (report, committed) = thread_transaction(job, conn, thread_id, cx)?;
+    finish_thread(job, conn, thread_id, report, committed, opts)
+}
+
+/// After a thread's transaction ended (`committed` or not): its cached history is purged
+/// when it committed, then the job's [`ThreadJob::after`] runs.
+fn finish_thread<C, J>(
+    job: &J,
+    conn: &C,
+    thread_id: &str,
+    report: J::Report,
+    committed: bool,
+    opts: &RunOptions<'_>,
+) -> Result<J::Report, Error>
+where
+    C: WriteStore,
+    J: ThreadJob<C>,
+{
     let keys = match opts.cache.filter(|_| committed) {
         Some(cache) => match cache.purge(thread_id) {
             Ok(n) => Some(n),
@@ -310,37 +343,102 @@ where
     C: WriteStore,
     J: ThreadJob<C>,
 {
-    match conn.lock_thread(thread_id)? {
-        ThreadLock::Held => {}
-        ThreadLock::Busy(holder) => {
-            let reason = format!(
-                "{} holds this thread's lock; re-run when it is done",
-                holder.as_deref().unwrap_or("another session")
-            );
-            return Ok((job.refuse(job.untouched(thread_id), Refusal(reason)), false));
+    let lock = conn.lock_thread(thread_id)?;
+    if let Some(refusal) = lock_refusal(lock) {
+        return Ok((job.refuse(job.untouched(thread_id), refusal), false));
+    }
+    match work_locked(job, conn, thread_id, cx, Sizes::default()) {
+        Ok(Locked::Keep(report, expect, _)) => {
+            conn.commit()?;
+            Ok((job.committed(report, expect), true))
         }
-        ThreadLock::Contended(reason) => {
-            return Ok((job.refuse(job.untouched(thread_id), Refusal(reason)), false));
+        Ok(Locked::Drop(report)) => {
+            conn.rollback()?;
+            Ok((report, false))
+        }
+        Ok(Locked::NoRoom(report, reason)) => {
+            conn.rollback()?;
+            Ok((job.refuse(report, reason), false))
+        }
+        Err(e) => {
+            conn.rollback()?;
+            Err(e)
         }
     }
-    let planned = job
-        .plan(conn, thread_id)
-        .and_then(|p| active_run_refusal(job, conn.store(), thread_id, p));
+}
+
+/// Why a thread whose lock was not had is refused; `None` when it is held.
+fn lock_refusal(lock: ThreadLock) -> Option<Refusal> {
+    match lock {
+        ThreadLock::Held => None,
+        ThreadLock::Busy(holder) => Some(busy_refusal(holder.as_deref())),
+        ThreadLock::Contended(reason) => Some(Refusal(reason)),
+    }
+}
+
+/// Why a thread another dfck holds is refused.
+fn busy_refusal(holder: Option<&str>) -> Refusal {
+    Refusal(format!(
+        "{} holds this thread's lock; re-run when it is done",
+        holder.unwrap_or("another session")
+    ))
+}
+
+/// What the rows of an open transaction amount to, for the free-space guard.
+#[derive(Debug, Clone, Copy, Default)]
+struct Sizes {
+    /// The store's growth.
+    growth: u64,
+    /// The rows written: the WAL (or the transaction log) holds them until the commit.
+    written: u64,
+}
+
+impl Sizes {
+    fn plus(self, growth: u64, written: u64) -> Sizes {
+        Sizes {
+            growth: self.growth.saturating_add(growth),
+            written: self.written.saturating_add(written),
+        }
+    }
+}
+
+/// What one locked thread came to; the caller ends its transaction (or savepoint).
+enum Locked<R, E> {
+    /// Applied and verified: keep it, with what its rows add to the transaction's.
+    Keep(R, E, Sizes),
+    /// Nothing to keep (skipped, or refused with the report saying why): roll back.
+    Drop(R),
+    /// It does not fit the free space beside what the transaction already holds: roll
+    /// back; alone, it is refused for this reason.
+    NoRoom(R, Refusal),
+}
+
+/// Plans, guards, applies and verifies one thread whose locks are held, inside a
+/// transaction that already holds `before`. `Err` (a store failure) leaves the rollback to
+/// the caller.
+fn work_locked<C, J>(
+    job: &J,
+    conn: &C,
+    thread_id: &str,
+    cx: &ApplyContext,
+    before: Sizes,
+) -> Result<Locked<J::Report, J::Expect>, Error>
+where
+    C: WriteStore,
+    J: ThreadJob<C>,
+{
+    let planned = job.plan(conn, thread_id);
+    // What was read ahead of the thread is spent: from now on it changes.
+    conn.store().forget_ahead(thread_id);
+    let planned = planned.and_then(|p| active_run_refusal(job, conn.store(), thread_id, p))?;
     let (report, work, growth, written) = match planned {
-        Ok(Planned::Write {
+        Planned::Write {
             report,
             work,
             growth,
             written,
-        }) => (report, work, growth, written),
-        Ok(Planned::Done(report)) => {
-            conn.rollback()?;
-            return Ok((report, false));
-        }
-        Err(e) => {
-            conn.rollback()?;
-            return Err(e);
-        }
+        } => (report, work, growth, written),
+        Planned::Done(report) => return Ok(Locked::Drop(report)),
     };
     // Test builds: the `hold:PATH` failpoint, once per run, inside the first transaction
     // that writes (every connection open, the thread's locks held).
@@ -349,32 +447,26 @@ where
     }
     // The WAL (or the transaction log) holds every row the transaction writes before the
     // file grows: refuse rather than fill the disk.
+    let after = before.plus(growth, written);
     if let Some(free) = cx.failpoints.free_space(conn.free_space()) {
-        let need = space_needed(growth, written);
+        let need = space_needed(after.growth, after.written);
         if need > free {
-            conn.rollback()?;
             let reason = format!(
                 "not enough disk space: {} needs about {} MiB (the rewritten rows in the WAL, the growth of the file and a reserve) and {} MiB are free",
                 job.verb(),
-                need.div_ceil(1 << 20),
+                space_needed(growth, written).div_ceil(1 << 20),
                 free / (1 << 20)
             );
-            return Ok((job.refuse(report, Refusal(reason)), false));
+            return Ok(Locked::NoRoom(report, Refusal(reason)));
         }
     }
     let applied = job
         .apply(conn, thread_id, work, cx)
         .and_then(|expect| job.verify(conn, thread_id, &expect).map(|()| expect));
-    match applied {
-        Ok(expect) => {
-            conn.commit()?;
-            Ok((job.committed(report, expect), true))
-        }
-        Err(reason) => {
-            conn.rollback()?;
-            Ok((job.refuse(report, reason), false))
-        }
-    }
+    Ok(match applied {
+        Ok(expect) => Locked::Keep(report, expect, after),
+        Err(reason) => Locked::Drop(job.refuse(report, reason)),
+    })
 }
 
 #[cfg(test)]

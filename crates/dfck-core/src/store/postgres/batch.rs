@@ -25,7 +25,8 @@ const HEAD: usize = 16;
 
 /// The threads `$1` (a JSON array of ids) select: an index scan over the ids, in index
 /// order (an `IN (subquery)` lets a cursor's fast-start plan merge-join the whole index).
-const IN_BATCH: &str = "thread_id = ANY(ARRAY(SELECT json_array_elements_text($1::text::json)))";
+pub(super) const IN_BATCH: &str =
+    "thread_id = ANY(ARRAY(SELECT json_array_elements_text($1::text::json)))";
 
 /// A checkpoint's `channel_versions` entries in `jsonb_each_text` order, values as text.
 type Versions = Vec<(String, Option<String>)>;
@@ -283,7 +284,7 @@ impl PostgresStore {
 /// A thread's blobs: by namespace, channel and version, the type and the blob.
 type ThreadBlobs = HashMap<String, HashMap<String, HashMap<String, (String, Option<Vec<u8>>)>>>;
 
-fn json_list<'a>(ids: impl Iterator<Item = &'a String>) -> String {
+pub(super) fn json_list<'a>(ids: impl Iterator<Item = &'a String>) -> String {
     serde_json::Value::from(ids.cloned().collect::<Vec<_>>()).to_string()
 }
 

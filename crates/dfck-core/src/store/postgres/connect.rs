@@ -58,6 +58,7 @@ impl PostgresStore {
             scan_jobs: Cell::new(1),
             fetching_ahead: Cell::new(false),
             ahead: Default::default(),
+            group_busy: Default::default(),
         })
     }
 

@@ -14,6 +14,7 @@ pub mod resolve;
 pub use connect::{ConnectError, PgClient, connect_client, describe_error, set_command};
 mod copy;
 mod delete;
+mod group;
 mod maintenance;
 pub use copy::TargetState;
 mod read;
@@ -56,6 +57,8 @@ pub struct PostgresStore {
     fetching_ahead: Cell<bool>,
     /// Threads read ahead for planning ([`crate::store::Store::read_ahead`]).
     ahead: std::cell::RefCell<crate::store::batch::ReadAhead>,
+    /// The threads of the open group transaction another dfck holds.
+    group_busy: Box<std::cell::RefCell<std::collections::HashSet<String>>>,
 }
 
 /// dfck's own session limits, whatever the database or role defaults say: a statement

@@ -642,6 +642,10 @@ impl Store for PostgresStore {
         Ok(())
     }
 
+    fn forget_ahead(&self, thread_id: &str) {
+        self.ahead.borrow_mut().forget(thread_id);
+    }
+
     fn split_scans(&self, jobs: usize) {
         self.scan_jobs.set(jobs.max(1));
     }

@@ -103,11 +103,24 @@ impl PostgresStore {
         Ok(Some(ThreadLock::Held))
     }
 
+    /// Ends the thread's savepoint inside a group: released into the group's transaction
+    /// (`keep`), or rolled back first.
+    pub(super) fn end_savepoint(&self, keep: bool) -> Result<(), StoreError> {
+        let sql = if keep {
+            "RELEASE SAVEPOINT dfck_thread"
+        } else {
+            "ROLLBACK TO SAVEPOINT dfck_thread; RELEASE SAVEPOINT dfck_thread"
+        };
+        self.rt
+            .block_on(self.client.batch_execute(sql))
+            .map_err(|e| self.err("closing the thread's savepoint", e))
+    }
+
     /// Who holds the thread's advisory lock (only dfck takes it), from `pg_locks` joined to
     /// `pg_stat_activity`: "another dfck prune (server process 4242)" from its
     /// `application_name`; `None` when the server does not say (the session ended, or its
     /// row is not visible to this role).
-    fn lock_holder(&self, thread_id: &str) -> Option<String> {
+    pub(super) fn lock_holder(&self, thread_id: &str) -> Option<String> {
         let rows = self
             .query(
                 "finding the holder of the thread's lock",
@@ -349,6 +362,22 @@ impl WriteStore for PostgresStore {
 
     fn rollback(&self) -> Result<(), StoreError> {
         self.end_transaction(false)
+    }
+
+    fn groups_threads(&self) -> bool {
+        true
+    }
+
+    fn open_group(&self, ids: &[String]) -> Result<ThreadLock, StoreError> {
+        self.lock_group(ids)
+    }
+
+    fn lock_in_group(&self, thread_id: &str) -> Result<ThreadLock, StoreError> {
+        self.savepoint_in_group(thread_id)
+    }
+
+    fn end_in_group(&self, keep: bool) -> Result<(), StoreError> {
+        self.end_savepoint(keep)
     }
 
     fn backup_to(&self, _dest: &std::path::Path) -> Result<(), StoreError> {

@@ -157,6 +157,34 @@ impl WriteStore for SqliteStore {
         SqliteStore::commit(self)
     }
 
+    /// SQLite has one writer at a time: a group shares the write lock, and a thread's
+    /// savepoint takes nothing more.
+    fn groups_threads(&self) -> bool {
+        true
+    }
+
+    fn open_group(&self, _ids: &[String]) -> Result<ThreadLock, StoreError> {
+        self.lock_thread("")
+    }
+
+    fn lock_in_group(&self, _thread_id: &str) -> Result<ThreadLock, StoreError> {
+        self.conn
+            .execute_batch("SAVEPOINT dfck_thread")
+            .map_err(q("opening the thread's savepoint"))?;
+        Ok(ThreadLock::Held)
+    }
+
+    fn end_in_group(&self, keep: bool) -> Result<(), StoreError> {
+        let sql = if keep {
+            "RELEASE dfck_thread"
+        } else {
+            "ROLLBACK TO dfck_thread; RELEASE dfck_thread"
+        };
+        self.conn
+            .execute_batch(sql)
+            .map_err(q("closing the thread's savepoint"))
+    }
+
     fn rollback(&self) -> Result<(), StoreError> {
         SqliteStore::rollback(self)
     }

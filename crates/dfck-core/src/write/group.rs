@@ -1,0 +1,153 @@
+//! Group transactions: small threads written several to one transaction, each inside a
+//! savepoint of its own, so a store of many short threads does not pay a transaction (and a
+//! commit) per thread. Every thread stays all-or-nothing: a refusal rolls back its own
+//! savepoint only, and a crash rolls the whole open group back (each of its threads old).
+//! A group commits after [`GROUP_THREADS`] threads, [`GROUP_HOLD`] or [`GROUP_WRITTEN`]
+//! bytes, whichever comes first. A thread whose locks are not free at once, or that does
+//! not fit the free space beside the group's rows, gets a transaction of its own after the
+//! group commits. The contract is in `docs/write-engine.md`.
+
+use super::dry_run::AHEAD_BYTES;
+use super::{
+    ApplyContext, Locked, RunOptions, Sizes, ThreadJob, busy_refusal, finish_thread, run_thread,
+    work_locked,
+};
+use crate::error::Error;
+use crate::store::{ThreadLock, WriteStore};
+use std::time::{Duration, Instant};
+
+/// The most threads one group takes.
+pub(super) const GROUP_THREADS: usize = 64;
+
+/// How long a group keeps its transaction open (on SQLite, the store's write lock) before
+/// it commits: far below DeerFlow's busy timeout (5 s). A single thread may take longer.
+const GROUP_HOLD: Duration = Duration::from_millis(200);
+
+/// The rows a group writes before it commits (as the WAL bound between threads).
+const GROUP_WRITTEN: u64 = 16 << 20;
+
+/// Works one worker's share of threads in groups, in order; one report per thread.
+pub(super) fn run_groups<C, J>(
+    job: &J,
+    conn: &C,
+    ids: &[String],
+    cx: &ApplyContext,
+    opts: &RunOptions<'_>,
+) -> Result<Vec<J::Report>, Error>
+where
+    C: WriteStore,
+    J: ThreadJob<C>,
+{
+    let most = cx.failpoints.group_threads(GROUP_THREADS);
+    let mut reports = Vec::with_capacity(ids.len());
+    // A stop asked of the process starts no new thread; the group under way commits the
+    // threads it finished.
+    while reports.len() < ids.len() && !crate::stop::requested() {
+        let rest = &ids[reports.len()..];
+        let (done, alone) = group(job, conn, &rest[..rest.len().min(most)], cx)?;
+        for ((report, committed), id) in done.into_iter().zip(rest) {
+            reports.push(finish_thread(job, conn, id, report, committed, opts)?);
+            opts.progress.inc(1);
+        }
+        conn.between_threads();
+        if alone && !crate::stop::requested() {
+            let id = &ids[reports.len()];
+            reports.push(run_thread(job, conn, id, cx, opts)?);
+            opts.progress.inc(1);
+            conn.between_threads();
+        }
+    }
+    Ok(reports)
+}
+
+/// One group transaction over the first of `ids`: each thread's report and whether it
+/// committed, in order, and whether the next thread must go alone (its locks were not free
+/// at once, or it did not fit beside the group's rows). A store error rolls the whole group
+/// back.
+#[allow(clippy::type_complexity)]
+fn group<C, J>(
+    job: &J,
+    conn: &C,
+    ids: &[String],
+    cx: &ApplyContext,
+) -> Result<(Vec<(J::Report, bool)>, bool), Error>
+where
+    C: WriteStore,
+    J: ThreadJob<C>,
+{
+    if conn.open_group(ids)? != ThreadLock::Held {
+        // The thread's own transaction waits for the lock, or says why not.
+        return Ok((Vec::new(), true));
+    }
+    let started = Instant::now();
+    // Read under the group's locks, where the store reads threads in batches.
+    let budget = cx.failpoints.batch_bytes(AHEAD_BYTES);
+    let ahead = job
+        .reads_whole_threads()
+        .filter(|_| ids.len() > 1 && budget > 0);
+    let mut done = Vec::with_capacity(ids.len());
+    let mut sizes = Sizes::default();
+    let mut kept = false;
+    let mut alone = false;
+    let worked = (|| -> Result<(), Error> {
+        if let Some(values) = ahead {
+            conn.store().read_ahead(ids, budget, values)?;
+        }
+        for id in ids {
+            if crate::stop::requested()
+                || (!done.is_empty()
+                    && (started.elapsed() >= GROUP_HOLD || sizes.written >= GROUP_WRITTEN))
+            {
+                break;
+            }
+            match conn.lock_in_group(id)? {
+                ThreadLock::Held => {}
+                ThreadLock::Contended(_) => {
+                    alone = true;
+                    break;
+                }
+                ThreadLock::Busy(holder) => {
+                    let refusal = busy_refusal(holder.as_deref());
+                    done.push((job.refuse(job.untouched(id), refusal), false));
+                    continue;
+                }
+            }
+            match work_locked(job, conn, id, cx, sizes)? {
+                Locked::Keep(report, expect, after) => {
+                    conn.end_in_group(true)?;
+                    sizes = after;
+                    kept = true;
+                    done.push((job.committed(report, expect), true));
+                }
+                Locked::Drop(report) => {
+                    conn.end_in_group(false)?;
+                    done.push((report, false));
+                }
+                Locked::NoRoom(report, refusal) => {
+                    conn.end_in_group(false)?;
+                    if kept {
+                        alone = true;
+                        break;
+                    }
+                    done.push((job.refuse(report, refusal), false));
+                }
+            }
+        }
+        Ok(())
+    })();
+    // Nothing read ahead outlives the group.
+    let forgotten = match ahead {
+        Some(_) => conn.store().read_ahead(&[], 0, false),
+        None => Ok(()),
+    };
+    if let Err(e) = worked.and_then(|()| forgotten.map_err(Error::from)) {
+        let _ = conn.rollback();
+        return Err(e);
+    }
+    if kept {
+        conn.commit()?;
+    } else {
+        conn.rollback()?;
+    }
+    Ok((done, alone))
+}
