@@ -59,44 +59,39 @@ pub(crate) fn width_of(s: &str) -> usize {
     unicode_width::UnicodeWidthStr::width(s)
 }
 
-/// A table that fits the layout's width when it is displayed.
+/// Cells of a row joined by this (a control character: escaped out of store text).
+const SEP: char = '\u{1f}';
+
+/// A table that fits the layout's width when it is displayed. Rows are kept compact (one
+/// string each): a table of a million rows costs about its text, and a plain table (stdout
+/// not a terminal) is written from them directly; otherwise the table is laid out by
+/// comfy-table when it is displayed.
 #[derive(Debug, Clone)]
 pub(crate) struct Grid {
-    table: Table,
     header: Vec<String>,
     /// Per column: the widest data cell while every cell is short; `None` once one is long.
     short: Vec<Option<usize>>,
+    /// Each row's cells, joined by [`SEP`].
+    rows: Vec<Box<str>>,
+    /// Per column: the widest line of any cell, the header's included when it is shown.
+    widths: Vec<usize>,
+    /// [`Grid::align_right`] was called when the table had this many columns.
+    right: Option<usize>,
 }
 
 impl Grid {
     /// A table with this header.
     pub fn new(header: &[&str]) -> Self {
-        let mut table = Table::new();
-        let l = layout();
-        table
-            .load_preset(if l.plain {
-                NOTHING
-            } else {
-                UTF8_FULL_CONDENSED
-            })
-            .set_content_arrangement(ContentArrangement::Disabled)
-            .force_no_tty();
-        let style = super::records::style();
-        if style.headers {
-            table.set_header(header.to_vec());
-        }
-        if style.color {
-            table.enforce_styling();
-        }
-        if l.plain {
-            for c in table.column_iter_mut() {
-                c.set_padding((0, 2));
-            }
+        let mut widths = Vec::new();
+        if super::records::style().headers {
+            widths = header.iter().map(|h| cell_width(h)).collect();
         }
         Grid {
-            table,
             header: header.iter().map(|h| (*h).to_owned()).collect(),
             short: vec![Some(0); header.len()],
+            rows: Vec::new(),
+            widths,
+            right: None,
         }
     }
 
@@ -115,38 +110,131 @@ impl Grid {
                 Some(None) => {}
                 None => self.short.push(if w > SHORT { None } else { Some(w) }),
             }
-        }
-        let color = super::records::style().color;
-        let row: Vec<comfy_table::Cell> = cells
-            .into_iter()
-            .enumerate()
-            .map(|(i, c)| {
-                let tint = self
-                    .header
-                    .get(i)
-                    .filter(|h| color && matches!(h.as_str(), "severity" | "status"))
-                    .and_then(|_| word_color(&c));
-                let cell = comfy_table::Cell::new(c);
-                match tint {
-                    Some(t) => cell.fg(t),
-                    None => cell,
-                }
-            })
-            .collect();
-        self.table.add_row(row);
-        if layout().plain {
-            for c in self.table.column_iter_mut() {
-                c.set_padding((0, 2));
+            let cw = cell_width(c);
+            match self.widths.get_mut(i) {
+                Some(m) => *m = (*m).max(cw),
+                None => self.widths.push(cw),
             }
         }
+        let mut row = String::with_capacity(cells.iter().map(|c| c.len() + 1).sum());
+        for (i, c) in cells.iter().enumerate() {
+            if i > 0 {
+                row.push(SEP);
+            }
+            row.push_str(&c.replace(SEP, "\\x1f"));
+        }
+        self.rows.push(row.into_boxed_str());
     }
 
     /// Right-aligns every column.
     pub fn align_right(&mut self) {
-        for c in self.table.column_iter_mut() {
-            c.set_cell_alignment(comfy_table::CellAlignment::Right);
-        }
+        self.right = Some(self.widths.len());
     }
+
+    /// The cells of each row.
+    fn row_cells(&self) -> impl Iterator<Item = std::str::Split<'_, char>> {
+        self.rows.iter().map(|r| r.split(SEP))
+    }
+
+    /// The table as comfy-table lays it out (`plain`: no borders, two spaces after each
+    /// column).
+    fn comfy(&self, plain: bool) -> Table {
+        let mut table = Table::new();
+        table
+            .load_preset(if plain {
+                NOTHING
+            } else {
+                UTF8_FULL_CONDENSED
+            })
+            .set_content_arrangement(ContentArrangement::Disabled)
+            .force_no_tty();
+        let style = super::records::style();
+        if style.headers {
+            table.set_header(self.header.clone());
+        }
+        if style.color {
+            table.enforce_styling();
+        }
+        for cells in self.row_cells() {
+            let row: Vec<comfy_table::Cell> = cells
+                .enumerate()
+                .map(|(i, c)| {
+                    let tint = self
+                        .header
+                        .get(i)
+                        .filter(|h| style.color && matches!(h.as_str(), "severity" | "status"))
+                        .and_then(|_| word_color(c));
+                    let cell = comfy_table::Cell::new(c);
+                    match tint {
+                        Some(t) => cell.fg(t),
+                        None => cell,
+                    }
+                })
+                .collect();
+            table.add_row(row);
+        }
+        if let Some(n) = self.right {
+            for c in table.column_iter_mut().take(n) {
+                c.set_cell_alignment(comfy_table::CellAlignment::Right);
+            }
+        }
+        if plain {
+            for c in table.column_iter_mut() {
+                c.set_padding((0, 2));
+            }
+        }
+        table
+    }
+
+    /// A plain table (no borders, two spaces after each column, lines trimmed at the end),
+    /// written line by line from the compact rows: what comfy-table lays out for the plain
+    /// layout, without holding it.
+    fn write_plain(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let widths: Vec<usize> = self.widths.iter().map(|w| (*w).max(1)).collect();
+        let right = self.right.unwrap_or(0);
+        let mut first = true;
+        let mut line = String::new();
+        let mut emit = |cells: Vec<&str>, f: &mut std::fmt::Formatter<'_>| {
+            let lines: Vec<Vec<&str>> = cells.iter().map(|c| c.split('\n').collect()).collect();
+            let height = lines.iter().map(Vec::len).max().unwrap_or(0);
+            for k in 0..height {
+                line.clear();
+                for (i, w) in widths.iter().enumerate() {
+                    match lines.get(i).and_then(|l| l.get(k)) {
+                        Some(text) => {
+                            let pad = " ".repeat(w.saturating_sub(width_of(text)));
+                            if i < right {
+                                line.push_str(&pad);
+                                line.push_str(text);
+                            } else {
+                                line.push_str(text);
+                                line.push_str(&pad);
+                            }
+                            line.push_str("  ");
+                        }
+                        None => line.push_str(&" ".repeat(w + 2)),
+                    }
+                }
+                if !std::mem::take(&mut first) {
+                    f.write_str("\n")?;
+                }
+                f.write_str(line.trim_end())?;
+            }
+            Ok(())
+        };
+        if super::records::style().headers && !self.header.is_empty() {
+            emit(self.header.iter().map(String::as_str).collect(), f)?;
+        }
+        for cells in self.row_cells() {
+            emit(cells.collect(), f)?;
+        }
+        Ok(())
+    }
+}
+
+/// A cell's width as comfy-table measures it: its widest line.
+fn cell_width(cell: &str) -> usize {
+    cell.split('\n').map(width_of).max().unwrap_or(0)
 }
 
 /// The color of a severity or status word, if it has one.
@@ -165,10 +253,15 @@ fn word_color(word: &str) -> Option<comfy_table::Color> {
 impl std::fmt::Display for Grid {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let l = layout();
+        // comfy-table caps a column at u16::MAX columns and wraps what is wider.
+        let fits = self.widths.iter().all(|w| *w + 2 <= u16::MAX as usize);
+        if l.plain && l.width.is_none() && !super::records::style().color && fits {
+            return self.write_plain(f);
+        }
         let text = match l.width {
             Some(w) if self.min_width() > w => self.records(w),
             Some(w) => {
-                let mut t = self.table.clone();
+                let mut t = self.comfy(l.plain);
                 t.set_content_arrangement(ContentArrangement::Dynamic)
                     .set_width(w as u16);
                 for (i, s) in self.short.iter().enumerate() {
@@ -181,7 +274,7 @@ impl std::fmt::Display for Grid {
                 }
                 t.to_string()
             }
-            None => self.table.to_string(),
+            None => self.comfy(l.plain).to_string(),
         };
         if l.plain {
             let lines: Vec<&str> = text.lines().map(str::trim_end).collect();
@@ -212,7 +305,7 @@ impl Grid {
     /// its columns side by side.
     fn records(&self, width: usize) -> String {
         let mut out = String::new();
-        for (n, row) in self.table.row_iter().enumerate() {
+        for (n, row) in self.row_cells().enumerate() {
             if n > 0 {
                 out.push('\n');
             }
@@ -222,9 +315,9 @@ impl Grid {
                 .force_no_tty()
                 .set_content_arrangement(ContentArrangement::Dynamic)
                 .set_width(width.min(u16::MAX as usize) as u16);
-            for (i, cell) in row.cell_iter().enumerate() {
+            for (i, cell) in row.enumerate() {
                 let key = self.header.get(i).cloned().unwrap_or_default();
-                t.add_row(vec![key, cell.content()]);
+                t.add_row(vec![key, cell.to_owned()]);
             }
             if let Some(c) = t.column_mut(0) {
                 c.set_constraint(ColumnConstraint::ContentWidth);
@@ -318,6 +411,50 @@ fn wrap_line(out: &mut String, body: &str, width: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What comfy-table lays out for the plain layout, lines trimmed at the end.
+    fn via_comfy(g: &Grid) -> String {
+        let text = g.comfy(true).to_string();
+        let lines: Vec<&str> = text.lines().map(str::trim_end).collect();
+        lines.join("\n")
+    }
+
+    struct Plain<'a>(&'a Grid);
+
+    impl std::fmt::Display for Plain<'_> {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            self.0.write_plain(f)
+        }
+    }
+
+    #[test]
+    fn plain_tables_are_written_exactly_as_comfy_table_lays_them_out() {
+        // Cells of every kind: empty, wide characters, several lines, rows shorter and
+        // longer than the header, right alignment.
+        let words = [
+            "", "x", "thread-1", "1.2 KiB", "数据库", "e\u{301}t\u{e9}", "two\nlines", "a\n\nb",
+            "  lead", "trail  ", "-",
+        ];
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        for case in 0..300 {
+            let header: Vec<&str> = ["thread", "ns", "bytes", "status"][..1 + next(4)].to_vec();
+            let mut g = Grid::new(&header);
+            for _ in 0..next(6) {
+                let cells = (0..next(6)).map(|_| words[next(words.len())].to_owned()).collect();
+                g.row(cells);
+            }
+            if case % 3 == 0 {
+                g.align_right();
+            }
+            assert_eq!(Plain(&g).to_string(), via_comfy(&g), "case {case}: {g:?}");
+        }
+    }
 
     #[test]
     fn wraps_at_spaces_with_the_indent_kept() {
