@@ -141,11 +141,7 @@ impl Grid {
     fn comfy(&self, plain: bool) -> Table {
         let mut table = Table::new();
         table
-            .load_preset(if plain {
-                NOTHING
-            } else {
-                UTF8_FULL_CONDENSED
-            })
+            .load_preset(if plain { NOTHING } else { UTF8_FULL_CONDENSED })
             .set_content_arrangement(ContentArrangement::Disabled)
             .force_no_tty();
         let style = super::records::style();
@@ -432,8 +428,17 @@ mod tests {
         // Cells of every kind: empty, wide characters, several lines, rows shorter and
         // longer than the header, right alignment.
         let words = [
-            "", "x", "thread-1", "1.2 KiB", "数据库", "e\u{301}t\u{e9}", "two\nlines", "a\n\nb",
-            "  lead", "trail  ", "-",
+            "",
+            "x",
+            "thread-1",
+            "1.2 KiB",
+            "数据库",
+            "e\u{301}t\u{e9}",
+            "two\nlines",
+            "a\n\nb",
+            "  lead",
+            "trail  ",
+            "-",
         ];
         let mut seed = 0x2545_f491_4f6c_dd1du64;
         let mut next = |n: usize| {
@@ -446,7 +451,9 @@ mod tests {
             let header: Vec<&str> = ["thread", "ns", "bytes", "status"][..1 + next(4)].to_vec();
             let mut g = Grid::new(&header);
             for _ in 0..next(6) {
-                let cells = (0..next(6)).map(|_| words[next(words.len())].to_owned()).collect();
+                let cells = (0..next(6))
+                    .map(|_| words[next(words.len())].to_owned())
+                    .collect();
                 g.row(cells);
             }
             if case % 3 == 0 {
