@@ -70,6 +70,24 @@ def templates(saver: Any, mode: str, k: int) -> None:
     turn(g, st, BRANCH, "regenerated turn two", "h-1b", at=end_of_turn_1)
 
 
+def copy_threads(conn: Any, cols: dict[str, list[str]], insert: str, ph: str, args: argparse.Namespace) -> None:
+    """Copies the templates under `args.threads` ids, `args.chunk` threads per statement, then
+    removes them. `insert` copies one table ({t}; {rest}: its columns but thread_id) for the
+    ids of a series (start, end), the branch template every `branch_every`-th; `ph` is the
+    driver's placeholder."""
+    t0 = time.time()
+    for start in range(0, args.threads, args.chunk):
+        end = min(start + args.chunk, args.threads) - 1
+        for t, names in cols.items():
+            rest = ", ".join(c for c in names if c != "thread_id")
+            conn.execute(insert.format(t=t, rest=rest), (start, end, args.branch_every, BRANCH, PLAIN))
+        conn.commit()
+        print(f"{end + 1} threads, {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
+    for t in cols:
+        conn.execute(f"DELETE FROM {t} WHERE thread_id IN ({ph}, {ph})", (PLAIN, BRANCH))
+    conn.commit()
+
+
 def sqlite_store(args: argparse.Namespace) -> None:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
@@ -81,23 +99,15 @@ def sqlite_store(args: argparse.Namespace) -> None:
     templates(SqliteSaver(conn), args.mode, args.k)
     conn.commit()
     cols = {t: [r[1] for r in conn.execute(f"PRAGMA table_info({t})")] for t in ("checkpoints", "writes")}
-    t0 = time.time()
-    for start in range(0, args.threads, args.chunk):
-        end = min(start + args.chunk, args.threads) - 1
-        for t, names in cols.items():
-            rest = ", ".join(c for c in names if c != "thread_id")
-            conn.execute(
-                f"WITH RECURSIVE n(i) AS (SELECT ? UNION ALL SELECT i + 1 FROM n WHERE i < ?) "
-                f"INSERT INTO {t} (thread_id, {rest}) SELECT printf('s%07d', i), {rest} "
-                f"FROM n JOIN {t} ON thread_id = CASE WHEN i % ? = 0 THEN ? ELSE ? END "
-                f"ORDER BY i",
-                (start, end, args.branch_every, BRANCH, PLAIN),
-            )
-        conn.commit()
-        print(f"{end + 1} threads, {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
-    for t in cols:
-        conn.execute(f"DELETE FROM {t} WHERE thread_id IN (?, ?)", (PLAIN, BRANCH))
-    conn.commit()
+    copy_threads(
+        conn,
+        cols,
+        "WITH RECURSIVE n(i) AS (SELECT ? UNION ALL SELECT i + 1 FROM n WHERE i < ?) "
+        "INSERT INTO {t} (thread_id, {rest}) SELECT printf('s%07d', i), {rest} "
+        "FROM n JOIN {t} ON thread_id = CASE WHEN i % ? = 0 THEN ? ELSE ? END ORDER BY i",
+        "?",
+        args,
+    )
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
     print(f"{out}: {args.threads} threads, {out.stat().st_size / 1e9:.2f} GB", flush=True)
@@ -118,7 +128,6 @@ def pg_store(args: argparse.Namespace) -> None:
         saver.setup()
         templates(saver, args.mode, args.k)
     tables = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
-    t0 = time.time()
     with psycopg.connect(target) as conn:
         cols = {
             t: [
@@ -131,21 +140,15 @@ def pg_store(args: argparse.Namespace) -> None:
             ]
             for t in tables
         }
-        for start in range(0, args.threads, args.chunk):
-            end = min(start + args.chunk, args.threads) - 1
-            for t, names in cols.items():
-                rest = ", ".join(c for c in names if c != "thread_id")
-                conn.execute(
-                    f"INSERT INTO {t} (thread_id, {rest}) SELECT 's' || lpad(i::text, 7, '0'), {rest} "
-                    f"FROM generate_series(%s::int, %s::int) i JOIN {t} "
-                    f"ON thread_id = CASE WHEN i %% %s = 0 THEN %s ELSE %s END ORDER BY i",
-                    (start, end, args.branch_every, BRANCH, PLAIN),
-                )
-            conn.commit()
-            print(f"{end + 1} threads, {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
-        for t in tables:
-            conn.execute(f"DELETE FROM {t} WHERE thread_id IN (%s, %s)", (PLAIN, BRANCH))
-        conn.commit()
+        copy_threads(
+            conn,
+            cols,
+            "INSERT INTO {t} (thread_id, {rest}) SELECT 's' || lpad(i::text, 7, '0'), {rest} "
+            "FROM generate_series(%s::int, %s::int) i JOIN {t} "
+            "ON thread_id = CASE WHEN i %% %s = 0 THEN %s ELSE %s END ORDER BY i",
+            "%s",
+            args,
+        )
     with psycopg.connect(target, autocommit=True) as conn:
         conn.execute("VACUUM ANALYZE")
         size = conn.execute("SELECT pg_size_pretty(pg_database_size(current_database()))").fetchone()
