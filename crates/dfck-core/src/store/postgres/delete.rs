@@ -20,30 +20,42 @@ const ORPHAN_BLOBS: &str = "FROM checkpoint_blobs b WHERE b.thread_id = $1 AND N
      AND c.checkpoint -> 'channel_versions' ->> b.channel = b.version)";
 
 impl PostgresStore {
-    /// Runs a `DELETE … RETURNING <bytes>` (or a `SELECT` of one bytes column) and sums it.
-    fn sum_rows(
+    /// Runs one statement whose rows are (kind, bytes), `kind` in `0..N` (the data-modifying
+    /// `WITH` parts of several deletions, or the `UNION ALL` of several counts: one round
+    /// trip), and sums the rows and bytes of each kind.
+    fn sum_kinds<const N: usize>(
         &self,
         what: &str,
         sql: &str,
         args: &[(&(dyn ToSql + Sync), Type)],
-    ) -> Result<(u64, u64), StoreError> {
+    ) -> Result<[(u64, u64); N], StoreError> {
         let rows = self
             .rt
             .block_on(self.client.query_typed(sql, args))
             .map_err(|e| self.err(what, e))?;
-        let bytes = rows
-            .iter()
-            .map(|r| {
-                r.try_get::<_, Option<i64>>(0)
-                    .ok()
-                    .flatten()
-                    .unwrap_or(0)
-                    .max(0) as u64
-            })
-            .sum();
-        Ok((rows.len() as u64, bytes))
+        let mut out = [(0u64, 0u64); N];
+        for r in &rows {
+            let kind = r.try_get::<_, i32>(0).map_err(|e| self.err(what, e))?;
+            let bytes = r
+                .try_get::<_, Option<i64>>(1)
+                .ok()
+                .flatten()
+                .unwrap_or(0)
+                .max(0) as u64;
+            if let Some(slot) = usize::try_from(kind).ok().and_then(|k| out.get_mut(k)) {
+                slot.0 += 1;
+                slot.1 += bytes;
+            }
+        }
+        Ok(out)
     }
 }
+
+/// What a deleted (or counted) row of each table weighs, as `RETURNING` gives it.
+const WRITE_BYTES: &str = "length(blob)::int8";
+const BLOB_BYTES: &str = "coalesce(length(blob), 0)::int8";
+const CHECKPOINT_BYTES: &str =
+    "(octet_length(checkpoint::text) + octet_length(metadata::text))::int8";
 
 impl DeleteRows for PostgresStore {
     fn delete_checkpoints(
@@ -58,17 +70,14 @@ impl DeleteRows for PostgresStore {
             (&ns, Type::TEXT),
             (&ids, Type::TEXT_ARRAY),
         ];
-        let (writes, wb) = self.sum_rows(
-            "deleting writes",
-            "DELETE FROM checkpoint_writes WHERE thread_id = $1 AND checkpoint_ns = $2 \
-             AND checkpoint_id = ANY($3) RETURNING length(blob)::int8",
-            &args,
-        )?;
-        let (checkpoints, cb) = self.sum_rows(
-            "deleting checkpoints",
-            "DELETE FROM checkpoints WHERE thread_id = $1 AND checkpoint_ns = $2 \
-             AND checkpoint_id = ANY($3) \
-             RETURNING (octet_length(checkpoint::text) + octet_length(metadata::text))::int8",
+        let keys = "thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = ANY($3)";
+        let [(writes, wb), (checkpoints, cb)] = self.sum_kinds(
+            "deleting checkpoints and their writes",
+            &format!(
+                "WITH dw AS (DELETE FROM checkpoint_writes WHERE {keys} RETURNING {WRITE_BYTES} n), \
+                 dc AS (DELETE FROM checkpoints WHERE {keys} RETURNING {CHECKPOINT_BYTES} n) \
+                 SELECT 0, n FROM dw UNION ALL SELECT 1, n FROM dc"
+            ),
             &args,
         )?;
         Ok(RowCounts {
@@ -81,21 +90,15 @@ impl DeleteRows for PostgresStore {
 
     fn delete_thread(&self, thread_id: &str) -> Result<RowCounts, StoreError> {
         let args: [(&(dyn ToSql + Sync), Type); 1] = [(&thread_id, Type::TEXT)];
-        let (writes, wb) = self.sum_rows(
-            "deleting writes",
-            "DELETE FROM checkpoint_writes WHERE thread_id = $1 RETURNING length(blob)::int8",
-            &args,
-        )?;
-        let (blobs, bb) = self.sum_rows(
-            "deleting blobs",
-            "DELETE FROM checkpoint_blobs WHERE thread_id = $1 \
-             RETURNING coalesce(length(blob), 0)::int8",
-            &args,
-        )?;
-        let (checkpoints, cb) = self.sum_rows(
-            "deleting checkpoints",
-            "DELETE FROM checkpoints WHERE thread_id = $1 \
-             RETURNING (octet_length(checkpoint::text) + octet_length(metadata::text))::int8",
+        let [(writes, wb), (blobs, bb), (checkpoints, cb)] = self.sum_kinds(
+            "deleting the thread",
+            &format!(
+                "WITH dw AS (DELETE FROM checkpoint_writes WHERE thread_id = $1 \
+                    RETURNING {WRITE_BYTES} n), \
+                 db AS (DELETE FROM checkpoint_blobs WHERE thread_id = $1 RETURNING {BLOB_BYTES} n), \
+                 dc AS (DELETE FROM checkpoints WHERE thread_id = $1 RETURNING {CHECKPOINT_BYTES} n) \
+                 SELECT 0, n FROM dw UNION ALL SELECT 1, n FROM db UNION ALL SELECT 2, n FROM dc"
+            ),
             &args,
         )?;
         Ok(RowCounts {
@@ -108,19 +111,14 @@ impl DeleteRows for PostgresStore {
 
     fn delete_orphans(&self, thread_id: &str) -> Result<RowCounts, StoreError> {
         let args: [(&(dyn ToSql + Sync), Type); 1] = [(&thread_id, Type::TEXT)];
-        let (writes, wb) = self.sum_rows(
-            "deleting orphan writes",
+        let [(writes, wb), (blobs, bb)] = self.sum_kinds(
+            "deleting orphan rows",
             &format!(
-                "DELETE FROM checkpoint_writes WHERE ctid IN (SELECT w.ctid {ORPHAN_WRITES}) \
-                 RETURNING length(blob)::int8"
-            ),
-            &args,
-        )?;
-        let (blobs, bb) = self.sum_rows(
-            "deleting orphan blobs",
-            &format!(
-                "DELETE FROM checkpoint_blobs WHERE ctid IN (SELECT b.ctid {ORPHAN_BLOBS}) \
-                 RETURNING coalesce(length(blob), 0)::int8"
+                "WITH dw AS (DELETE FROM checkpoint_writes WHERE ctid IN (SELECT w.ctid {ORPHAN_WRITES}) \
+                    RETURNING {WRITE_BYTES} n), \
+                 db AS (DELETE FROM checkpoint_blobs WHERE ctid IN (SELECT b.ctid {ORPHAN_BLOBS}) \
+                    RETURNING {BLOB_BYTES} n) \
+                 SELECT 0, n FROM dw UNION ALL SELECT 1, n FROM db"
             ),
             &args,
         )?;
@@ -134,14 +132,12 @@ impl DeleteRows for PostgresStore {
 
     fn count_orphans(&self, thread_id: &str) -> Result<RowCounts, StoreError> {
         let args: [(&(dyn ToSql + Sync), Type); 1] = [(&thread_id, Type::TEXT)];
-        let (writes, wb) = self.sum_rows(
-            "counting orphan writes",
-            &format!("SELECT length(w.blob)::int8 {ORPHAN_WRITES}"),
-            &args,
-        )?;
-        let (blobs, bb) = self.sum_rows(
-            "counting orphan blobs",
-            &format!("SELECT coalesce(length(b.blob), 0)::int8 {ORPHAN_BLOBS}"),
+        let [(writes, wb), (blobs, bb)] = self.sum_kinds(
+            "counting orphan rows",
+            &format!(
+                "SELECT 0, length(w.blob)::int8 {ORPHAN_WRITES} \
+                 UNION ALL SELECT 1, coalesce(length(b.blob), 0)::int8 {ORPHAN_BLOBS}"
+            ),
             &args,
         )?;
         Ok(RowCounts {
