@@ -121,7 +121,11 @@ impl Grid {
             if i > 0 {
                 row.push(SEP);
             }
-            row.push_str(&c.replace(SEP, "\\x1f"));
+            if c.contains(SEP) {
+                row.push_str(&c.replace(SEP, "\\x1f"));
+            } else {
+                row.push_str(c);
+            }
         }
         self.rows.push(row.into_boxed_str());
     }

@@ -395,3 +395,52 @@ fn a_rollback_journal_store_converts_with_sqlites_defaults() {
     assert_eq!(exit, 0);
     assert!(!db.with_extension("db-wal").exists());
 }
+
+/// A thread that fits the free space alone but not beside the rows of the group
+/// transaction it would join gets a transaction of its own: with just enough space for the
+/// largest thread, every thread converts, grouped or not.
+#[test]
+fn a_thread_too_big_for_its_group_goes_alone_and_is_not_refused() {
+    let run = |free: u64, group: &str| {
+        let (_dir, db) = temp_copy(&sqlite_fixture("delta_k3"));
+        let out = crate::common::dfck_command()
+            .args(["--db", &s(&db), "migrate", "delta-to-full", "--all"])
+            .args(["--apply", "--accept-delta-view", "--format", "json"])
+            .env("DFCK_FAILPOINT", format!("free-bytes:{free}{group}"))
+            .output()
+            .unwrap();
+        let j: Json = serde_json::from_slice(&out.stdout).unwrap_or(Json::Null);
+        (
+            j["converted"].as_u64().unwrap_or(0),
+            j["refused"].as_u64().unwrap_or(0),
+        )
+    };
+    // The least free space at which no thread is refused, one thread per transaction.
+    let (mut low, mut high) = (4u64 << 20, 64u64 << 20);
+    assert_eq!(
+        run(high, ",group-threads:1").1,
+        0,
+        "64 MiB is room for every thread"
+    );
+    assert!(
+        run(low, ",group-threads:1").1 > 0,
+        "the reserve alone fits no thread"
+    );
+    while high - low > 1 {
+        let mid = low + (high - low) / 2;
+        if run(mid, ",group-threads:1").1 == 0 {
+            high = mid;
+        } else {
+            low = mid;
+        }
+    }
+    let (alone, _) = run(high, ",group-threads:1");
+    assert_eq!(alone, 8);
+    // Two threads together do not fit there: the groups must hand threads over.
+    assert_eq!(run(high, ""), (8, 0), "grouped, at {high} free bytes");
+    assert_eq!(
+        run(high, ",group-threads:2"),
+        (8, 0),
+        "groups of two, at {high}"
+    );
+}

@@ -3,8 +3,9 @@
 
 use super::{Planned, ThreadPlan, active_run_refusal};
 use crate::error::Error;
+use crate::error::StoreError;
 use crate::progress::Progress;
-use crate::store::PlanStore;
+use crate::store::{PlanStore, Store};
 
 /// Plans `job` on the given threads (every thread of the store when none are given) and
 /// returns each thread's report in thread order: a thread the command would write shows as
@@ -37,9 +38,7 @@ where
     progress.start("planning threads", Some(ids.len() as u64));
     let mut out = Vec::with_capacity(ids.len());
     let budget = crate::failpoint::Failpoints::from_env("plan").batch_bytes(AHEAD_BYTES);
-    let ahead = job
-        .reads_whole_threads()
-        .filter(|_| ids.len() > 1 && budget > 0);
+    let ahead = ahead_of(job, ids.len(), budget);
     let planned = (|| -> Result<(), Error> {
         for chunk in ids.chunks(AHEAD_THREADS) {
             if let Some(values) = ahead {
@@ -62,10 +61,7 @@ where
     })();
     // Nothing read ahead outlives the dry run, whether it finished or failed (a
     // long-running caller reuses the connection).
-    let forgotten = match ahead {
-        Some(_) => conn.store().read_ahead(&[], 0, false),
-        None => Ok(()),
-    };
+    let forgotten = forget_ahead(conn.store(), ahead);
     planned?;
     forgotten?;
     progress.finish();
@@ -76,3 +72,23 @@ where
 const AHEAD_THREADS: usize = 128;
 /// Bytes of rows a batch read ahead holds, about.
 pub(super) const AHEAD_BYTES: usize = 16 << 20;
+
+/// How `job` reads `count` threads ahead (`Some(values)`, see
+/// [`ThreadPlan::reads_whole_threads`]), a batch holding `budget` bytes: only when it reads
+/// whole threads and there is more than one.
+pub(super) fn ahead_of<C: ?Sized, J: ThreadPlan<C>>(
+    job: &J,
+    count: usize,
+    budget: usize,
+) -> Option<bool> {
+    job.reads_whole_threads()
+        .filter(|_| count > 1 && budget > 0)
+}
+
+/// Forgets what was read ahead, when anything was.
+pub(super) fn forget_ahead(store: &dyn Store, ahead: Option<bool>) -> Result<(), StoreError> {
+    match ahead {
+        Some(_) => store.read_ahead(&[], 0, false),
+        None => Ok(()),
+    }
+}

@@ -7,7 +7,7 @@
 //! not fit the free space beside the group's rows, gets a transaction of its own after the
 //! group commits. The contract is in `docs/write-engine.md`.
 
-use super::dry_run::AHEAD_BYTES;
+use super::dry_run::{AHEAD_BYTES, ahead_of, forget_ahead};
 use super::{
     ApplyContext, Locked, RunOptions, Sizes, ThreadJob, busy_refusal, finish_thread, run_thread,
     work_locked,
@@ -82,9 +82,7 @@ where
     let started = Instant::now();
     // Read under the group's locks, where the store reads threads in batches.
     let budget = cx.failpoints.batch_bytes(AHEAD_BYTES);
-    let ahead = job
-        .reads_whole_threads()
-        .filter(|_| ids.len() > 1 && budget > 0);
+    let ahead = ahead_of(job, ids.len(), budget);
     let mut done = Vec::with_capacity(ids.len());
     let mut sizes = Sizes::default();
     let mut kept = false;
@@ -136,10 +134,7 @@ where
         Ok(())
     })();
     // Nothing read ahead outlives the group.
-    let forgotten = match ahead {
-        Some(_) => conn.store().read_ahead(&[], 0, false),
-        None => Ok(()),
-    };
+    let forgotten = forget_ahead(conn.store(), ahead);
     if let Err(e) = worked.and_then(|()| forgotten.map_err(Error::from)) {
         let _ = conn.rollback();
         return Err(e);

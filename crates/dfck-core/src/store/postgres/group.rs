@@ -9,6 +9,7 @@ use crate::error::StoreError;
 use crate::store::ThreadLock;
 use std::collections::HashSet;
 use tokio_postgres::error::SqlState;
+use tokio_postgres::types::Type;
 
 impl PostgresStore {
     /// Opens the group's transaction and locks its threads: each thread's advisory lock
@@ -62,7 +63,9 @@ impl PostgresStore {
             ("locking the threads' blobs", "checkpoint_blobs"),
         ] {
             let sql = format!("SELECT 1 FROM {table} WHERE {IN_BATCH} FOR UPDATE NOWAIT");
-            let r = self.rt.block_on(self.client.query(&sql, &[&list]));
+            let r = self
+                .rt
+                .block_on(self.client.query_typed(&sql, &[(&list, Type::TEXT)]));
             if let Err(e) = r {
                 let code = e.code();
                 if code == Some(&SqlState::LOCK_NOT_AVAILABLE)
