@@ -111,6 +111,7 @@ fuzz_target!(|data: &[u8]| {
         checkpoint_ns: String::new(),
         nodes,
         index,
+        values: true,
     };
     for r in [Reducer::Langgraph, Reducer::Deerflow] {
         let _ = for_each_stored_messages(&t, r, &mut |i, stored| {

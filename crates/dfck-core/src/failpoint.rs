@@ -18,6 +18,8 @@
 //! - `batch-required:N` — the same budget, and a thread of a batch read on its own (not
 //!   with its batch) fails the command, so a test can tell that the batch took every thread;
 //! - `group-threads:N` — a group transaction of the write engine takes N threads at most;
+//! - `whole-bytes:N` — a write command holds a thread's values in memory only up to N stored
+//!   bytes (`0`: every thread is read back one checkpoint at a time);
 //! - `hold:PATH` — with every connection of a write command open (inside the first thread
 //!   transaction that writes, its locks held; or after `reclaim`'s VACUUM), write the process
 //!   id to PATH and wait until a test removes it (at most two minutes): the test meanwhile
@@ -37,6 +39,7 @@ pub struct Failpoints {
     batch_bytes: Option<usize>,
     batch_required: bool,
     group_threads: Option<usize>,
+    whole_bytes: Option<u64>,
     #[cfg(feature = "failpoints")]
     hold: bool,
 }
@@ -64,6 +67,7 @@ impl Failpoints {
             batch_bytes: parse(find("batch-bytes:")).or_else(|| parse(find("batch-required:"))),
             batch_required: find("batch-required:").is_some(),
             group_threads: parse(find("group-threads:")),
+            whole_bytes: parse(find("whole-bytes:")),
             hold: find("hold:").is_some(),
         }
     }
@@ -173,6 +177,12 @@ impl Failpoints {
     /// injected.
     pub fn group_threads(&self, default: usize) -> usize {
         self.group_threads.unwrap_or(default).max(1)
+    }
+
+    /// The stored bytes up to which a write command holds a thread's values: `default`
+    /// unless injected.
+    pub fn whole_thread_bytes(&self, default: u64) -> u64 {
+        self.whole_bytes.unwrap_or(default)
     }
 
     /// Whether a thread of a batch read on its own fails the command.

@@ -46,7 +46,7 @@ pub fn digest_thread(store: &dyn Store, thread_id: &str) -> Result<ThreadDigest,
         let mut t = LoadedThread::load_full(store, thread_id, &ns).map_err(e)?;
         one_value_per_version(&mut t);
         let reducer = MigrateOptions::default().reducer_for(&t);
-        let state = fingerprints(&t, reducer).ok();
+        let state = fingerprints(store, &t, reducer).ok();
         let raw = match state {
             Some(_) => None,
             None => Some(raw_bodies(store, thread_id, &ns)?),

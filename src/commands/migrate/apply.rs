@@ -302,7 +302,7 @@ impl<C: PlanStore + ?Sized> dfck_core::write::ThreadPlan<C> for DeltaToFull<'_> 
         let mut state = Vec::with_capacity(loaded.len());
         for t in &loaded {
             let reducer = self.opts.reducer_for(t);
-            match fingerprints(t, reducer) {
+            match fingerprints(conn.store(), t, reducer) {
                 Ok(fp) => state.push((t.checkpoint_ns.clone(), reducer, fp)),
                 Err(reason) => return Ok(Planned::Done(refuse(report, reason.0))),
             }
@@ -344,7 +344,7 @@ impl<C: ConvertStore + ?Sized> ThreadJob<C> for DeltaToFull<'_> {
         for (ns, reducer, before) in &done.state {
             let after = LoadedThread::load_full(conn.store(), thread_id, ns)
                 .map_err(|e| Refusal(format!("verification failed: {e}")))?;
-            compare(before, &fingerprints(&after, *reducer)?)?;
+            compare(before, &fingerprints(conn.store(), &after, *reducer)?)?;
         }
         Ok(())
     }

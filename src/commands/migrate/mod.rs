@@ -22,7 +22,6 @@ pub(crate) use state::{StateFingerprints, compare as compare_states, fingerprint
 use crate::commands::wiring::WriteRequest;
 use dfck_core::error::Error;
 use dfck_core::materialize::Reducer;
-use dfck_core::model::has_marker;
 use dfck_core::model::thread::LoadedThread;
 use dfck_core::progress::Progress;
 use dfck_core::store::Store;
@@ -43,7 +42,7 @@ impl MigrateOptions {
     /// The reducer for one loaded namespace.
     pub fn reducer_for(&self, t: &LoadedThread) -> Reducer {
         self.reducer.unwrap_or_else(|| {
-            if t.nodes.iter().any(|n| has_marker(&n.metadata)) {
+            if t.nodes.iter().any(|n| n.facts.marker.is_some()) {
                 Reducer::Deerflow
             } else {
                 Reducer::Langgraph

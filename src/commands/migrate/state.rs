@@ -13,8 +13,10 @@ use super::checks::digest;
 use dfck_core::codec::{self, EXT_DELTA_SNAPSHOT, Value};
 use dfck_core::materialize::{Reducer, replay_writes, unwrap_snapshot};
 use dfck_core::model::thread::LoadedThread;
-use dfck_core::model::{MESSAGES, Write};
+use dfck_core::model::{Checkpoint, MESSAGES, Write};
+use dfck_core::store::Store;
 use dfck_core::write::Refusal;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::rc::Rc;
 
@@ -45,12 +47,14 @@ fn seed(v: Value) -> Vec<Value> {
     }
 }
 
-/// Fingerprints every checkpoint of one namespace (see the module header).
+/// Fingerprints every checkpoint of one namespace (see the module header). A thread loaded
+/// without its values ([`LoadedThread::load_bounded`]) is read back from `store` one
+/// checkpoint at a time.
 pub(crate) fn fingerprints(
+    store: &dyn Store,
     t: &LoadedThread,
     reducer: Reducer,
 ) -> Result<StateFingerprints, Refusal> {
-    let fail = |e: String| Refusal(format!("materialization fails: {e}"));
     let mut out = HashMap::with_capacity(t.nodes.len());
     // (node, the `messages` base its children replay from: the value after its parent's
     // history, before this node's own writes)
@@ -63,63 +67,100 @@ pub(crate) fn fingerprints(
         .collect();
     while let Some((i, base)) = stack.pop() {
         let n = &t.nodes[i];
-        let ck = n
-            .checkpoint
-            .as_ref()
-            .map_err(|e| Refusal(format!("unreadable checkpoint: {e}")))?;
-        let mut h = xxhash_rust::xxh3::Xxh3::new();
-        let mut channels: Vec<(&str, Value)> = Vec::new();
-        for (name, v) in &ck.channel_values {
-            if name != MESSAGES {
-                channels.push((name, stored(&n.id, name, v)?));
-            }
-        }
-        channels.sort_by(|a, b| a.0.cmp(b.0));
-        for (name, v) in &channels {
-            h.update(name.as_bytes());
-            h.update(&[0]);
-            h.update(&codec::encode(v));
-        }
+        let ck = values_at(store, t, i)?;
         // What this checkpoint shows for `messages`, and the history its children start from.
-        let own: Option<Value> = match ck.value(MESSAGES) {
-            Some(v) => Some(stored(&n.id, MESSAGES, v)?),
-            None => None,
-        };
-        let shown: Option<Vec<Value>> = match (&own, ck.version(MESSAGES)) {
-            (Some(v), _) => Some(seed(v.clone())),
-            (None, Some(_)) => Some((*base).clone()),
+        let own = own_messages(&n.id, &ck)?;
+        let shown: Option<&[Value]> = match (&own, ck.version(MESSAGES)) {
+            (Some(v), _) => Some(v),
+            (None, Some(_)) => Some(&base),
             (None, None) => None,
         };
-        h.update(b"messages\0");
-        match &shown {
-            Some(list) => h.update(digest(list).as_bytes()),
-            None => h.update(b"-"),
-        }
-        out.insert(n.id.clone(), h.digest128());
+        let fp = node_fingerprint(&n.id, &ck, shown.map(digest).as_deref())?;
+        out.insert(n.id.clone(), fp);
         if n.children.is_empty() {
             continue;
         }
         // The history walk seeds from the nearest ancestor that stores a value.
         let start = match own {
-            Some(v) => seed(v),
+            Some(v) => v,
             None => Rc::try_unwrap(base).unwrap_or_else(|rc| (*rc).clone()),
         };
-        let mut writes = Vec::new();
-        for w in n.writes.iter().filter(|w| w.channel == MESSAGES) {
-            writes.push(Write::from_row(w.clone(), &t.thread_id).map_err(|e| fail(e.to_string()))?);
-        }
-        let next = if writes.is_empty() {
-            start
-        } else {
-            let refs: Vec<&Value> = writes.iter().map(|w| &w.value).collect();
-            replay_writes(start, &refs, reducer).map_err(fail)?
-        };
-        let next = Rc::new(next);
+        let next = Rc::new(replay_messages(t, i, start, reducer)?.0);
         for &c in &n.children {
             stack.push((c, next.clone()));
         }
     }
     Ok(out)
+}
+
+/// Checkpoint `i` with its values, read back when the thread was loaded without them.
+pub(crate) fn values_at<'t>(
+    store: &dyn Store,
+    t: &'t LoadedThread,
+    i: usize,
+) -> Result<Cow<'t, Checkpoint>, Refusal> {
+    t.checkpoint_values(store, i)
+        .map_err(|e| Refusal(format!("unreadable checkpoint: {e}")))
+}
+
+/// The list a checkpoint stores as `messages`, as LangGraph reads it (a snapshot
+/// unwrapped), or `None` when it stores none.
+pub(crate) fn own_messages(id: &str, ck: &Checkpoint) -> Result<Option<Vec<Value>>, Refusal> {
+    ck.value(MESSAGES)
+        .map(|v| stored(id, MESSAGES, v).map(seed))
+        .transpose()
+}
+
+/// The fingerprint of one checkpoint: every channel but `messages` as stored (snapshots
+/// unwrapped), and `shown`, the [`digest`] of the `messages` list it shows (`None`: none).
+pub(crate) fn node_fingerprint(
+    id: &str,
+    ck: &Checkpoint,
+    shown: Option<&str>,
+) -> Result<u128, Refusal> {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    let mut channels: Vec<(&str, Value)> = Vec::new();
+    for (name, v) in &ck.channel_values {
+        if name != MESSAGES {
+            channels.push((name, stored(id, name, v)?));
+        }
+    }
+    channels.sort_by(|a, b| a.0.cmp(b.0));
+    for (name, v) in &channels {
+        h.update(name.as_bytes());
+        h.update(&[0]);
+        h.update(&codec::encode(v));
+    }
+    h.update(b"messages\0");
+    match shown {
+        Some(d) => h.update(d.as_bytes()),
+        None => h.update(b"-"),
+    }
+    Ok(h.digest128())
+}
+
+/// `start` with node `i`'s own `messages` writes replayed onto it: what its children see;
+/// and whether those writes hold an `Overwrite`.
+pub(crate) fn replay_messages(
+    t: &LoadedThread,
+    i: usize,
+    start: Vec<Value>,
+    reducer: Reducer,
+) -> Result<(Vec<Value>, bool), Refusal> {
+    let fail = |e: String| Refusal(format!("materialization fails: {e}"));
+    let mut writes = Vec::new();
+    for w in t.nodes[i].writes.iter().filter(|w| w.channel == MESSAGES) {
+        writes.push(Write::from_row(w.clone(), &t.thread_id).map_err(|e| fail(e.to_string()))?);
+    }
+    if writes.is_empty() {
+        return Ok((start, false));
+    }
+    let overwrite = writes.iter().any(|w| w.value.overwrite_value().is_some());
+    let refs: Vec<&Value> = writes.iter().map(|w| &w.value).collect();
+    Ok((
+        replay_writes(start, &refs, reducer).map_err(fail)?,
+        overwrite,
+    ))
 }
 
 /// Compares the state before and after a rewrite: every checkpoint shows what it showed.

@@ -131,7 +131,7 @@ pub fn plan_thread(
     };
     let mut work = Vec::new();
     for t in &loaded {
-        match plan_namespace(t, opts, &mut report) {
+        match plan_namespace(store, t, opts, &mut report) {
             Ok(Some(w)) => work.push(w),
             Ok(None) => {}
             Err(reason) => return Ok((report.refused(reason), None)),
@@ -160,6 +160,7 @@ fn load(
 
 /// What one namespace loses (`Ok(None)`: nothing), counted into `report`.
 fn plan_namespace(
+    store: &dyn Store,
     t: &LoadedThread,
     opts: &PruneOptions,
     report: &mut ThreadPrune,
@@ -204,7 +205,7 @@ fn plan_namespace(
         }
     }
     let reducer = MigrateOptions::default().reducer_for(t);
-    let mut kept = fingerprints(t, reducer).map_err(|r| r.0)?;
+    let mut kept = fingerprints(store, t, reducer).map_err(|r| r.0)?;
     let latest = newest_id(t).and_then(|id| kept.get(id).copied());
     let delete: Vec<String> = delete.keys().map(|&i| t.nodes[i].id.clone()).collect();
     kept.retain(|id, _| !delete.contains(id));
@@ -420,7 +421,7 @@ impl<C: DeleteRows + ?Sized> ThreadJob<C> for Prune<'_> {
                     {
                         return fail(format!("kept checkpoint {} lost its parent", n.id));
                     }
-                    let shown = fingerprints(&after, ns.reducer)?;
+                    let shown = fingerprints(store, &after, ns.reducer)?;
                     compare_states(&ns.kept, &shown)?;
                     // What LangGraph resumes from shows the same conversation.
                     let now = newest_id(&after).and_then(|id| shown.get(id).copied());

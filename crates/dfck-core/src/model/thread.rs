@@ -6,10 +6,11 @@
 
 use super::{Checkpoint, MODE_MARKER, MessagesEncoding, metadata_is_delta, parse_metadata};
 use crate::codec::{Depth, Value};
-use crate::error::{ModelError, StoreError};
+use crate::error::{Error, ModelError, StoreError};
 use crate::store::batch::NamespaceRows;
 use crate::store::{CheckpointRow, Store, WriteRow};
 use serde_json::{Map, Value as Json};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -137,6 +138,15 @@ fn compact(ck: &mut Checkpoint) {
     ck.versions_seen = seen;
 }
 
+/// Reduces a node loaded with its values to what a structural load keeps.
+fn shed(n: &mut Node, empty: &Arc<Map<String, Json>>) {
+    if let Ok(ck) = &mut n.checkpoint {
+        compact(ck);
+        ck.metadata = Arc::clone(empty);
+    }
+    n.metadata = Arc::clone(empty);
+}
+
 /// The channel of queued `Send`s, kept whole by [`compact`].
 const PREGEL_TASKS: &str = "__pregel_tasks";
 
@@ -151,6 +161,24 @@ pub struct LoadedThread {
     pub nodes: Vec<Node>,
     /// Checkpoint id → index in `nodes`.
     pub index: HashMap<String, usize>,
+    /// Every checkpoint holds its values and metadata (see [`LoadedThread::load_bounded`]).
+    pub values: bool,
+}
+
+/// The stored bytes up to which a write command holds a thread whole, values included
+/// ([`LoadedThread::load_bounded`]); a larger thread is read back one checkpoint at a time.
+pub const WHOLE_THREAD_BYTES: u64 = 32 << 20;
+
+/// What a load keeps of each checkpoint and write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Keep {
+    /// Structure only (every value dropped).
+    Structure,
+    /// Every value.
+    Values,
+    /// Every value while the stored bytes read stay within the budget; past it, the
+    /// structure of every checkpoint and every write's value.
+    UpTo(u64),
 }
 
 impl LoadedThread {
@@ -166,13 +194,52 @@ impl LoadedThread {
         ns: &str,
         visitor: &mut dyn LoadVisitor,
     ) -> Result<Self, StoreError> {
-        Self::load_inner(store, thread_id, ns, visitor, false)
+        Self::load_inner(store, thread_id, ns, visitor, Keep::Structure)
     }
 
     /// Reads every checkpoint and write of (thread, ns) and keeps every value (for
     /// whole-thread materialization; memory follows the thread's bytes).
     pub fn load_full(store: &dyn Store, thread_id: &str, ns: &str) -> Result<Self, StoreError> {
-        Self::load_inner(store, thread_id, ns, &mut NoVisitor, true)
+        Self::load_inner(store, thread_id, ns, &mut NoVisitor, Keep::Values)
+    }
+
+    /// Reads every checkpoint and write of (thread, ns) in one pass, keeping every value
+    /// while the thread's stored bytes stay within `budget` ([`LoadedThread::values`] is
+    /// then true). A larger thread keeps its structure (as [`LoadedThread::load`]) and every
+    /// write's value; [`LoadedThread::checkpoint_values`] reads its checkpoints back one at a
+    /// time, so memory follows the largest checkpoint, not the thread.
+    pub fn load_bounded(
+        store: &dyn Store,
+        thread_id: &str,
+        ns: &str,
+        budget: u64,
+    ) -> Result<Self, StoreError> {
+        Self::load_inner(store, thread_id, ns, &mut NoVisitor, Keep::UpTo(budget))
+    }
+
+    /// Checkpoint `i` with every value: the loaded one when the thread holds its values,
+    /// else read back from `store` and decoded whole.
+    pub fn checkpoint_values(
+        &self,
+        store: &dyn Store,
+        i: usize,
+    ) -> Result<Cow<'_, Checkpoint>, Error> {
+        let n = &self.nodes[i];
+        let ck = n.checkpoint.as_ref().map_err(|e| ModelError::Malformed {
+            what: n.id.clone(),
+            reason: e.to_string(),
+        })?;
+        if self.values {
+            return Ok(Cow::Borrowed(ck));
+        }
+        let row = store
+            .checkpoint(&self.thread_id, &self.checkpoint_ns, &n.id)?
+            .ok_or_else(|| StoreError::CheckpointNotFound {
+                thread_id: self.thread_id.clone(),
+                checkpoint_ns: self.checkpoint_ns.clone(),
+                checkpoint_id: n.id.clone(),
+            })?;
+        Ok(Cow::Owned(Checkpoint::from_row(row)?))
     }
 
     /// A namespace read beforehand ([`Store::read_threads`]), as [`Self::load_with`]
@@ -193,7 +260,7 @@ impl LoadedThread {
             thread_id,
             &checkpoint_ns,
             visitor,
-            false,
+            Keep::Structure,
             &mut |f| checkpoints.take().into_iter().flatten().try_for_each(f),
             &mut || Ok(writes.take().unwrap_or_default()),
         )
@@ -204,9 +271,9 @@ impl LoadedThread {
         thread_id: &str,
         ns: &str,
         visitor: &mut dyn LoadVisitor,
-        keep_values: bool,
+        keep: Keep,
     ) -> Result<Self, StoreError> {
-        let scan = if keep_values {
+        let scan = if keep != Keep::Structure {
             Store::scan_thread_values
         } else {
             Store::scan_thread
@@ -215,7 +282,7 @@ impl LoadedThread {
             thread_id,
             ns,
             visitor,
-            keep_values,
+            keep,
             &mut |f| scan(store, thread_id, ns, f),
             &mut || store.thread_writes(thread_id, ns),
         )
@@ -227,13 +294,26 @@ impl LoadedThread {
         thread_id: &str,
         ns: &str,
         visitor: &mut dyn LoadVisitor,
-        keep_values: bool,
+        keep: Keep,
         scan: &mut dyn FnMut(RowSink<'_>) -> Result<(), StoreError>,
         read_writes: &mut dyn FnMut() -> Result<Vec<WriteRow>, StoreError>,
     ) -> Result<Self, StoreError> {
         let mut nodes = Vec::new();
         let empty = Arc::new(Map::new());
+        let mut keep_values = keep != Keep::Structure;
+        let mut read = 0u64;
         scan(&mut |row| {
+            read += row.bytes;
+            if let Keep::UpTo(budget) = keep
+                && keep_values
+                && read > budget
+            {
+                // Past the budget: what was kept so far is reduced to its structure.
+                keep_values = false;
+                for n in nodes.iter_mut() {
+                    shed(n, &empty);
+                }
+            }
             let id = row.checkpoint_id.clone();
             let parent = row.parent_checkpoint_id.clone();
             let bytes = row.bytes;
@@ -317,7 +397,7 @@ impl LoadedThread {
         while let Some(mut w) = writes.pop() {
             if let Some(&i) = index.get(&w.checkpoint_id) {
                 visitor.write(&w);
-                if !keep_values {
+                if keep == Keep::Structure {
                     w.value = Vec::new();
                 }
                 nodes[i].writes.push(w);
@@ -332,6 +412,7 @@ impl LoadedThread {
             checkpoint_ns: ns.to_owned(),
             nodes,
             index,
+            values: keep_values,
         })
     }
 

@@ -6,7 +6,7 @@
 use crate::error::{ModelError, StoreError};
 use crate::finding::{Finding, FindingCode};
 use crate::lineage::integrity;
-use crate::model::thread::LoadedThread;
+use crate::model::thread::{LoadedThread, WHOLE_THREAD_BYTES};
 use crate::store::Store;
 
 /// What a plan reports for a thread deleted between the listing and the plan.
@@ -23,18 +23,42 @@ pub enum Preamble {
 /// Loads every namespace of `thread_id` (with values when `full`, structure only otherwise);
 /// [`Preamble::Gone`] when the thread no longer exists.
 pub fn load(store: &dyn Store, thread_id: &str, full: bool) -> Result<Preamble, StoreError> {
+    load_each(store, thread_id, &mut |ns| {
+        if full {
+            LoadedThread::load_full(store, thread_id, ns)
+        } else {
+            LoadedThread::load(store, thread_id, ns)
+        }
+    })
+}
+
+/// Loads every namespace of `thread_id` with [`LoadedThread::load_bounded`]: values held
+/// up to [`WHOLE_THREAD_BYTES`] stored bytes a namespace (the `whole-bytes` failpoint
+/// changes the budget), a larger namespace read back a checkpoint at a time.
+pub fn load_bounded(store: &dyn Store, thread_id: &str) -> Result<Preamble, StoreError> {
+    let budget = whole_thread_bytes();
+    load_each(store, thread_id, &mut |ns| {
+        LoadedThread::load_bounded(store, thread_id, ns, budget)
+    })
+}
+
+/// The budget of [`load_bounded`].
+pub fn whole_thread_bytes() -> u64 {
+    crate::failpoint::Failpoints::from_env("plan").whole_thread_bytes(WHOLE_THREAD_BYTES)
+}
+
+fn load_each(
+    store: &dyn Store,
+    thread_id: &str,
+    load: &mut dyn FnMut(&str) -> Result<LoadedThread, StoreError>,
+) -> Result<Preamble, StoreError> {
     let namespaces = store.namespaces(thread_id)?;
     if namespaces.is_empty() {
         return Ok(Preamble::Gone);
     }
     let mut loaded = Vec::with_capacity(namespaces.len());
     for ns in &namespaces {
-        let t = if full {
-            LoadedThread::load_full(store, thread_id, ns)
-        } else {
-            LoadedThread::load(store, thread_id, ns)
-        };
-        match t {
+        match load(ns) {
             Ok(t) => loaded.push(t),
             Err(StoreError::ThreadNotFound { .. }) => return Ok(Preamble::Gone),
             Err(e) => return Err(e),

@@ -5,10 +5,12 @@
 //! computing the `counters_since_delta_snapshot` a delta-mode process would have stored.
 
 use super::SnapshotReason;
+use crate::commands::migrate::state::{self, StateFingerprints};
 use dfck_core::codec::Value;
-use dfck_core::materialize::{Reducer, replay_writes, unwrap_snapshot};
+use dfck_core::materialize::Reducer;
 use dfck_core::model::thread::{LoadedThread, Node};
-use dfck_core::model::{DELTA_COUNTERS, MESSAGES, MessagesEncoding, Write, metadata_is_delta};
+use dfck_core::model::{DELTA_COUNTERS, MESSAGES, MessagesEncoding};
+use dfck_core::store::Store;
 use dfck_core::write::Refusal;
 use serde_json::Value as Json;
 use std::rc::Rc;
@@ -42,11 +44,13 @@ pub struct NodeChange {
     pub metadata: serde_json::Map<String, Json>,
     /// Encoded size of the stored list (0 when none).
     pub list_bytes: u64,
+    /// Size of the metadata before, as JSON.
+    pub metadata_bytes: u64,
 }
 
 /// Is this checkpoint already in delta form (metadata or structure)?
 pub fn delta_encoded(n: &Node) -> bool {
-    metadata_is_delta(&n.metadata)
+    n.facts.delta
         || matches!(
             n.messages_encoding,
             Some(MessagesEncoding::Snapshot | MessagesEncoding::Absent)
@@ -62,14 +66,6 @@ pub struct Form {
     pub frequency: u64,
     /// Replay reducer.
     pub reducer: Reducer,
-}
-
-fn list_of(v: Value) -> Vec<Value> {
-    match unwrap_snapshot(v) {
-        Value::Array(items) => items,
-        Value::Nil => Vec::new(),
-        other => vec![other],
-    }
 }
 
 fn counters_of(meta: &serde_json::Map<String, Json>) -> Counters {
@@ -135,7 +131,15 @@ type Pending = (usize, Rc<Vec<Value>>, Counters, bool);
 /// already in delta form are left as they are and replayed through.
 /// `shared`: stores whose values are shared by version (Postgres); a version a checkpoint
 /// left as it is also stores keeps its value, as a snapshot.
-pub fn decide(t: &LoadedThread, form: Form, shared: bool) -> Result<Vec<NodeChange>, Refusal> {
+/// Returns the changes and every checkpoint's state fingerprint before them (the walk is
+/// the state check's, [`state::fingerprints`]). A thread loaded without its values is read
+/// back from `store` one checkpoint at a time.
+pub fn decide(
+    store: &dyn Store,
+    t: &LoadedThread,
+    form: Form,
+    shared: bool,
+) -> Result<(Vec<NodeChange>, StateFingerprints), Refusal> {
     let kept: std::collections::HashSet<&str> = if shared {
         t.nodes
             .iter()
@@ -147,8 +151,8 @@ pub fn decide(t: &LoadedThread, form: Form, shared: bool) -> Result<Vec<NodeChan
     } else {
         Default::default()
     };
-    let fail = |e: String| Refusal(format!("materialization fails: {e}"));
     let mut out = Vec::new();
+    let mut state = StateFingerprints::with_capacity(t.nodes.len());
     let mut stack: Vec<Pending> = t
         .nodes
         .iter()
@@ -159,10 +163,7 @@ pub fn decide(t: &LoadedThread, form: Form, shared: bool) -> Result<Vec<NodeChan
         .collect();
     while let Some((i, base, parent_counters, overwritten)) = stack.pop() {
         let n = &t.nodes[i];
-        let ck = n
-            .checkpoint
-            .as_ref()
-            .map_err(|e| Refusal(format!("unreadable checkpoint: {e}")))?;
+        let ck = state::values_at(store, t, i)?;
         if let Some(kind) = ck
             .value(MESSAGES)
             .and_then(|v| dfck_core::model::messages_not_a_list(v, true))
@@ -173,10 +174,22 @@ pub fn decide(t: &LoadedThread, form: Form, shared: bool) -> Result<Vec<NodeChan
             )));
         }
         let version = ck.version(MESSAGES).map(str::to_owned);
-        let stored = ck.value(MESSAGES).cloned().map(list_of);
+        let stored = state::own_messages(&n.id, &ck)?;
+        let stored_digest = stored.as_deref().map(super::digest);
+        let base_digest = || super::digest(&base);
+        // What this checkpoint shows now, as the state check fingerprints it.
+        let shown = match (&stored_digest, &version) {
+            (Some(d), _) => Some(d.clone()),
+            (None, Some(_)) => Some(base_digest()),
+            (None, None) => None,
+        };
+        state.insert(
+            n.id.clone(),
+            state::node_fingerprint(&n.id, &ck, shown.as_deref())?,
+        );
         let (carry, counters) = if delta_encoded(n) {
             let carry = stored.unwrap_or_else(|| (*base).clone());
-            (carry, counters_of(&n.metadata))
+            (carry, counters_of(&ck.metadata))
         } else {
             let parent = n.parent_index.map(|p| &t.nodes[p]);
             let parent_version = parent
@@ -200,7 +213,7 @@ pub fn decide(t: &LoadedThread, form: Form, shared: bool) -> Result<Vec<NodeChan
                     )));
                 }
                 (Some(v), Some(full)) => {
-                    let matches = super::digest(&full) == super::digest(&base);
+                    let matches = shown.as_deref() == Some(base_digest().as_str());
                     // A copy of the consumer (same version) shares its replay legitimately.
                     let fork = parent.is_some_and(|p| {
                         p.children.len() > 1
@@ -237,25 +250,17 @@ pub fn decide(t: &LoadedThread, form: Form, shared: bool) -> Result<Vec<NodeChan
                 id: n.id.clone(),
                 version: version.clone(),
                 action,
-                metadata: delta_metadata(&n.metadata, c, form),
+                metadata: delta_metadata(&ck.metadata, c, form),
+                metadata_bytes: serde_json::to_vec(&*ck.metadata).map_or(0, |v| v.len()) as u64,
                 list_bytes,
             });
             (carry, c)
         };
+        drop(ck);
         if n.children.is_empty() {
             continue;
         }
-        let mut writes = Vec::new();
-        for w in n.writes.iter().filter(|w| w.channel == MESSAGES) {
-            writes.push(Write::from_row(w.clone(), &t.thread_id).map_err(|e| fail(e.to_string()))?);
-        }
-        let overwrite = writes.iter().any(|w| w.value.overwrite_value().is_some());
-        let next = if writes.is_empty() {
-            carry
-        } else {
-            let refs: Vec<&Value> = writes.iter().map(|w| &w.value).collect();
-            replay_writes(carry, &refs, form.reducer).map_err(fail)?
-        };
+        let (next, overwrite) = state::replay_messages(t, i, carry, form.reducer)?;
         let next = Rc::new(next);
         for &c in n.children.iter().rev() {
             stack.push((c, next.clone(), counters, overwrite));
@@ -273,7 +278,7 @@ pub fn decide(t: &LoadedThread, form: Form, shared: bool) -> Result<Vec<NodeChan
             "some checkpoints are not reachable from a root".into(),
         ));
     }
-    Ok(out)
+    Ok((out, state))
 }
 
 fn version_of(n: &Node) -> Option<&str> {

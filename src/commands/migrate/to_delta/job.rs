@@ -5,7 +5,7 @@
 use super::decide::{MessagesAction, NodeChange, delta_encoded};
 use super::{ThreadWork, ToDeltaOptions, ToDeltaStatus, ToDeltaThread, plan_one};
 use crate::commands::migrate::apply::py_json;
-use crate::commands::migrate::state::{StateFingerprints, compare, fingerprints};
+use crate::commands::migrate::state::{StateFingerprints, compare, fingerprints, values_at};
 use dfck_core::codec::{self, EXT_DELTA_SNAPSHOT, Value};
 use dfck_core::error::{Error, StoreError};
 use dfck_core::materialize::Reducer;
@@ -24,15 +24,8 @@ fn refusal(e: impl std::fmt::Display) -> Refusal {
 
 /// The backend half of a full→delta rewrite.
 pub trait DeltaStore: WriteStore {
-    /// Rewrites one checkpoint: `messages` per `action` (its stored `list` when versioned),
-    /// the metadata replaced.
-    fn rewrite_delta(
-        &self,
-        thread_id: &str,
-        ns: &str,
-        change: &NodeChange,
-        list: Option<&Value>,
-    ) -> Result<(), Refusal>;
+    /// Rewrites one checkpoint: `messages` per `action`, the metadata replaced.
+    fn rewrite_delta(&self, thread_id: &str, ns: &str, change: &NodeChange) -> Result<(), Refusal>;
 
     /// Where values live apart from checkpoints (Postgres blobs, shared by version): the
     /// blob at `version` becomes a `_DeltaSnapshot` of `list` (`Some`) or goes (`None`).
@@ -57,13 +50,7 @@ fn snapshot_of(list: &Value) -> Value {
 }
 
 impl DeltaStore for SqliteStore {
-    fn rewrite_delta(
-        &self,
-        thread_id: &str,
-        ns: &str,
-        change: &NodeChange,
-        _list: Option<&Value>,
-    ) -> Result<(), Refusal> {
+    fn rewrite_delta(&self, thread_id: &str, ns: &str, change: &NodeChange) -> Result<(), Refusal> {
         use dfck_core::store::Store;
         let id = &change.id;
         let row = self
@@ -105,13 +92,7 @@ impl DeltaStore for SqliteStore {
 }
 
 impl DeltaStore for PostgresStore {
-    fn rewrite_delta(
-        &self,
-        thread_id: &str,
-        ns: &str,
-        change: &NodeChange,
-        _list: Option<&Value>,
-    ) -> Result<(), Refusal> {
+    fn rewrite_delta(&self, thread_id: &str, ns: &str, change: &NodeChange) -> Result<(), Refusal> {
         let inline = match change.action {
             MessagesAction::Unversioned => None,
             MessagesAction::Drop => Some(false),
@@ -168,7 +149,6 @@ pub struct Rewritten {
 /// What plan hands to apply.
 pub struct Work {
     work: ThreadWork,
-    state: Vec<StateFingerprints>,
 }
 
 impl<C: PlanStore + ?Sized> ThreadPlan<C> for FullToDelta<'_> {
@@ -209,19 +189,12 @@ impl<C: PlanStore + ?Sized> ThreadPlan<C> for FullToDelta<'_> {
         if work.report.status != ToDeltaStatus::Would {
             return Ok(Planned::Done(work.report));
         }
-        let mut state = Vec::new();
-        for (t, _) in &work.changes {
-            match fingerprints(t, work.reducer) {
-                Ok(fp) => state.push(fp),
-                Err(r) => return Ok(Planned::Done(work.report.refused(r.0))),
-            }
-        }
         let report = work.report.clone();
         // The rewrite shrinks the store; the log holds the rewritten rows.
         let written = report.bytes_after;
         Ok(Planned::Write {
             report,
-            work: Work { work, state },
+            work: Work { work },
             growth: 0,
             written,
         })
@@ -243,21 +216,14 @@ impl<C: DeltaStore + ?Sized> ThreadJob<C> for FullToDelta<'_> {
             state: Vec::new(),
             reducer: work.work.reducer,
         };
-        for ((t, changes), before) in work.work.changes.into_iter().zip(work.state) {
+        for (t, changes, before) in work.work.changes {
             let ns = t.checkpoint_ns.clone();
-            let list_at = |i: usize| {
-                t.nodes[i]
-                    .checkpoint
-                    .as_ref()
-                    .ok()
-                    .and_then(|c| c.value(MESSAGES))
-            };
             if conn.shares_versions() {
                 rewrite_versions(conn, thread_id, &t, &changes, cx)?;
             }
             let mut ids = HashSet::new();
             for c in &changes {
-                conn.rewrite_delta(thread_id, &ns, c, list_at(c.index))?;
+                conn.rewrite_delta(thread_id, &ns, c)?;
                 ids.insert(c.id.clone());
                 done.rewritten += 1;
                 cx.row_written();
@@ -269,7 +235,8 @@ impl<C: DeltaStore + ?Sized> ThreadJob<C> for FullToDelta<'_> {
 
     fn verify(&self, conn: &C, thread_id: &str, done: &Rewritten) -> Result<(), Refusal> {
         for (ns, ids, before) in &done.state {
-            let after = LoadedThread::load_full(conn.store(), thread_id, ns)
+            let budget = dfck_core::write::preamble::whole_thread_bytes();
+            let after = LoadedThread::load_bounded(conn.store(), thread_id, ns, budget)
                 .map_err(|e| Refusal(format!("verification failed: {e}")))?;
             if let Some(n) = after
                 .nodes
@@ -282,7 +249,7 @@ impl<C: DeltaStore + ?Sized> ThreadJob<C> for FullToDelta<'_> {
                 )));
             }
             // Every checkpoint shows, through the delta replay, what it stored before.
-            compare(before, &fingerprints(&after, done.reducer)?)?;
+            compare(before, &fingerprints(conn.store(), &after, done.reducer)?)?;
         }
         Ok(())
     }
@@ -321,12 +288,9 @@ fn rewrite_versions<C: DeltaStore + ?Sized>(
     }
     let mut done = HashSet::new();
     for (v, i) in &snap {
-        let list = t.nodes[*i]
-            .checkpoint
-            .as_ref()
-            .ok()
-            .and_then(|c| c.value(MESSAGES));
-        conn.store_version(thread_id, &t.checkpoint_ns, v, list)?;
+        // Read before any blob of this version changes (each version is written once).
+        let ck = values_at(conn.store(), t, *i)?;
+        conn.store_version(thread_id, &t.checkpoint_ns, v, ck.value(MESSAGES))?;
         done.insert(*v);
         cx.row_written();
     }

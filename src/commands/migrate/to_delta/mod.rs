@@ -15,6 +15,7 @@ pub use decide::{Form, MessagesAction, NodeChange};
 pub use job::{DeltaStore, FullToDelta};
 
 use super::checks::{digest, encoded_len};
+use super::state::StateFingerprints;
 use crate::commands::wiring::WriteRequest;
 use dfck_core::error::Error;
 use dfck_core::materialize::Reducer;
@@ -68,7 +69,7 @@ impl ToDeltaOptions {
             let marked = threads
                 .iter()
                 .flat_map(|t| &t.nodes)
-                .any(|n| dfck_core::model::has_marker(&n.metadata));
+                .any(|n| n.facts.marker.is_some());
             if marked {
                 DeltaForm::Deerflow
             } else {
@@ -201,8 +202,8 @@ impl ToDeltaReport {
 /// A planned thread: its report and, when convertible, what to write.
 pub(super) struct ThreadWork {
     report: ToDeltaThread,
-    /// Per namespace: the loaded rows, the changes and the reducer.
-    changes: Vec<(LoadedThread, Vec<NodeChange>)>,
+    /// Per namespace: the loaded rows, the changes, and every checkpoint's state before.
+    changes: Vec<(LoadedThread, Vec<NodeChange>, StateFingerprints)>,
     reducer: Reducer,
 }
 
@@ -218,7 +219,8 @@ fn plan_one(
         changes: Vec::new(),
         reducer: Reducer::Langgraph,
     };
-    let threads = match preamble::load(store, thread_id, true)? {
+    // Values held up to a budget; a larger thread is read back a checkpoint at a time.
+    let threads = match preamble::load_bounded(store, thread_id)? {
         Preamble::Gone => {
             report.reason = Some(preamble::THREAD_GONE.into());
             return Ok(done(report));
@@ -289,14 +291,13 @@ fn plan_one(
             frequency: opts.frequency,
             reducer,
         };
-        let list = match decide::decide(&t, f, shared) {
+        let (list, state) = match decide::decide(store, &t, f, shared) {
             Ok(l) => l,
             Err(Refusal(r)) => return Ok(done(report.refused(r))),
         };
         let mut seen_versions = std::collections::HashSet::new();
         for c in &list {
-            let n = &t.nodes[c.index];
-            let old_meta = serde_json::to_vec(&*n.metadata).map_or(0, |v| v.len()) as i64;
+            let old_meta = c.metadata_bytes as i64;
             let new_meta = serde_json::to_vec(&c.metadata).map_or(0, |v| v.len()) as i64;
             after += new_meta - old_meta;
             let first = !shared
@@ -321,7 +322,7 @@ fn plan_one(
             }
         }
         report.checkpoints_rewritten += list.len();
-        changes.push((t, list));
+        changes.push((t, list, state));
     }
     report.status = ToDeltaStatus::Would;
     report.form = Some(form);

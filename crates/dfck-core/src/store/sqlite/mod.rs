@@ -24,7 +24,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use std::path::Path;
 
 /// Page cache of a read-write connection, in KiB (SQLite's negative `cache_size`).
-pub const WRITE_CACHE_KIB: i64 = 256 * 1024;
+pub const WRITE_CACHE_KIB: i64 = 32 * 1024;
 
 /// A LangGraph SQLite checkpoint store (read-only, or read-write for conversions).
 pub struct SqliteStore {
