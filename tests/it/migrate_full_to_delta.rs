@@ -303,8 +303,12 @@ fn a_dangling_parent_is_refused_and_left_untouched() {
 static CREATE_LOCK: Mutex<()> = Mutex::new(());
 
 fn fresh_db(server: &str, stem: &str) -> String {
+    fresh_db_as(server, stem, &format!("dfck_f2d_{stem}"))
+}
+
+/// A fresh copy of fixture `stem` named `name`.
+fn fresh_db_as(server: &str, stem: &str, name: &str) -> String {
     let _guard = CREATE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    let name = format!("dfck_f2d_{stem}");
     let rt = runtime();
     let admin = connect(&rt, server);
     rt.block_on(async {
@@ -319,15 +323,18 @@ fn fresh_db(server: &str, stem: &str) -> String {
             .await
             .expect("create");
     });
-    with_db(server, &name)
+    with_db(server, name)
 }
 
 fn drop_db(server: &str, stem: &str) {
+    drop_db_named(server, &format!("dfck_f2d_{stem}"));
+}
+
+fn drop_db_named(server: &str, name: &str) {
     let rt = runtime();
     let admin = connect(&rt, server);
-    let _ = rt.block_on(admin.batch_execute(&format!(
-        "DROP DATABASE IF EXISTS \"dfck_f2d_{stem}\" WITH (FORCE)"
-    )));
+    let _ = rt
+        .block_on(admin.batch_execute(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)")));
 }
 
 /// Per thread: checkpoints (JSONB text, metadata, the `messages` blob at its version) and
@@ -627,16 +634,17 @@ fn a_thread_read_back_checkpoint_by_checkpoint_converts_exactly_as_one_held_whol
         return;
     };
     for stem in ["full", "forks_full", "mixed"] {
-        let uri = fresh_db(&server, stem);
+        let name = format!("dfck_f2d_read_back_{stem}");
+        let uri = fresh_db_as(&server, stem, &name);
         let before = pg_rows(&uri).0;
         let (held, code) = to_delta(&uri, &[]);
         assert_eq!(code, 0, "{stem}: {held}");
         let after = pg_rows(&uri).0;
-        let uri = fresh_db(&server, stem);
+        let uri = fresh_db_as(&server, stem, &name);
         assert_eq!(pg_rows(&uri).0, before, "{stem}: fresh copy");
         let (streamed, code) = to_delta_streamed(&uri, &["--apply", "--jobs", "2"]);
         assert_eq!((code, &held), (0, &streamed), "{stem}: reports differ");
         assert_eq!(pg_rows(&uri).0, after, "{stem}: converted rows differ");
-        drop_db(&server, stem);
+        drop_db_named(&server, &name);
     }
 }

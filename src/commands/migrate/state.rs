@@ -106,9 +106,12 @@ pub(crate) fn values_at<'t>(
 /// The list a checkpoint stores as `messages`, as LangGraph reads it (a snapshot
 /// unwrapped), or `None` when it stores none.
 pub(crate) fn own_messages(id: &str, ck: &Checkpoint) -> Result<Option<Vec<Value>>, Refusal> {
-    ck.value(MESSAGES)
-        .map(|v| stored(id, MESSAGES, v).map(seed))
-        .transpose()
+    ck.value(MESSAGES).map(|v| seed_stored(id, v)).transpose()
+}
+
+/// A stored `messages` value as the list LangGraph reads (a snapshot unwrapped).
+pub(crate) fn seed_stored(id: &str, v: &Value) -> Result<Vec<Value>, Refusal> {
+    stored(id, MESSAGES, v).map(seed)
 }
 
 /// The fingerprint of one checkpoint: every channel but `messages` as stored (snapshots

@@ -41,14 +41,44 @@ pub enum Depth<'k> {
         /// Channels kept complete (e.g. queued `Send`s).
         keep: &'k [&'k str],
     },
+    /// Every value complete except the named channels, which stand in as [`stand_in`]
+    /// makes them: read by their lengths only, **not validated**. Use it only on bytes
+    /// validated before (a thread's structural load, in the same transaction).
+    Lazy {
+        /// Channels left as stand-ins.
+        raw: &'k [&'k str],
+    },
+}
+
+impl Depth<'_> {
+    /// Whether `channel`'s value is built whole.
+    pub fn builds(&self, channel: &str) -> bool {
+        match self {
+            Depth::Full => true,
+            Depth::Shallow { keep } => keep.contains(&channel),
+            Depth::Lazy { raw } => !raw.contains(&channel),
+        }
+    }
+}
+
+/// A value's stand-in, read by lengths only (the bytes must have been validated before):
+/// a list or map becomes an empty one of the same kind, an ext keeps its payload (decoded
+/// on first use), a scalar is decoded.
+pub fn stand_in(bytes: &Bytes) -> Result<Value, CodecError> {
+    let mut r = Reader {
+        src: bytes,
+        cur: Cur::new(bytes),
+    };
+    let v = r.stand_in()?;
+    r.finish(v)
 }
 
 /// Decodes an encoded checkpoint dict at the given [`Depth`]. With [`Depth::Full`] this is
 /// [`decode_shared`]; any input fails with exactly the error [`decode_shared`] gives.
 pub fn decode_checkpoint(bytes: &Bytes, depth: Depth<'_>) -> Result<Value, CodecError> {
-    let Depth::Shallow { keep } = depth else {
+    if depth == Depth::Full {
         return decode_shared(bytes);
-    };
+    }
     let mut r = Reader {
         src: bytes,
         cur: Cur::new(bytes),
@@ -62,7 +92,7 @@ pub fn decode_checkpoint(bytes: &Bytes, depth: Depth<'_>) -> Result<Value, Codec
             for _ in 0..n {
                 let k = r.value(1)?;
                 let v = if k.as_str() == Some("channel_values") {
-                    r.channel_values(keep)?
+                    r.channel_values(depth)?
                 } else {
                     r.value(1)?
                 };
@@ -103,8 +133,8 @@ impl Reader<'_> {
         Ok(v)
     }
 
-    /// The `channel_values` map (depth 1) with its values shallow, except `keep`.
-    fn channel_values(&mut self, keep: &[&str]) -> Result<Value, CodecError> {
+    /// The `channel_values` map (depth 1), each value built as `depth` says.
+    fn channel_values(&mut self, depth: Depth<'_>) -> Result<Value, CodecError> {
         let mut probe = self.cur;
         let Token::Map(n) = probe.token()? else {
             return self.value(1);
@@ -114,13 +144,37 @@ impl Reader<'_> {
         let mut entries = Vec::with_capacity(n.min(room / 2));
         for _ in 0..n {
             let k = self.value(2)?;
-            let v = match k.as_str() {
-                Some(name) if keep.contains(&name) => self.value(2)?,
+            let v = match (k.as_str(), depth) {
+                (Some(name), _) if depth.builds(name) => self.value(2)?,
+                (Some(_), Depth::Lazy { .. }) => self.stand_in()?,
+                (None, Depth::Lazy { .. }) => self.value(2)?,
                 _ => self.shallow(2)?,
             };
             entries.push((k, v));
         }
         Ok(Value::Map(entries))
+    }
+
+    /// One value read by its lengths only (see [`stand_in`]).
+    fn stand_in(&mut self) -> Result<Value, CodecError> {
+        let mut probe = self.cur;
+        Ok(match probe.token()? {
+            Token::Array(_) => {
+                self.cur.value_slice()?;
+                Value::Array(Vec::new())
+            }
+            Token::Map(_) => {
+                self.cur.value_slice()?;
+                Value::Map(Vec::new())
+            }
+            Token::Ext(code, payload) => {
+                self.cur.value_slice()?;
+                let end = self.cur.pos;
+                let raw = self.src.slice(end - payload.len()..end);
+                Value::Ext(Box::new(Ext::lazy(code, raw)))
+            }
+            _ => self.value(2)?,
+        })
     }
 
     /// One value validated whole but built shallowly (see [`Depth::Shallow`]).

@@ -42,7 +42,7 @@ pub fn write_value(out: &mut Vec<u8>, v: &Value) {
             }
         }
         Value::Map(entries) => {
-            write_len(out, entries.len(), Some((0x80, 15)), None, 0xde, 0xdf);
+            write_map_header(out, entries.len());
             for (k, v) in entries {
                 write_value(out, k);
                 write_value(out, v);
@@ -58,6 +58,11 @@ pub fn write_value(out: &mut Vec<u8>, v: &Value) {
 /// Appends the header of an array of `n` items.
 pub fn write_array_header(out: &mut Vec<u8>, n: usize) {
     write_len(out, n, Some((0x90, 15)), None, 0xdc, 0xdd);
+}
+
+/// Appends the header of a map of `n` entries.
+pub fn write_map_header(out: &mut Vec<u8>, n: usize) {
+    write_len(out, n, Some((0x80, 15)), None, 0xde, 0xdf);
 }
 
 /// Appends the header of an ext value of type `code` with an `n`-byte payload.

@@ -13,13 +13,14 @@ mod scan;
 mod value;
 
 pub use decode::{
-    Depth, MAX_DEPTH, decode, decode_checkpoint, decode_shared, decode_value_shallow,
+    Depth, MAX_DEPTH, decode, decode_checkpoint, decode_shared, decode_value_shallow, stand_in,
 };
-pub use encode::{encode, write_array_header, write_ext_header, write_value};
+pub use encode::{encode, write_array_header, write_ext_header, write_map_header, write_value};
 pub use error::CodecError;
 pub use json::{Rendered, RenderedMap, from_json, to_json};
 pub use scan::{
-    checkpoint_channel_sizes, checkpoint_messages_slice, ext_code, is_document, top_level_str,
+    MessagesEdit, checkpoint_channel_sizes, checkpoint_messages_slice, edit_checkpoint_messages,
+    ext_code, is_document, top_level_str,
 };
 pub use value::*;
 

@@ -412,6 +412,84 @@ pub fn checkpoint_messages_slice(body: &[u8]) -> Result<(Option<&[u8]>, bool), C
     Ok((slice, versioned))
 }
 
+/// What [`edit_checkpoint_messages`] does to `channel_values["messages"]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MessagesEdit {
+    /// The entry goes.
+    Remove,
+    /// The value is wrapped in an ext of this code (a `_DeltaSnapshot`).
+    Wrap(i8),
+}
+
+/// `body` (an encoded checkpoint dict) with `channel_values["messages"]` removed or
+/// wrapped, every other byte as it was, found without decoding anything. `None` when the
+/// document is not that simple shape: not a map, no `messages` value, a key that is not a
+/// string, or `channel_values` or `messages` present twice (decode it instead). Only lengths
+/// are read: use it on bytes already validated.
+pub fn edit_checkpoint_messages(
+    body: &[u8],
+    edit: MessagesEdit,
+) -> Result<Option<Vec<u8>>, CodecError> {
+    let mut cur = Cur::new(body);
+    let Token::Map(n) = cur.token()? else {
+        return Ok(None);
+    };
+    // (header start, header end, entries, messages entry start, value start, value end)
+    let mut found: Option<(usize, usize, usize, usize, usize, usize)> = None;
+    let mut maps = 0;
+    for _ in 0..n {
+        let Token::Str(k) = cur.token()? else {
+            return Ok(None);
+        };
+        if k != "channel_values" {
+            cur.value_slice()?;
+            continue;
+        }
+        maps += 1;
+        let head = cur.pos;
+        let Token::Map(m) = cur.token()? else {
+            return Ok(None);
+        };
+        let head_end = cur.pos;
+        for _ in 0..m {
+            let entry = cur.pos;
+            let Token::Str(name) = cur.token()? else {
+                return Ok(None);
+            };
+            let is_messages = name == "messages";
+            let value = cur.pos;
+            cur.value_slice()?;
+            if is_messages {
+                if found.is_some() {
+                    return Ok(None);
+                }
+                found = Some((head, head_end, m, entry, value, cur.pos));
+            }
+        }
+    }
+    let Some((head, head_end, m, entry, value, end)) = found else {
+        return Ok(None);
+    };
+    if maps != 1 {
+        return Ok(None);
+    }
+    let mut out = Vec::with_capacity(body.len() + 6);
+    match edit {
+        MessagesEdit::Remove => {
+            out.extend_from_slice(&body[..head]);
+            super::write_map_header(&mut out, m - 1);
+            out.extend_from_slice(&body[head_end..entry]);
+            out.extend_from_slice(&body[end..]);
+        }
+        MessagesEdit::Wrap(code) => {
+            out.extend_from_slice(&body[..value]);
+            super::write_ext_header(&mut out, code, end - value);
+            out.extend_from_slice(&body[value..]);
+        }
+    }
+    Ok(Some(out))
+}
+
 /// The string at top-level key `key` of a msgpack map document, found without decoding it:
 /// the last such key wins, as in the decoded map; `None` when absent or not a string. The
 /// whole document is validated first, so any stored bytes may be passed.
@@ -546,5 +624,55 @@ mod tests {
         let odd = Value::Map(vec![(Value::Array(vec![]), Value::Nil)]);
         assert!(checkpoint_messages_slice(&encode(&odd)).is_err());
         assert!(checkpoint_messages_slice(&bytes[..bytes.len() - 3]).is_err());
+    }
+
+    #[test]
+    fn messages_are_cut_out_or_wrapped_where_they_sit_as_decoding_would_write_them() {
+        let checkpoint = |extra: usize, messages: Option<Value>| {
+            let mut cv: Vec<(Value, Value)> = (0..extra)
+                .map(|i| (s(&format!("c{i:02}")), Value::Int(i as i64)))
+                .collect();
+            if let Some(m) = messages {
+                cv.insert(cv.len() / 2, (s("messages"), m));
+            }
+            Value::Map(vec![
+                (s("v"), Value::Int(4)),
+                (s("channel_values"), Value::Map(cv)),
+                (
+                    s("channel_versions"),
+                    Value::Map(vec![(s("messages"), s("00002"))]),
+                ),
+            ])
+        };
+        let list = Value::Array((0..40).map(|i| s(&"m".repeat(i))).collect());
+        // 15 other channels: the map header shrinks from map16 to a fixmap when one goes.
+        for extra in [0, 3, 15, 16, 70_000] {
+            let body = encode(&checkpoint(extra, Some(list.clone())));
+            let cut = edit_checkpoint_messages(&body, MessagesEdit::Remove).unwrap();
+            assert_eq!(cut, Some(encode(&checkpoint(extra, None))), "{extra}");
+            let wrapped = edit_checkpoint_messages(&body, MessagesEdit::Wrap(7)).unwrap();
+            let snapshot = Value::new_ext(7, list.clone());
+            assert_eq!(
+                wrapped,
+                Some(encode(&checkpoint(extra, Some(snapshot)))),
+                "{extra}"
+            );
+        }
+        let none = encode(&checkpoint(2, None));
+        assert_eq!(
+            edit_checkpoint_messages(&none, MessagesEdit::Remove).unwrap(),
+            None
+        );
+        let twice = Value::Map(vec![
+            (
+                s("channel_values"),
+                Value::Map(vec![(s("messages"), Value::Nil)]),
+            ),
+            (s("channel_values"), Value::Map(vec![])),
+        ]);
+        assert_eq!(
+            edit_checkpoint_messages(&encode(&twice), MessagesEdit::Remove).unwrap(),
+            None
+        );
     }
 }

@@ -548,14 +548,12 @@ fn postgres_body_at(
         let bytes = bytes::Bytes::from(b.blob.unwrap_or_default());
         let v = codec::aes::open(Some(&b.type_tag), bytes)
             .and_then(|opened| {
-                let shallow = match depth {
-                    codec::Depth::Shallow { keep } => {
-                        opened.tag.as_deref() == Some("msgpack")
-                            && !keep.contains(&b.channel.as_str())
-                    }
-                    codec::Depth::Full => false,
-                };
-                if shallow {
+                let plain = opened.tag.as_deref() == Some("msgpack");
+                let lazy = plain && matches!(depth, codec::Depth::Lazy { .. });
+                let shallow = plain && !depth.builds(&b.channel);
+                if lazy && shallow {
+                    codec::stand_in(&opened.bytes)
+                } else if shallow {
                     codec::decode_value_shallow(&opened.bytes)
                 } else {
                     codec::decode_typed(opened.tag.as_deref(), opened.bytes)

@@ -8,7 +8,7 @@ use super::{Checkpoint, MODE_MARKER, MessagesEncoding, metadata_is_delta, parse_
 use crate::codec::{Depth, Value};
 use crate::error::{Error, ModelError, StoreError};
 use crate::store::batch::NamespaceRows;
-use crate::store::{CheckpointRow, Store, WriteRow};
+use crate::store::{CheckpointBody, CheckpointRow, Store, WriteRow};
 use serde_json::{Map, Value as Json};
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -286,6 +286,49 @@ impl LoadedThread {
             &mut |f| scan(store, thread_id, ns, f),
             &mut || store.thread_writes(thread_id, ns),
         )
+    }
+
+    /// Checkpoint `i` for a walk that compares `messages` lists by their bytes: from memory
+    /// when the thread holds its values (no bytes: read its `messages` value), else read back
+    /// with every value but `messages`, which stands in ([`Depth::Lazy`]; the structural load
+    /// validated it), alongside its stored bytes when they are plain msgpack (when they are
+    /// not, the value is decoded whole and no bytes come).
+    pub fn checkpoint_lazy_messages(
+        &self,
+        store: &dyn Store,
+        i: usize,
+    ) -> Result<(Cow<'_, Checkpoint>, Option<Vec<u8>>), Error> {
+        if self.values {
+            return Ok((self.checkpoint_values(store, i)?, None));
+        }
+        let n = &self.nodes[i];
+        let row = store
+            .checkpoint(&self.thread_id, &self.checkpoint_ns, &n.id)?
+            .ok_or_else(|| StoreError::CheckpointNotFound {
+                thread_id: self.thread_id.clone(),
+                checkpoint_ns: self.checkpoint_ns.clone(),
+                checkpoint_id: n.id.clone(),
+            })?;
+        let raw = match &row.body {
+            CheckpointBody::Serialized {
+                type_tag: Some(tag),
+                bytes,
+            } if tag == "msgpack" => crate::codec::checkpoint_messages_slice(bytes)
+                .ok()
+                .and_then(|(slice, _)| slice.map(<[u8]>::to_vec)),
+            CheckpointBody::Postgres { blobs, .. } => blobs
+                .iter()
+                .find(|b| b.channel == super::MESSAGES && b.type_tag == "msgpack" && b.complete)
+                .and_then(|b| b.blob.clone()),
+            _ => None,
+        };
+        let depth = match raw {
+            Some(_) => Depth::Lazy {
+                raw: &[super::MESSAGES],
+            },
+            None => Depth::Full,
+        };
+        Ok((Cow::Owned(Checkpoint::from_row_at(row, depth)?), raw))
     }
 
     /// Builds the thread from its checkpoint rows (`scan` hands them to its argument) and

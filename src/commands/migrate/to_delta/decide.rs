@@ -9,7 +9,7 @@ use crate::commands::migrate::state::{self, StateFingerprints};
 use dfck_core::codec::Value;
 use dfck_core::materialize::Reducer;
 use dfck_core::model::thread::{LoadedThread, Node};
-use dfck_core::model::{DELTA_COUNTERS, MESSAGES, MessagesEncoding};
+use dfck_core::model::{Checkpoint, DELTA_COUNTERS, MESSAGES, MessagesEncoding};
 use dfck_core::store::Store;
 use dfck_core::write::Refusal;
 use serde_json::Value as Json;
@@ -161,9 +161,11 @@ pub fn decide(
         .map(|(i, _)| (i, Rc::new(Vec::new()), (0, 0), false))
         .rev()
         .collect();
-    while let Some((i, base, parent_counters, overwritten)) = stack.pop() {
+    while let Some((i, mut base, parent_counters, overwritten)) = stack.pop() {
         let n = &t.nodes[i];
-        let ck = state::values_at(store, t, i)?;
+        let (ck, raw) = t
+            .checkpoint_lazy_messages(store, i)
+            .map_err(|e| Refusal(format!("unreadable checkpoint: {e}")))?;
         if let Some(kind) = ck
             .value(MESSAGES)
             .and_then(|v| dfck_core::model::messages_not_a_list(v, true))
@@ -174,13 +176,16 @@ pub fn decide(
             )));
         }
         let version = ck.version(MESSAGES).map(str::to_owned);
-        let stored = state::own_messages(&n.id, &ck)?;
-        let stored_digest = stored.as_deref().map(super::digest);
-        let base_digest = || super::digest(&base);
+        let base_digest = version.as_ref().map(|_| super::digest(&base));
+        let Stored {
+            list: stored,
+            digest: stored_digest,
+            bytes: stored_bytes,
+        } = stored_list(&n.id, &ck, raw, &mut base, base_digest.as_deref())?;
         // What this checkpoint shows now, as the state check fingerprints it.
         let shown = match (&stored_digest, &version) {
             (Some(d), _) => Some(d.clone()),
-            (None, Some(_)) => Some(base_digest()),
+            (None, Some(_)) => base_digest.clone(),
             (None, None) => None,
         };
         state.insert(
@@ -213,7 +218,7 @@ pub fn decide(
                     )));
                 }
                 (Some(v), Some(full)) => {
-                    let matches = shown.as_deref() == Some(base_digest().as_str());
+                    let matches = shown == base_digest;
                     // A copy of the consumer (same version) shares its replay legitimately.
                     let fork = parent.is_some_and(|p| {
                         p.children.len() > 1
@@ -235,7 +240,7 @@ pub fn decide(
                     } else {
                         None
                     };
-                    let bytes = super::encoded_len(&full) as u64;
+                    let bytes = stored_bytes;
                     match reason {
                         Some(r) => {
                             c = (0, 0);
@@ -279,6 +284,52 @@ pub fn decide(
         ));
     }
     Ok((out, state))
+}
+
+/// A checkpoint's stored `messages` list, the [`super::digest`] of it and its encoded size.
+struct Stored {
+    list: Option<Vec<Value>>,
+    digest: Option<String>,
+    bytes: u64,
+}
+
+/// The list checkpoint `ck` stores. Given its stored bytes (`raw`), it is not decoded when
+/// those bytes are the replayed list's encoding (`base_digest`): `base` is taken instead.
+fn stored_list(
+    id: &str,
+    ck: &Checkpoint,
+    raw: Option<Vec<u8>>,
+    base: &mut Rc<Vec<Value>>,
+    base_digest: Option<&str>,
+) -> Result<Stored, Refusal> {
+    let Some(raw) = raw else {
+        let list = state::own_messages(id, ck)?;
+        return Ok(Stored {
+            digest: list.as_deref().map(super::digest),
+            bytes: list.as_deref().map_or(0, super::encoded_len) as u64,
+            list,
+        });
+    };
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    h.update(&raw);
+    let digest = format!("{:032x}", h.digest128());
+    if Some(digest.as_str()) == base_digest {
+        // The bytes are the replayed list's, byte for byte: it is the stored list.
+        let list = Rc::try_unwrap(std::mem::take(base)).unwrap_or_else(|rc| (*rc).clone());
+        return Ok(Stored {
+            list: Some(list),
+            digest: Some(digest),
+            bytes: raw.len() as u64,
+        });
+    }
+    let value = dfck_core::codec::decode(&raw)
+        .map_err(|e| Refusal(format!("unreadable checkpoint: {id}: messages: {e}")))?;
+    let list = state::seed_stored(id, &value)?;
+    Ok(Stored {
+        digest: Some(super::digest(&list)),
+        bytes: super::encoded_len(&list) as u64,
+        list: Some(list),
+    })
 }
 
 fn version_of(n: &Node) -> Option<&str> {

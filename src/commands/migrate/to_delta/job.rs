@@ -61,34 +61,51 @@ impl DeltaStore for SqliteStore {
             return Err(Refusal("not a SQLite checkpoint".into()));
         };
         let bytes = crate::commands::migrate::apply::msgpack_body(id, type_tag.as_deref(), bytes)?;
-        let body = if change.action == MessagesAction::Unversioned {
-            bytes.to_vec()
-        } else {
-            let Value::Map(mut entries) = codec::decode(&bytes).map_err(refusal)? else {
-                return Err(Refusal(format!("checkpoint {id} is not a map")));
-            };
-            for (k, v) in entries.iter_mut() {
-                if k.as_str() != Some("channel_values") {
-                    continue;
-                }
-                let Value::Map(cv) = v else { continue };
-                let Some(pos) = cv.iter().position(|(c, _)| c.as_str() == Some(MESSAGES)) else {
-                    continue;
-                };
-                match change.action {
-                    MessagesAction::Drop => {
-                        cv.remove(pos);
-                    }
-                    MessagesAction::Snapshot(_) => cv[pos].1 = snapshot_of(&cv[pos].1),
-                    MessagesAction::Unversioned => {}
-                }
-            }
-            codec::encode(&Value::Map(entries))
+        let edit = match change.action {
+            MessagesAction::Unversioned => None,
+            MessagesAction::Drop => Some(codec::MessagesEdit::Remove),
+            MessagesAction::Snapshot(_) => Some(codec::MessagesEdit::Wrap(EXT_DELTA_SNAPSHOT)),
+        };
+        // The bytes were validated when the thread was planned, under this transaction's
+        // lock: `messages` is cut out or wrapped where it sits, every other byte kept.
+        let spliced = match edit {
+            Some(e) => codec::edit_checkpoint_messages(&bytes, e).map_err(refusal)?,
+            None => Some(bytes.to_vec()),
+        };
+        let body = match spliced {
+            Some(b) => b,
+            None => reencoded(id, &bytes, change.action)?,
         };
         let meta = py_json(&change.metadata).map_err(refusal)?;
         self.update_checkpoint(thread_id, ns, id, &body, &meta)
             .map_err(refusal)
     }
+}
+
+/// A checkpoint body rewritten through its decoded form (the shapes
+/// [`codec::edit_checkpoint_messages`] leaves alone): every `messages` value of
+/// `channel_values` dropped or wrapped.
+fn reencoded(id: &str, bytes: &[u8], action: MessagesAction) -> Result<Vec<u8>, Refusal> {
+    let Value::Map(mut entries) = codec::decode(bytes).map_err(refusal)? else {
+        return Err(Refusal(format!("checkpoint {id} is not a map")));
+    };
+    for (k, v) in entries.iter_mut() {
+        if k.as_str() != Some("channel_values") {
+            continue;
+        }
+        let Value::Map(cv) = v else { continue };
+        let Some(pos) = cv.iter().position(|(c, _)| c.as_str() == Some(MESSAGES)) else {
+            continue;
+        };
+        match action {
+            MessagesAction::Drop => {
+                cv.remove(pos);
+            }
+            MessagesAction::Snapshot(_) => cv[pos].1 = snapshot_of(&cv[pos].1),
+            MessagesAction::Unversioned => {}
+        }
+    }
+    Ok(codec::encode(&Value::Map(entries)))
 }
 
 impl DeltaStore for PostgresStore {
