@@ -57,6 +57,7 @@ mod postgres_hostile_db;
 mod progress;
 mod prune;
 mod prune_hardening;
+mod read_back;
 mod reclaim;
 mod regenerate_reach;
 mod self_describing;

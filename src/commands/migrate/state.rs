@@ -9,7 +9,7 @@
 //! incrementally (root to leaves, each checkpoint once), like
 //! [`dfck_core::materialize::for_each_stored_messages`].
 
-use super::checks::digest;
+use super::checks::{digest, encoded_len};
 use dfck_core::codec::{self, EXT_DELTA_SNAPSHOT, Value};
 use dfck_core::materialize::{Reducer, replay_writes, unwrap_snapshot};
 use dfck_core::model::thread::LoadedThread;
@@ -67,15 +67,21 @@ pub(crate) fn fingerprints(
         .collect();
     while let Some((i, base)) = stack.pop() {
         let n = &t.nodes[i];
-        let ck = values_at(store, t, i)?;
+        let (ck, raw) = t
+            .checkpoint_lazy_messages(store, i)
+            .map_err(|e| Refusal(format!("unreadable checkpoint: {e}")))?;
         // What this checkpoint shows for `messages`, and the history its children start from.
-        let own = own_messages(&n.id, &ck)?;
-        let shown: Option<&[Value]> = match (&own, ck.version(MESSAGES)) {
-            (Some(v), _) => Some(v),
-            (None, Some(_)) => Some(&base),
-            (None, None) => None,
+        let versioned = ck.version(MESSAGES).is_some();
+        let base_digest = versioned.then(|| digest(&base));
+        let mut base = base;
+        let own = stored_list(&n.id, &ck, raw, &mut base, base_digest.as_deref())?;
+        let shown = match (&own.digest, versioned) {
+            (Some(d), _) => Some(d.clone()),
+            (None, true) => base_digest,
+            (None, false) => None,
         };
-        let fp = node_fingerprint(&n.id, &ck, shown.map(digest).as_deref())?;
+        let fp = node_fingerprint(&n.id, &ck, shown.as_deref())?;
+        let own = own.list;
         out.insert(n.id.clone(), fp);
         if n.children.is_empty() {
             continue;
@@ -112,6 +118,53 @@ pub(crate) fn own_messages(id: &str, ck: &Checkpoint) -> Result<Option<Vec<Value
 /// A stored `messages` value as the list LangGraph reads (a snapshot unwrapped).
 pub(crate) fn seed_stored(id: &str, v: &Value) -> Result<Vec<Value>, Refusal> {
     stored(id, MESSAGES, v).map(seed)
+}
+
+/// A checkpoint's stored `messages` list (as LangGraph reads it), the [`digest`] of it and
+/// its encoded size.
+pub(crate) struct Stored {
+    pub list: Option<Vec<Value>>,
+    pub digest: Option<String>,
+    pub bytes: u64,
+}
+
+/// The list checkpoint `ck` stores. Given its stored bytes (`raw`), it is not decoded when
+/// those bytes are the replayed list's encoding (`base_digest`): `base` is taken instead.
+pub(crate) fn stored_list(
+    id: &str,
+    ck: &Checkpoint,
+    raw: Option<Vec<u8>>,
+    base: &mut Rc<Vec<Value>>,
+    base_digest: Option<&str>,
+) -> Result<Stored, Refusal> {
+    let Some(raw) = raw else {
+        let list = own_messages(id, ck)?;
+        return Ok(Stored {
+            digest: list.as_deref().map(digest),
+            bytes: list.as_deref().map_or(0, encoded_len) as u64,
+            list,
+        });
+    };
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    h.update(&raw);
+    let raw_digest = format!("{:032x}", h.digest128());
+    if Some(raw_digest.as_str()) == base_digest {
+        // The bytes are the replayed list's, byte for byte: it is the stored list.
+        let list = Rc::try_unwrap(std::mem::take(base)).unwrap_or_else(|rc| (*rc).clone());
+        return Ok(Stored {
+            list: Some(list),
+            digest: Some(raw_digest),
+            bytes: raw.len() as u64,
+        });
+    }
+    let value = dfck_core::codec::decode(&raw)
+        .map_err(|e| Refusal(format!("unreadable checkpoint: {id}: messages: {e}")))?;
+    let list = seed_stored(id, &value)?;
+    Ok(Stored {
+        digest: Some(digest(&list)),
+        bytes: encoded_len(&list) as u64,
+        list: Some(list),
+    })
 }
 
 /// The fingerprint of one checkpoint: every channel but `messages` as stored (snapshots

@@ -152,7 +152,13 @@ fn load(
     thread_id: &str,
     full: bool,
 ) -> Result<Option<Vec<LoadedThread>>, Error> {
-    Ok(match preamble::load(store, thread_id, full)? {
+    // Values are held up to a budget; a larger thread is read back a checkpoint at a time.
+    let loaded = if full {
+        preamble::load_bounded(store, thread_id)?
+    } else {
+        preamble::load(store, thread_id, false)?
+    };
+    Ok(match loaded {
         Preamble::Gone => None,
         Preamble::Loaded(loaded) => Some(loaded),
     })
@@ -215,6 +221,16 @@ fn plan_namespace(
             let n = &t.nodes[c.root];
             // A delta checkpoint that stores no list gets its materialized one.
             let list = if n.messages_encoding == Some(MessagesEncoding::Absent) {
+                // The replay needs every value: a namespace read back a checkpoint at a
+                // time is loaded whole for it.
+                let whole;
+                let t = if t.values {
+                    t
+                } else {
+                    whole = LoadedThread::load_full(store, &t.thread_id, &t.checkpoint_ns)
+                        .map_err(|e| e.to_string())?;
+                    &whole
+                };
                 let mut found = None;
                 for_each_stored_messages(t, reducer, &mut |i, stored| {
                     if i == c.root {
@@ -412,7 +428,8 @@ impl<C: DeleteRows + ?Sized> ThreadJob<C> for Prune<'_> {
             }
             Work::Checkpoints(namespaces) => {
                 for ns in namespaces {
-                    let after = LoadedThread::load_full(store, thread_id, &ns.ns)
+                    let budget = preamble::whole_thread_bytes();
+                    let after = LoadedThread::load_bounded(store, thread_id, &ns.ns, budget)
                         .map_err(|e| Refusal(format!("verification failed: {e}")))?;
                     if let Some(n) = after
                         .nodes

@@ -9,7 +9,7 @@ use crate::commands::migrate::state::{self, StateFingerprints};
 use dfck_core::codec::Value;
 use dfck_core::materialize::Reducer;
 use dfck_core::model::thread::{LoadedThread, Node};
-use dfck_core::model::{Checkpoint, DELTA_COUNTERS, MESSAGES, MessagesEncoding};
+use dfck_core::model::{DELTA_COUNTERS, MESSAGES, MessagesEncoding};
 use dfck_core::store::Store;
 use dfck_core::write::Refusal;
 use serde_json::Value as Json;
@@ -177,11 +177,11 @@ pub fn decide(
         }
         let version = ck.version(MESSAGES).map(str::to_owned);
         let base_digest = version.as_ref().map(|_| super::digest(&base));
-        let Stored {
+        let state::Stored {
             list: stored,
             digest: stored_digest,
             bytes: stored_bytes,
-        } = stored_list(&n.id, &ck, raw, &mut base, base_digest.as_deref())?;
+        } = state::stored_list(&n.id, &ck, raw, &mut base, base_digest.as_deref())?;
         // What this checkpoint shows now, as the state check fingerprints it.
         let shown = match (&stored_digest, &version) {
             (Some(d), _) => Some(d.clone()),
@@ -284,52 +284,6 @@ pub fn decide(
         ));
     }
     Ok((out, state))
-}
-
-/// A checkpoint's stored `messages` list, the [`super::digest`] of it and its encoded size.
-struct Stored {
-    list: Option<Vec<Value>>,
-    digest: Option<String>,
-    bytes: u64,
-}
-
-/// The list checkpoint `ck` stores. Given its stored bytes (`raw`), it is not decoded when
-/// those bytes are the replayed list's encoding (`base_digest`): `base` is taken instead.
-fn stored_list(
-    id: &str,
-    ck: &Checkpoint,
-    raw: Option<Vec<u8>>,
-    base: &mut Rc<Vec<Value>>,
-    base_digest: Option<&str>,
-) -> Result<Stored, Refusal> {
-    let Some(raw) = raw else {
-        let list = state::own_messages(id, ck)?;
-        return Ok(Stored {
-            digest: list.as_deref().map(super::digest),
-            bytes: list.as_deref().map_or(0, super::encoded_len) as u64,
-            list,
-        });
-    };
-    let mut h = xxhash_rust::xxh3::Xxh3::new();
-    h.update(&raw);
-    let digest = format!("{:032x}", h.digest128());
-    if Some(digest.as_str()) == base_digest {
-        // The bytes are the replayed list's, byte for byte: it is the stored list.
-        let list = Rc::try_unwrap(std::mem::take(base)).unwrap_or_else(|rc| (*rc).clone());
-        return Ok(Stored {
-            list: Some(list),
-            digest: Some(digest),
-            bytes: raw.len() as u64,
-        });
-    }
-    let value = dfck_core::codec::decode(&raw)
-        .map_err(|e| Refusal(format!("unreadable checkpoint: {id}: messages: {e}")))?;
-    let list = state::seed_stored(id, &value)?;
-    Ok(Stored {
-        digest: Some(super::digest(&list)),
-        bytes: super::encoded_len(&list) as u64,
-        list: Some(list),
-    })
 }
 
 fn version_of(n: &Node) -> Option<&str> {

@@ -14,7 +14,7 @@ mod job;
 pub use decide::{Form, MessagesAction, NodeChange};
 pub use job::{DeltaStore, FullToDelta};
 
-use super::checks::{digest, encoded_len};
+use super::checks::digest;
 use super::state::StateFingerprints;
 use crate::commands::wiring::WriteRequest;
 use dfck_core::error::Error;
