@@ -2,7 +2,7 @@
 """One giant full-mode thread, written by the real LangGraph, and its read-back check.
 
     python scripts/gen_giant_thread.py --out /tmp/giant.db --target-mb 2048
-    python scripts/gen_giant_thread.py --check /tmp/giant.db [--k 10] [--sample 24]
+    python scripts/gen_giant_thread.py --check /tmp/giant.db [--k 10] [--sample 24] [--mode full]
 
 Write (`--out`): thread "t-giant" of a fresh SQLite store, grown by the real LangGraph
 (StateGraph + SqliteSaver, `add_messages`, full mode, durability "sync") one human+ai pair
@@ -13,7 +13,8 @@ one JSON line: messages, checkpoints, bytes, seconds.
 
 Check (`--check`, after `dfck migrate full-to-delta --apply`): opens the store with the real
 SqliteSaver through the same graph with `messages` as a delta channel (LangGraph's own
-`_messages_delta_reducer`, snapshot_frequency --k) and, on --sample checkpoints spread over
+`_messages_delta_reducer`, snapshot_frequency --k; `--mode full`: `add_messages`, for a store
+left in full mode, e.g. after `dfck prune --keep-last-turns`) and, on --sample checkpoints spread over
 the thread (the first, the head and evenly between), compares `get_state(...).values` with
 the deterministic messages: every list must be a prefix of the thread's messages, in order,
 and the head must hold them all. Then continues the thread by one turn: the new head must
@@ -65,10 +66,11 @@ def shown(values: dict) -> list[tuple[str, str]]:
     return [(m.id, m.content) for m in values.get("messages", [])]
 
 
-def check(path: Path, k: int, sample: int) -> int:
+def check(path: Path, k: int, sample: int, mode: str) -> int:
     conn = sqlite3.connect(str(path), check_same_thread=False)
     saver = SqliteSaver(conn)
-    g = build_append_graph(messages_annotation("delta", k), saver)
+    annotation = messages_annotation("delta", k) if mode == "delta" else messages_annotation("full")
+    g = build_append_graph(annotation, saver)
     ids = [r[0] for r in conn.execute(
         "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = '' "
         "ORDER BY checkpoint_id", (THREAD,))]
@@ -94,7 +96,7 @@ def check(path: Path, k: int, sample: int) -> int:
         print(f"continued: {len(after)} messages, not the {len(head) + 2} expected")
         bad += 1
     conn.close()
-    print(json.dumps({"db": str(path), "checkpoints": len(ids), "sampled": len(picks),
+    print(json.dumps({"db": str(path), "mode": mode, "checkpoints": len(ids), "sampled": len(picks),
                       "head_messages": len(head), "continued_to": len(after), "mismatches": bad}))
     return 1 if bad else 0
 
@@ -106,9 +108,10 @@ def main() -> int:
     ap.add_argument("--check", type=Path, help="check a converted store instead")
     ap.add_argument("--k", type=int, default=10, help="snapshot_frequency of the delta graph (default 10)")
     ap.add_argument("--sample", type=int, default=24, help="checkpoints read back (default 24)")
+    ap.add_argument("--mode", choices=["delta", "full"], default="delta", help="how the graph reads messages (default delta)")
     args = ap.parse_args()
     if args.check:
-        return check(args.check, args.k, args.sample)
+        return check(args.check, args.k, args.sample, args.mode)
     if not args.out:
         ap.error("--out or --check is required")
     print(json.dumps(write(args.out, args.target_mb)))

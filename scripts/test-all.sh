@@ -73,6 +73,18 @@ cargo test --release --workspace -- --show-output
 # delta-mode graphs, and continues each converted thread three turns.
 "$VENV/bin/python" scripts/check_full_to_delta.py --dfck target/release/dfck
 
+# A full-mode thread over the write commands' in-memory budget (32 MiB stored), so dfck reads it
+# back a checkpoint at a time: pruned to its last 100 turns, and converted to delta form; the real
+# library reads a sample of checkpoints of each result and continues the thread.
+GIANT=$(mktemp -d)
+"$VENV/bin/python" scripts/gen_giant_thread.py --out "$GIANT/giant.db" --target-mb 48 >/dev/null
+cp "$GIANT/giant.db" "$GIANT/pruned.db"
+target/release/dfck --db "$GIANT/pruned.db" prune --all --keep-last-turns 100 --apply >/dev/null
+"$VENV/bin/python" scripts/gen_giant_thread.py --check "$GIANT/pruned.db" --mode full
+target/release/dfck --db "$GIANT/giant.db" migrate full-to-delta --all --apply >/dev/null
+"$VENV/bin/python" scripts/gen_giant_thread.py --check "$GIANT/giant.db"
+rm -rf "$GIANT"
+
 # The real library reads copied stores (SQLite -> PostgreSQL -> SQLite) and continues them.
 "$VENV/bin/python" scripts/check_copied.py --dfck target/release/dfck
 
