@@ -232,14 +232,19 @@ impl LoadedThread {
         if self.values {
             return Ok(Cow::Borrowed(ck));
         }
-        let row = store
-            .checkpoint(&self.thread_id, &self.checkpoint_ns, &n.id)?
+        Ok(Cow::Owned(Checkpoint::from_row(self.read_back(store, i)?)?))
+    }
+
+    /// The stored row of checkpoint `i`, read again.
+    fn read_back(&self, store: &dyn Store, i: usize) -> Result<CheckpointRow, StoreError> {
+        let id = &self.nodes[i].id;
+        store
+            .checkpoint(&self.thread_id, &self.checkpoint_ns, id)?
             .ok_or_else(|| StoreError::CheckpointNotFound {
                 thread_id: self.thread_id.clone(),
                 checkpoint_ns: self.checkpoint_ns.clone(),
-                checkpoint_id: n.id.clone(),
-            })?;
-        Ok(Cow::Owned(Checkpoint::from_row(row)?))
+                checkpoint_id: id.clone(),
+            })
     }
 
     /// A namespace read beforehand ([`Store::read_threads`]), as [`Self::load_with`]
@@ -301,14 +306,7 @@ impl LoadedThread {
         if self.values {
             return Ok((self.checkpoint_values(store, i)?, None));
         }
-        let n = &self.nodes[i];
-        let row = store
-            .checkpoint(&self.thread_id, &self.checkpoint_ns, &n.id)?
-            .ok_or_else(|| StoreError::CheckpointNotFound {
-                thread_id: self.thread_id.clone(),
-                checkpoint_ns: self.checkpoint_ns.clone(),
-                checkpoint_id: n.id.clone(),
-            })?;
+        let row = self.read_back(store, i)?;
         let raw = match &row.body {
             CheckpointBody::Serialized {
                 type_tag: Some(tag),
