@@ -129,3 +129,72 @@ fn postgres_prune_of_a_thread_read_back_checkpoint_by_checkpoint_equals_one_held
         let _ = rt.block_on(admin.batch_execute(&sql));
     }
 }
+
+/// A copy of fixture `full` whose newest `t-linear` checkpoint has one byte of a message
+/// string made invalid UTF-8: its lengths still parse, its content does not decode.
+fn damaged_full() -> (tempfile::TempDir, String) {
+    let (dir, db) = temp_copy(&sqlite_fixture("full"));
+    let c = Connection::open(&db).expect("open");
+    let (id, mut body): (String, Vec<u8>) = c
+        .query_row(
+            "SELECT checkpoint_id, checkpoint FROM checkpoints WHERE thread_id = 't-linear' \
+             ORDER BY checkpoint_id DESC LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .expect("head");
+    let (slice, _) = dfck_core::codec::checkpoint_messages_slice(&body).expect("scan");
+    let slice = slice.expect("the head stores messages");
+    let start = slice.as_ptr() as usize - body.as_ptr() as usize;
+    let end = start + slice.len();
+    let at = (start..end - 4)
+        .find(|&i| {
+            (0xa3..=0xbf).contains(&body[i])
+                && body[i + 1..i + 4].iter().all(u8::is_ascii_alphabetic)
+        })
+        .expect("a string in the messages")
+        + 1;
+    body[at] = 0xff;
+    c.execute(
+        "UPDATE checkpoints SET checkpoint = ?1 WHERE thread_id = 't-linear' AND checkpoint_id = ?2",
+        rusqlite::params![body, id],
+    )
+    .expect("damage");
+    (dir, db.to_string_lossy().into_owned())
+}
+
+#[test]
+fn damaged_messages_are_refused_whether_the_thread_is_held_or_read_back() {
+    for read_back in [false, true] {
+        for args in [
+            &["migrate", "full-to-delta", "t-linear", "--apply"][..],
+            &["prune", "t-linear", "--keep-last-turns", "1", "--apply"][..],
+        ] {
+            let (_dir, db) = damaged_full();
+            let before = sqlite_rows(&db);
+            let mut cmd = dfck_command();
+            if read_back {
+                cmd.env("DFCK_FAILPOINT", "whole-bytes:0");
+            }
+            let out = cmd
+                .arg("--db")
+                .arg(&db)
+                .args(args)
+                .args(["--format", "json"])
+                .output()
+                .expect("run dfck");
+            let report: Json = serde_json::from_slice(&out.stdout).unwrap_or(Json::Null);
+            assert_eq!(
+                out.status.code(),
+                Some(1),
+                "{args:?} read back {read_back}: {report}"
+            );
+            assert_eq!(report["threads"][0]["status"], "refused", "{report}");
+            assert_eq!(
+                sqlite_rows(&db),
+                before,
+                "{args:?} read back {read_back}: rows changed"
+            );
+        }
+    }
+}

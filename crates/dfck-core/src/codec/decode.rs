@@ -48,6 +48,15 @@ pub enum Depth<'k> {
         /// Channels left as stand-ins.
         raw: &'k [&'k str],
     },
+    /// [`Depth::Shallow`], except the `unchecked` channels, which stand in as [`stand_in`]
+    /// makes them: read by their lengths only, **not validated**. For a structural load whose
+    /// caller validates those values later, when it reads them back.
+    ShallowUnchecked {
+        /// Channels kept complete.
+        keep: &'k [&'k str],
+        /// Channels left as unvalidated stand-ins.
+        unchecked: &'k [&'k str],
+    },
 }
 
 impl Depth<'_> {
@@ -55,8 +64,19 @@ impl Depth<'_> {
     pub fn builds(&self, channel: &str) -> bool {
         match self {
             Depth::Full => true,
-            Depth::Shallow { keep } => keep.contains(&channel),
+            Depth::Shallow { keep } | Depth::ShallowUnchecked { keep, .. } => {
+                keep.contains(&channel)
+            }
             Depth::Lazy { raw } => !raw.contains(&channel),
+        }
+    }
+
+    /// Whether `channel`'s value is a [`stand_in`], read by its lengths only.
+    pub fn stands_in(&self, channel: &str) -> bool {
+        match self {
+            Depth::Full | Depth::Shallow { .. } => false,
+            Depth::Lazy { raw } => raw.contains(&channel),
+            Depth::ShallowUnchecked { unchecked, .. } => unchecked.contains(&channel),
         }
     }
 }
@@ -146,8 +166,8 @@ impl Reader<'_> {
             let k = self.value(2)?;
             let v = match (k.as_str(), depth) {
                 (Some(name), _) if depth.builds(name) => self.value(2)?,
-                (Some(_), Depth::Lazy { .. }) => self.stand_in()?,
-                (None, Depth::Lazy { .. }) => self.value(2)?,
+                (Some(name), _) if depth.stands_in(name) => self.stand_in()?,
+                (_, Depth::Lazy { .. }) => self.value(2)?,
                 _ => self.shallow(2)?,
             };
             entries.push((k, v));

@@ -549,7 +549,7 @@ fn postgres_body_at(
         let v = codec::aes::open(Some(&b.type_tag), bytes)
             .and_then(|opened| {
                 let plain = opened.tag.as_deref() == Some("msgpack");
-                let lazy = plain && matches!(depth, codec::Depth::Lazy { .. });
+                let lazy = plain && depth.stands_in(&b.channel);
                 let shallow = plain && !depth.builds(&b.channel);
                 if lazy && shallow {
                     codec::stand_in(&opened.bytes)

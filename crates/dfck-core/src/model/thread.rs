@@ -374,6 +374,14 @@ impl LoadedThread {
                 Ok((m, facts)) => {
                     let depth = if keep_values {
                         Depth::Full
+                    } else if matches!(keep, Keep::UpTo(_)) {
+                        // A thread over the budget: its walks read every checkpoint back and
+                        // validate `messages` then (decoding it unless its bytes are the
+                        // replayed list's), so the load only hops over it.
+                        Depth::ShallowUnchecked {
+                            keep: &[PREGEL_TASKS],
+                            unchecked: &[super::MESSAGES],
+                        }
                     } else {
                         Depth::Shallow {
                             keep: &[PREGEL_TASKS],
