@@ -42,8 +42,9 @@ pub enum Depth<'k> {
         keep: &'k [&'k str],
     },
     /// Every value complete except the named channels, which stand in as [`stand_in`]
-    /// makes them: read by their lengths only, **not validated**. Use it only on bytes
-    /// validated before (a thread's structural load, in the same transaction).
+    /// makes them: read by their lengths only, **not validated**. Use it only where the
+    /// caller validates those values itself (a walk that decodes a list unless its bytes
+    /// are a known list's encoding).
     Lazy {
         /// Channels left as stand-ins.
         raw: &'k [&'k str],

@@ -205,9 +205,12 @@ impl LoadedThread {
 
     /// Reads every checkpoint and write of (thread, ns) in one pass, keeping every value
     /// while the thread's stored bytes stay within `budget` ([`LoadedThread::values`] is
-    /// then true). A larger thread keeps its structure (as [`LoadedThread::load`]) and every
-    /// write's value; [`LoadedThread::checkpoint_values`] reads its checkpoints back one at a
-    /// time, so memory follows the largest checkpoint, not the thread.
+    /// then true). A larger thread keeps its structure (as [`LoadedThread::load`], except that
+    /// each `messages` value is hopped over by its lengths, not validated: the walks that read
+    /// checkpoints back validate it) and every write's value;
+    /// [`LoadedThread::checkpoint_values`] and [`LoadedThread::checkpoint_lazy_messages`] read
+    /// its checkpoints back one at a time, so memory follows the largest checkpoint, not the
+    /// thread.
     pub fn load_bounded(
         store: &dyn Store,
         thread_id: &str,
@@ -295,9 +298,10 @@ impl LoadedThread {
 
     /// Checkpoint `i` for a walk that compares `messages` lists by their bytes: from memory
     /// when the thread holds its values (no bytes: read its `messages` value), else read back
-    /// with every value but `messages`, which stands in ([`Depth::Lazy`]; the structural load
-    /// validated it), alongside its stored bytes when they are plain msgpack (when they are
-    /// not, the value is decoded whole and no bytes come).
+    /// with every value but `messages`, which stands in unvalidated ([`Depth::Lazy`]),
+    /// alongside its stored bytes when they are plain msgpack (when they are not, the value
+    /// is decoded whole and no bytes come). The caller validates those bytes: it decodes
+    /// them unless they are a list's encoding it already holds.
     pub fn checkpoint_lazy_messages(
         &self,
         store: &dyn Store,
