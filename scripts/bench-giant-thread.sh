@@ -3,11 +3,13 @@
 # by the real LangGraph (scripts/gen_giant_thread.py), then on each:
 #   - the floor: sqlite3 reading every checkpoint byte once, warm cache (read once before);
 #   - dfck prune --all --keep-last-turns 100 --apply, on a copy;
-#   - dfck copy --all --to new.db --apply (only the first size: copy still holds a thread whole);
+#   - dfck copy --all --to new.db --apply, then the real library reads a sample of the copy's
+#     checkpoints back and continues the thread (gen_giant_thread.py --check --mode full);
 #   - dfck migrate full-to-delta --all --apply, in place, then the real library reads a
 #     sample of checkpoints back and continues the thread (gen_giant_thread.py --check).
 # Prints one markdown table row per command; each store is deleted once measured (at most
 # two copies of the largest exist at a time: ~2 x 8 GB with the default sizes).
+# Run it from a clean build: `cargo build --release` first.
 #
 #   scripts/bench-giant-thread.sh                  # SIZES="428 2048 4096 8192"
 #   SIZES="428" DIR=/tmp/dfck-giant scripts/bench-giant-thread.sh
@@ -32,10 +34,10 @@ row() { # size label wall kb floor
         'BEGIN { printf "| %s MB | %s | %s | %.2f s | %s | %.2f s | %.2f× | %.1f MiB |\n", s, m, c, f, l, w, w / f, k / 1024 }'
 }
 
+SCHEMA=$(sqlite3 "$(dirname "$0")/../fixtures/sqlite/full.db" .schema)
 FLOOR_SQL="SELECT sum(instr(checkpoint, x'c7c7c7c7c7')) FROM checkpoints"
 echo "| file | messages | checkpoints | floor (sqlite3, warm) | command | wall | ratio | peak RSS |"
 echo "|---|---|---|---|---|---|---|---|"
-first=1
 for mb in $SIZES; do
     db="$DIR/g$mb.db"
     "$PY" scripts/gen_giant_thread.py --out "$db" --target-mb "$mb" >"$DIR/gen.json"
@@ -52,14 +54,22 @@ for mb in $SIZES; do
     row "$mb" "prune --keep-last-turns 100 --apply ($deleted deleted)" "$w" "$k" "$floor" "$msgs" "$cks"
     rm -f "$DIR"/p.db*
 
-    if [ "$first" = 1 ]; then
-        rm -f "$DIR"/new.db*
-        r=$(measure "$DFCK" --db "$db" copy --all --to "$DIR/new.db" --apply)
+    # For reference: SQLite copying the same rows into a fresh WAL-mode file by itself.
+    rm -f "$DIR"/c.db*
+    sqlite3 "$DIR/c.db" "PRAGMA journal_mode=WAL; $SCHEMA" >/dev/null
+    r=$(measure sqlite3 "$DIR/c.db" "ATTACH '$db' AS s; INSERT INTO checkpoints SELECT * FROM s.checkpoints; INSERT INTO writes SELECT * FROM s.writes;")
     read -r w k <<<"$r"
-        row "$mb" "copy --to new.db --apply" "$w" "$k" "$floor" "$msgs" "$cks"
-        rm -f "$DIR"/new.db*
-        first=0
-    fi
+    row "$mb" "(reference) sqlite3 INSERT … SELECT into a new WAL file" "$w" "$k" "$floor" "$msgs" "$cks"
+    rm -f "$DIR"/c.db*
+
+    rm -f "$DIR"/new.db*
+    r=$(measure "$DFCK" --db "$db" copy --all --to "$DIR/new.db" --apply --format json)
+    read -r w k <<<"$r"
+    copied=$(python3 -c "import json; print(json.load(open('$DIR/out'))['checkpoints'])")
+    row "$mb" "copy --to new.db --apply ($copied copied)" "$w" "$k" "$floor" "$msgs" "$cks"
+    "$PY" scripts/gen_giant_thread.py --check "$DIR/new.db" --mode full >"$DIR/check.json"
+    echo "<!-- $mb MB copy read back: $(cat "$DIR/check.json") -->"
+    rm -f "$DIR"/new.db*
 
     r=$(measure "$DFCK" --db "$db" migrate full-to-delta --all --apply --format json)
     read -r w k <<<"$r"

@@ -12,7 +12,9 @@ use std::process::{Command, Output};
 
 const THREADS: &[&str] = &["t-error", "t-exit", "t-linear"];
 
-fn copy(source: &Path, to: &str, apply: bool, failpoint: Option<usize>) -> Output {
+/// Runs a copy; `failpoint`: abort after that many rows; `streamed`: every thread copied row
+/// by row (`whole-bytes:0`).
+fn copy(source: &Path, to: &str, apply: bool, failpoint: Option<usize>, streamed: bool) -> Output {
     let mut c = crate::common::dfck_command();
     c.arg("--db")
         .arg(source)
@@ -23,8 +25,15 @@ fn copy(source: &Path, to: &str, apply: bool, failpoint: Option<usize>) -> Outpu
     if apply {
         c.arg("--apply");
     }
-    if let Some(n) = failpoint {
-        c.env("DFCK_FAILPOINT", format!("copy-abort-after:{n}"));
+    let mut points: Vec<String> = failpoint
+        .map(|n| format!("copy-abort-after:{n}"))
+        .into_iter()
+        .collect();
+    if streamed {
+        points.push("whole-bytes:0".into());
+    }
+    if !points.is_empty() {
+        c.env("DFCK_FAILPOINT", points.join(","));
     }
     c.output().expect("run dfck")
 }
@@ -35,13 +44,16 @@ fn report(out: &Output) -> Json {
 }
 
 /// Kills a copy after `n` rows, then checks the target and finishes the job.
-fn crash_and_resume(source: &Path, to: &str, n: usize) -> bool {
-    let out = copy(source, to, true, Some(n));
+fn crash_and_resume(source: &Path, to: &str, n: usize, streamed: bool) -> bool {
+    let copy = |to: &str, apply: bool, failpoint: Option<usize>| {
+        copy(source, to, apply, failpoint, streamed)
+    };
+    let out = copy(to, true, Some(n));
     let killed = out.status.code().is_none();
     if !killed {
         assert_eq!(out.status.code(), Some(0), "after {n}: {:?}", out);
     }
-    let plan = copy(source, to, false, None);
+    let plan = copy(to, false, None);
     assert_eq!(
         plan.status.code(),
         Some(0),
@@ -54,9 +66,9 @@ fn crash_and_resume(source: &Path, to: &str, n: usize) -> bool {
             "after a crash at row {n} every thread is absent or complete: {t}"
         );
     }
-    let rerun = copy(source, to, true, None);
+    let rerun = copy(to, true, None);
     assert_eq!(rerun.status.code(), Some(0), "rerun after {n}");
-    let third = report(&copy(source, to, true, None));
+    let third = report(&copy(to, true, None));
     assert_eq!(third["copied"], 0, "third run after {n}: {third}");
     assert_eq!(third["skipped"], THREADS.len());
     killed
@@ -70,8 +82,19 @@ fn a_killed_copy_leaves_threads_absent_or_complete_and_resumes() {
     let mut kills = 0;
     for n in points {
         let to = dir.path().join(format!("crash-{n}.db"));
-        kills += usize::from(crash_and_resume(&source, to.to_str().unwrap(), n));
+        kills += usize::from(crash_and_resume(&source, to.to_str().unwrap(), n, false));
     }
+    // The same with every thread streamed row by row (docs/copy.md, "Big threads").
+    let mut streamed_kills = 0;
+    for n in points {
+        let to = dir.path().join(format!("crash-streamed-{n}.db"));
+        streamed_kills += usize::from(crash_and_resume(&source, to.to_str().unwrap(), n, true));
+    }
+    assert_eq!(
+        streamed_kills,
+        points.len() - 1,
+        "every streamed failpoint fired"
+    );
     let uri = require_postgres("copy crash test (postgres target)");
     if let Some(uri) = &uri {
         let rt = crate::common::pg::runtime();
@@ -84,7 +107,7 @@ fn a_killed_copy_leaves_threads_absent_or_complete_and_resumes() {
             .unwrap();
             rt.block_on(client.batch_execute(&format!("CREATE DATABASE \"{db}\"")))
                 .unwrap();
-            kills += usize::from(crash_and_resume(&source, &with_db(uri, &db), n));
+            kills += usize::from(crash_and_resume(&source, &with_db(uri, &db), n, false));
         }
     }
     let runs = if uri.is_some() { 2 } else { 1 } * points.len();

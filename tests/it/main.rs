@@ -21,6 +21,7 @@ mod config_discovery;
 mod conversation_views;
 mod copy;
 mod copy_crash;
+mod copy_streamed;
 mod deerflow_copy;
 mod deerflow_copy_resume;
 mod deerflow_delete;

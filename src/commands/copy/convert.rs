@@ -6,7 +6,7 @@
 
 use dfck_core::codec::aes::Protection;
 use dfck_core::codec::{self, EXT_DELTA_SNAPSHOT, Value};
-use dfck_core::store::{Backend, BlobRow, CheckpointBody, CheckpointRow, Store, WriteRow};
+use dfck_core::store::{Backend, BlobRow, CheckpointBody, CheckpointRow, WriteRow};
 use dfck_core::write::Refusal;
 use serde_json::{Map, Value as Json};
 
@@ -21,30 +21,9 @@ pub struct NsRows {
     pub writes: Vec<WriteRow>,
 }
 
-/// Reads every namespace of a thread (empty when the thread does not exist).
-pub fn load_thread(
-    store: &dyn Store,
-    thread_id: &str,
-) -> Result<Vec<NsRows>, dfck_core::error::StoreError> {
-    let mut out = Vec::new();
-    for ns in store.namespaces(thread_id)? {
-        let mut checkpoints = Vec::new();
-        store.scan_thread_values(thread_id, &ns, &mut |r| {
-            checkpoints.push(r);
-            Ok(())
-        })?;
-        checkpoints.sort_by(|a, b| a.checkpoint_id.cmp(&b.checkpoint_id));
-        let mut writes = store.thread_writes(thread_id, &ns)?;
-        writes.sort_by(|a, b| {
-            (&a.checkpoint_id, a.sort_key()).cmp(&(&b.checkpoint_id, b.sort_key()))
-        });
-        out.push(NsRows {
-            ns,
-            checkpoints,
-            writes,
-        });
-    }
-    Ok(out)
+/// Sorts a namespace's writes as a copy reads them: by checkpoint, then in LangGraph's order.
+pub fn sort_ns_writes(writes: &mut [WriteRow]) {
+    writes.sort_by(|a, b| (&a.checkpoint_id, a.sort_key()).cmp(&(&b.checkpoint_id, b.sort_key())));
 }
 
 /// A checkpoint body in the target's layout.
@@ -161,7 +140,6 @@ pub fn lay_out(rows: NsRows, target: Backend) -> Result<LaidNs, Refusal> {
     let thread_sealed = thread_protection(&rows);
     let mut decided: std::collections::HashMap<String, Protection> = Default::default();
     for row in rows.checkpoints {
-        let w = what(&row);
         // A checkpoint without blobs takes the protection of its own writes, else its
         // parent's, else the thread's.
         let own: Vec<Protection> = rows
@@ -180,14 +158,10 @@ pub fn lay_out(rows: NsRows, target: Backend) -> Result<LaidNs, Refusal> {
                 .and_then(|p| decided.get(p).copied())
                 .unwrap_or(thread_sealed)
         };
-        let (body, new_blobs) = match target {
-            Backend::Postgres => to_postgres(row.body, &row.metadata, &w)?,
-            _ => {
-                let (body, sealed) = to_sqlite(row.body, &row.metadata, &w, fallback)?;
-                decided.insert(row.checkpoint_id.clone(), sealed);
-                (body, Vec::new())
-            }
-        };
+        let (laid, new_blobs, sealed) = lay_checkpoint(row, target, fallback)?;
+        if let Some(sealed) = sealed {
+            decided.insert(laid.id.clone(), sealed);
+        }
         // PostgreSQL keeps one value per (channel, version): the first checkpoint's, as
         // `PostgresSaver` (which writes a blob only for new versions) would.
         for b in new_blobs {
@@ -195,22 +169,56 @@ pub fn lay_out(rows: NsRows, target: Backend) -> Result<LaidNs, Refusal> {
                 blobs.push(b);
             }
         }
-        checkpoints.push(LaidCheckpoint {
-            id: row.checkpoint_id,
-            parent: row.parent_checkpoint_id,
-            body,
-        });
+        checkpoints.push(laid);
     }
+    let writes = writes_for(rows.writes, target)?;
+    Ok(LaidNs {
+        ns: rows.ns,
+        checkpoints,
+        blobs,
+        writes,
+    })
+}
+
+/// One checkpoint row in `target`'s layout, with the blobs it stores (PostgreSQL) and, on
+/// SQLite, how its body was sealed; `fallback` is the protection of a PostgreSQL checkpoint
+/// without blobs laid out for SQLite.
+pub fn lay_checkpoint(
+    row: CheckpointRow,
+    target: Backend,
+    fallback: Protection,
+) -> Result<(LaidCheckpoint, Vec<LaidBlob>, Option<Protection>), Refusal> {
+    let w = what(&row);
+    let (body, blobs, sealed) = match target {
+        Backend::Postgres => {
+            let (body, blobs) = to_postgres(row.body, &row.metadata, &w)?;
+            (body, blobs, None)
+        }
+        _ => {
+            let (body, sealed) = to_sqlite(row.body, &row.metadata, &w, fallback)?;
+            (body, Vec::new(), Some(sealed))
+        }
+    };
+    let laid = LaidCheckpoint {
+        id: row.checkpoint_id,
+        parent: row.parent_checkpoint_id,
+        body,
+    };
+    Ok((laid, blobs, sealed))
+}
+
+/// A namespace's pending writes for `target`, each sealed as it was (or under
+/// `--encrypt-all`); an `idx` PostgreSQL's INTEGER cannot hold is refused.
+pub fn writes_for(writes: Vec<WriteRow>, target: Backend) -> Result<Vec<WriteRow>, Refusal> {
     if target == Backend::Postgres {
-        if let Some(w) = rows.writes.iter().find(|w| i32::try_from(w.idx).is_err()) {
+        if let Some(w) = writes.iter().find(|w| i32::try_from(w.idx).is_err()) {
             return Err(Refusal(format!(
                 "a write on checkpoint {} has idx {}, which PostgreSQL's INTEGER cannot hold",
                 w.checkpoint_id, w.idx
             )));
         }
     }
-    let writes = rows
-        .writes
+    writes
         .into_iter()
         .map(|mut w| {
             let (tag, value) = Protection::of_tag(w.type_tag.as_deref())
@@ -221,13 +229,7 @@ pub fn lay_out(rows: NsRows, target: Backend) -> Result<LaidNs, Refusal> {
             w.value = value;
             Ok(w)
         })
-        .collect::<Result<Vec<_>, Refusal>>()?;
-    Ok(LaidNs {
-        ns: rows.ns,
-        checkpoints,
-        blobs,
-        writes,
-    })
+        .collect()
 }
 
 /// [`Protection::Aes`] when any stored value of the namespace is encrypted.

@@ -9,7 +9,7 @@
 use crate::commands::migrate::MigrateOptions;
 use crate::commands::migrate::state::fingerprints;
 use dfck_core::model::thread::LoadedThread;
-use dfck_core::store::{CheckpointBody, Store};
+use dfck_core::store::{CheckpointBody, CheckpointRow, Store, WriteRow};
 use dfck_core::write::Refusal;
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
@@ -79,27 +79,110 @@ pub fn digest_thread(store: &dyn Store, thread_id: &str) -> Result<ThreadDigest,
             out.checkpoints
                 .insert((ns.clone(), n.id.clone()), h.digest128());
             for w in &n.writes {
-                field(&mut wh, n.id.as_bytes());
-                field(&mut wh, w.task_path.as_bytes());
-                field(&mut wh, w.task_id.as_bytes());
-                wh.update(&w.idx.to_le_bytes());
-                field(&mut wh, w.channel.as_bytes());
-                // The plaintext: a copy may encrypt (--encrypt-all) and encrypts with a
-                // fresh nonce, so the stored bytes of the same value differ.
-                let opened = dfck_core::codec::aes::open(
-                    w.type_tag.as_deref(),
-                    bytes::Bytes::copy_from_slice(&w.value),
-                )
-                .ok();
-                let (tag, value) = match &opened {
-                    Some(o) => (o.tag.as_deref(), &o.bytes[..]),
-                    None => (w.type_tag.as_deref(), &w.value[..]),
-                };
-                field(&mut wh, tag.unwrap_or("\u{0}null").as_bytes());
-                field(&mut wh, value);
+                hash_write(&mut wh, w);
             }
         }
         out.writes.insert(ns, wh.digest128());
+    }
+    Ok(out)
+}
+
+/// One pending write, its plaintext: a copy may encrypt (`--encrypt-all`) and encrypts with
+/// a fresh nonce, so the stored bytes of the same value differ.
+fn hash_write(wh: &mut Xxh3, w: &WriteRow) {
+    field(wh, w.checkpoint_id.as_bytes());
+    field(wh, w.task_path.as_bytes());
+    field(wh, w.task_id.as_bytes());
+    wh.update(&w.idx.to_le_bytes());
+    field(wh, w.channel.as_bytes());
+    let opened = dfck_core::codec::aes::open(
+        w.type_tag.as_deref(),
+        bytes::Bytes::copy_from_slice(&w.value),
+    )
+    .ok();
+    let (tag, value) = match &opened {
+        Some(o) => (o.tag.as_deref(), &o.bytes[..]),
+        None => (w.type_tag.as_deref(), &w.value[..]),
+    };
+    field(wh, tag.unwrap_or("\u{0}null").as_bytes());
+    field(wh, value);
+}
+
+/// The fingerprint of a checkpoint row as stored: id, parent, metadata and body (a SQLite
+/// body by its bytes; a PostgreSQL one by its JSONB value, keys sorted, and the blobs at its
+/// versions). Two stores of one backend holding the same rows show the same state, so a
+/// copy that keeps rows as stored is verified by these ([`raw_digest`]).
+pub fn raw_checkpoint(row: &CheckpointRow) -> u128 {
+    let mut h = Xxh3::new();
+    field(&mut h, row.checkpoint_id.as_bytes());
+    field(
+        &mut h,
+        row.parent_checkpoint_id
+            .as_deref()
+            .unwrap_or("\u{0}none")
+            .as_bytes(),
+    );
+    match &row.body {
+        CheckpointBody::Serialized { .. } => field(&mut h, &row.metadata),
+        CheckpointBody::Postgres { .. } => {
+            let meta = serde_json::from_slice::<serde_json::Value>(&row.metadata)
+                .map(|m| sorted_json(&m))
+                .unwrap_or_else(|_| row.metadata.clone());
+            field(&mut h, &meta);
+        }
+    }
+    body_print(&mut h, &row.body);
+    h.digest128()
+}
+
+fn sorted_json(v: &serde_json::Value) -> Vec<u8> {
+    serde_json::to_vec(&dfck_core::codec::pyjson::sort_keys(v)).unwrap_or_default()
+}
+
+fn body_print(h: &mut Xxh3, body: &CheckpointBody) {
+    match body {
+        CheckpointBody::Serialized { type_tag, bytes } => {
+            field(h, type_tag.as_deref().unwrap_or("").as_bytes());
+            field(h, bytes);
+        }
+        CheckpointBody::Postgres { checkpoint, blobs } => {
+            field(h, &sorted_json(checkpoint));
+            for b in blobs {
+                field(h, b.channel.as_bytes());
+                field(h, b.type_tag.as_bytes());
+                field(h, b.blob.as_deref().unwrap_or_default());
+            }
+        }
+    }
+}
+
+/// The fingerprint of a namespace's pending writes, in the order given.
+pub fn raw_writes(writes: &[WriteRow]) -> u128 {
+    let mut wh = Xxh3::new();
+    for w in writes {
+        hash_write(&mut wh, w);
+    }
+    wh.digest128()
+}
+
+/// A thread's rows as stored, fingerprinted ([`raw_checkpoint`], [`raw_writes`]), read one
+/// checkpoint at a time.
+pub fn raw_digest(store: &dyn Store, thread_id: &str) -> Result<ThreadDigest, Refusal> {
+    let e = |e: dfck_core::error::StoreError| Refusal(e.to_string());
+    let mut out = ThreadDigest::default();
+    for ns in store.namespaces(thread_id).map_err(e)? {
+        store
+            .scan_thread_values(thread_id, &ns, &mut |row| {
+                out.checkpoints.insert(
+                    (ns.clone(), row.checkpoint_id.clone()),
+                    raw_checkpoint(&row),
+                );
+                Ok(())
+            })
+            .map_err(e)?;
+        let mut writes = store.thread_writes(thread_id, &ns).map_err(e)?;
+        super::convert::sort_ns_writes(&mut writes);
+        out.writes.insert(ns, raw_writes(&writes));
     }
     Ok(out)
 }
@@ -140,20 +223,7 @@ fn raw_bodies(
     store
         .scan_thread_values(thread_id, ns, &mut |row| {
             let mut h = Xxh3::new();
-            match &row.body {
-                CheckpointBody::Serialized { type_tag, bytes } => {
-                    field(&mut h, type_tag.as_deref().unwrap_or("").as_bytes());
-                    field(&mut h, bytes);
-                }
-                CheckpointBody::Postgres { checkpoint, blobs } => {
-                    field(&mut h, checkpoint.to_string().as_bytes());
-                    for b in blobs {
-                        field(&mut h, b.channel.as_bytes());
-                        field(&mut h, b.type_tag.as_bytes());
-                        field(&mut h, b.blob.as_deref().unwrap_or_default());
-                    }
-                }
-            }
+            body_print(&mut h, &row.body);
             out.insert(row.checkpoint_id, h.digest128());
             Ok(())
         })

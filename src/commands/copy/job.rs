@@ -6,8 +6,9 @@
 
 use super::app::{AppCopy, AppPrints, AppState, ThreadApp};
 use super::cache::PurgeReplaced;
-use super::convert::{LaidBody, LaidNs, lay_out, load_thread};
-use super::digest::{ThreadDigest, difference, digest_thread};
+use super::convert::{LaidBody, LaidNs, lay_out};
+use super::digest::{ThreadDigest, difference, digest_thread, raw_digest};
+use super::stream::{NsSource, NsStream, copy_streamed, read_source};
 use super::{CopyOptions, CopyStatus, CopyThread};
 use dfck_core::error::{Error, StoreError};
 use dfck_core::store::app_copy::AppRows;
@@ -119,15 +120,26 @@ pub enum Decision {
         report: CopyThread,
         /// The checkpoint rows in the target's layout (none when the target holds them).
         laid: Vec<LaidNs>,
+        /// Namespaces too big to hold, copied row by row at the insert.
+        streamed: Vec<NsStream>,
         /// The target holds a different copy, to delete first (`--replace`).
         replace: bool,
         /// The source's fingerprints, for the check before commit (`None` in a dry run
-        /// into an empty target).
-        digest: Option<ThreadDigest>,
+        /// into an empty target): of its stored rows when a namespace is streamed, else
+        /// of the state it shows.
+        digest: Option<Verify>,
         /// DeerFlow's rows of the thread: to insert (`None` when the target holds them) and
         /// the fingerprints the target must show.
         app: Option<(Option<ThreadApp>, AppPrints)>,
     },
+}
+
+/// The fingerprints a copy is checked against.
+pub enum Verify {
+    /// The state every checkpoint shows ([`digest_thread`]).
+    State(ThreadDigest),
+    /// The rows as stored ([`raw_digest`]): a copy that streams keeps them as they are.
+    Rows(ThreadDigest),
 }
 
 /// How the target's copy of one part of a thread (checkpoints, DeerFlow rows) compares.
@@ -162,11 +174,13 @@ pub fn decide(sides: &Sides<'_>, thread_id: &str, opts: &CopyOptions) -> Result<
     } = *sides;
     let refused =
         |r: CopyThread, why: String| Decision::Done(r.with(CopyStatus::Refused, Some(why)));
-    let rows = match load_thread(source, thread_id) {
-        Ok(r) => r,
-        Err(StoreError::ThreadNotFound { .. }) => Vec::new(),
+    let (rows, raw) = match read_source(source, thread_id, opts.target) {
+        Ok(Ok(r)) => r,
+        Ok(Err(r)) => return Ok(refused(CopyThread::new(thread_id), r.0)),
+        Err(StoreError::ThreadNotFound { .. }) => (Vec::new(), ThreadDigest::default()),
         Err(e) => return Err(e.into()),
     };
+    let streams = rows.iter().any(|n| matches!(n, NsSource::Streamed(_)));
     let mut report = CopyThread::new(thread_id);
     let theirs = match (app, source.app_rows()) {
         (Some((a, _)), Some(src)) => match ThreadApp::load(a, src, thread_id)? {
@@ -182,8 +196,8 @@ pub fn decide(sides: &Sides<'_>, thread_id: &str, opts: &CopyOptions) -> Result<
         )));
     }
     report.namespaces = rows.len();
-    report.checkpoints = rows.iter().map(|n| n.checkpoints.len()).sum();
-    report.writes = rows.iter().map(|n| n.writes.len()).sum();
+    report.checkpoints = rows.iter().map(NsSource::checkpoints).sum();
+    report.writes = rows.iter().map(NsSource::writes).sum();
     let exists = match target {
         Some(t) => !t.namespaces(thread_id)?.is_empty(),
         None => false,
@@ -195,22 +209,13 @@ pub fn decide(sides: &Sides<'_>, thread_id: &str, opts: &CopyOptions) -> Result<
         Some(_) if rows.is_empty() => {
             Part::Differs("the target holds checkpoints the source does not".into())
         }
-        Some(t) => {
-            let want = match digest_thread(source, thread_id) {
-                Ok(d) => d,
-                Err(r) => return Ok(refused(report, r.0)),
-            };
-            let got = match digest_thread(t, thread_id) {
-                Ok(d) => d,
-                Err(r) => return Ok(refused(report, format!("the target's copy: {}", r.0))),
-            };
-            let part = match difference(&want, &got) {
-                None => Part::Same,
-                Some(why) => Part::Differs(why),
-            };
-            digest = Some(want);
-            part
-        }
+        Some(t) => match compare(source, t, thread_id, streams.then_some(&raw)) {
+            Ok((want, part)) => {
+                digest = Some(want);
+                part
+            }
+            Err(why) => return Ok(refused(report, why)),
+        },
     };
     let deerflow = match (&theirs, app) {
         (Some(t), Some((a, target_app))) => match t.state(a, target_app, thread_id)? {
@@ -247,11 +252,15 @@ pub fn decide(sides: &Sides<'_>, thread_id: &str, opts: &CopyOptions) -> Result<
     let copy_checkpoints = replace || checkpoints == Part::Absent;
     let copy_deerflow = replace || deerflow == Part::Absent;
     let mut laid = Vec::with_capacity(rows.len());
+    let mut streamed = Vec::new();
     if copy_checkpoints {
         for ns in rows {
-            match lay_out(ns, opts.target) {
-                Ok(l) => laid.push(l),
-                Err(r) => return Ok(refused(report, r.0)),
+            match ns {
+                NsSource::Streamed(s) => streamed.push(s),
+                NsSource::Held(ns) => match lay_out(ns, opts.target) {
+                    Ok(l) => laid.push(l),
+                    Err(r) => return Ok(refused(report, r.0)),
+                },
             }
         }
     } else {
@@ -264,10 +273,14 @@ pub fn decide(sides: &Sides<'_>, thread_id: &str, opts: &CopyOptions) -> Result<
         report.checkpoints = 0;
         report.writes = 0;
     }
-    report.bytes = laid.iter().map(LaidNs::bytes).sum();
-    if digest.is_none() && target.is_some() && !laid.is_empty() {
+    report.bytes =
+        laid.iter().map(LaidNs::bytes).sum::<u64>() + streamed.iter().map(|s| s.bytes).sum::<u64>();
+    if streams && copy_checkpoints && target.is_some() {
+        // A streamed copy keeps every row as stored: its stored form is what to check.
+        digest = Some(Verify::Rows(raw));
+    } else if digest.is_none() && target.is_some() && !laid.is_empty() {
         match digest_thread(source, thread_id) {
-            Ok(d) => digest = Some(d),
+            Ok(d) => digest = Some(Verify::State(d)),
             Err(r) => return Ok(refused(report, r.0)),
         }
     }
@@ -290,10 +303,36 @@ pub fn decide(sides: &Sides<'_>, thread_id: &str, opts: &CopyOptions) -> Result<
     Ok(Decision::Copy {
         report,
         laid,
+        streamed,
         replace,
         digest,
         app,
     })
+}
+
+/// The source's fingerprints and how the target's copy of the thread compares: by stored
+/// rows first when the thread streams (`raw`: the source's), then by the state shown.
+fn compare(
+    source: &dyn Store,
+    target: &dyn Store,
+    thread_id: &str,
+    raw: Option<&ThreadDigest>,
+) -> Result<(Verify, Part), String> {
+    if let Some(want) = raw {
+        let got =
+            raw_digest(target, thread_id).map_err(|r| format!("the target's copy: {}", r.0))?;
+        if difference(want, &got).is_none() {
+            return Ok((Verify::Rows(want.clone()), Part::Same));
+        }
+    }
+    let want = digest_thread(source, thread_id).map_err(|r| r.0)?;
+    let got =
+        digest_thread(target, thread_id).map_err(|r| format!("the target's copy: {}", r.0))?;
+    let part = match difference(&want, &got) {
+        None => Part::Same,
+        Some(why) => Part::Differs(why),
+    };
+    Ok((Verify::State(want), part))
 }
 
 /// The copy as a write-engine job.
@@ -309,14 +348,15 @@ pub struct Copy<'a> {
 /// What the plan hands to the insert.
 pub struct Work {
     laid: Vec<LaidNs>,
+    streamed: Vec<NsStream>,
     replace: bool,
-    digest: Option<ThreadDigest>,
+    digest: Option<Verify>,
     app: Option<(Option<ThreadApp>, AppPrints)>,
 }
 
 /// What the insert hands to the check: the source's fingerprints.
 pub struct Expect {
-    digest: Option<ThreadDigest>,
+    digest: Option<Verify>,
     replaced: bool,
     app: Option<AppPrints>,
 }
@@ -504,6 +544,7 @@ impl<C: PlanStore + CopySides + ?Sized> ThreadPlan<C> for Copy<'_> {
             Decision::Copy {
                 report,
                 laid,
+                streamed,
                 replace,
                 digest,
                 app,
@@ -513,6 +554,7 @@ impl<C: PlanStore + CopySides + ?Sized> ThreadPlan<C> for Copy<'_> {
                     report,
                     work: Work {
                         laid,
+                        streamed,
                         replace,
                         digest,
                         app,
@@ -546,6 +588,11 @@ impl ThreadJob<CopyConn> for Copy<'_> {
         for ns in &work.laid {
             insert(conn, thread_id, ns, cx)?;
         }
+        for s in &work.streamed {
+            copy_streamed(conn.source(), thread_id, s, self.opts.target, &mut |ns| {
+                insert(conn, thread_id, ns, cx)
+            })?;
+        }
         let app = match (work.app, self.app) {
             (Some((rows, prints)), Some(app)) => {
                 let target = conn.app_target().ok_or_else(|| {
@@ -578,8 +625,11 @@ impl ThreadJob<CopyConn> for Copy<'_> {
             .is_empty();
         match &expect.digest {
             Some(want) => {
-                let got = digest_thread(conn.store(), thread_id)
-                    .map_err(|r| Refusal(format!("verification failed: {}", r.0)))?;
+                let (want, got) = match want {
+                    Verify::State(w) => (w, digest_thread(conn.store(), thread_id)),
+                    Verify::Rows(w) => (w, raw_digest(conn.store(), thread_id)),
+                };
+                let got = got.map_err(|r| Refusal(format!("verification failed: {}", r.0)))?;
                 if let Some(why) = difference(want, &got) {
                     return Err(Refusal(format!(
                         "verification failed: the copy differs from the source ({why})"

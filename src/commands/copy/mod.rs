@@ -2,7 +2,8 @@
 //! within a backend — rows laid out in the target's own format, one verified transaction
 //! per thread through the write engine ([`dfck_core::write`]). docs/copy.md describes it.
 //!
-//! Submodules: `convert` (reading a thread whole and laying its rows out for the target),
+//! Submodules: `convert` (laying a thread's rows out for the target), `stream` (reading a
+//! thread from the source: held whole, or a big one streamed row by row),
 //! `digest` (the fingerprints an identical copy must share), `job` (the engine job and the
 //! connection pairing the read-only source with the target), `app` (DeerFlow's own tables:
 //! the schema check, the thread list, one thread's rows), `shared` (DeerFlow's rows outside
@@ -17,10 +18,11 @@ mod digest;
 mod job;
 mod run;
 mod shared;
+mod stream;
 
 pub use app::{AppCopy, AppSetup};
 pub use cache::PurgeReplaced;
-pub use convert::{LaidNs, NsRows, lay_out, load_thread};
+pub use convert::{LaidNs, NsRows, lay_out};
 pub use digest::{ThreadDigest, difference, digest_thread};
 pub use job::{Copy, CopyConn, Sides, TargetConn, decide};
 pub use run::run;

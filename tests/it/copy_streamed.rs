@@ -1,0 +1,202 @@
+//! A thread past the write engine's in-memory budget is copied between stores of one backend
+//! row by row (`whole-bytes:0` forces that on every thread) and verified by its stored rows:
+//! the same report and the same target rows as a copy that holds each thread whole, and a
+//! rerun finds every thread already there, identical.
+
+use crate::common::pg::{connect, runtime};
+use crate::common::*;
+use rusqlite::Connection;
+use serde_json::Value as Json;
+
+/// Runs `copy --to TARGET ARGS --format json` from `source`, streamed when `streamed`; the
+/// report without its `target`.
+fn copy(source: &str, target: &str, args: &[&str], streamed: bool) -> (Json, i32) {
+    let mut cmd = dfck_command();
+    if streamed {
+        cmd.env("DFCK_FAILPOINT", "whole-bytes:0");
+    }
+    let out = cmd
+        .args(["--db", source, "copy", "--to", target])
+        .args(args)
+        .args(["--format", "json"])
+        .output()
+        .expect("run dfck");
+    let mut j: Json = serde_json::from_slice(&out.stdout).unwrap_or(Json::Null);
+    if let Some(m) = j.as_object_mut() {
+        m.remove("target");
+    }
+    (j, out.status.code().unwrap_or(-1))
+}
+
+/// Every checkpoint and write row of a SQLite store, as text.
+fn sqlite_rows(path: &str) -> Vec<String> {
+    let c = Connection::open(path).expect("open");
+    let mut out = Vec::new();
+    for sql in [
+        "SELECT quote(thread_id) || quote(checkpoint_ns) || quote(checkpoint_id) || quote(type) \
+         || quote(parent_checkpoint_id) || quote(checkpoint) || quote(metadata) FROM checkpoints ORDER BY 1",
+        "SELECT quote(thread_id) || quote(checkpoint_ns) || quote(checkpoint_id) || quote(task_id) \
+         || quote(idx) || quote(channel) || quote(type) || quote(value) FROM writes ORDER BY 1",
+    ] {
+        let mut st = c.prepare(sql).expect("prepare");
+        let rows = st.query_map([], |r| r.get::<_, String>(0)).expect("query");
+        out.extend(rows.map(|r| r.expect("row")));
+    }
+    out
+}
+
+/// Every checkpoint, blob and write row of a PostgreSQL store, as text.
+fn pg_rows(uri: &str) -> Vec<String> {
+    let rt = runtime();
+    let c = connect(&rt, uri);
+    let mut out = Vec::new();
+    for sql in [
+        "SELECT concat_ws('|', thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, \
+         checkpoint::text, metadata::text) FROM checkpoints ORDER BY 1",
+        "SELECT concat_ws('|', thread_id, checkpoint_ns, channel, version, type, md5(blob)) \
+         FROM checkpoint_blobs ORDER BY 1",
+        "SELECT concat_ws('|', thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, \
+         type, md5(blob)) FROM checkpoint_writes ORDER BY 1",
+    ] {
+        let rows = rt.block_on(c.query(sql, &[])).expect("query");
+        out.extend(rows.iter().map(|r| r.get::<_, String>(0)));
+    }
+    out
+}
+
+/// Checkpoints a report says were copied.
+fn copied(report: &Json) -> u64 {
+    report["threads"]
+        .as_array()
+        .expect("threads")
+        .iter()
+        .filter(|t| t["status"] == "done")
+        .filter_map(|t| t["checkpoints"].as_u64())
+        .sum()
+}
+
+/// Every thread of `report` skipped as already in the target.
+fn all_identical(report: &Json) -> bool {
+    report["threads"].as_array().is_some_and(|ts| {
+        ts.iter()
+            .all(|t| t["reason"] == "already in the target, identical")
+    })
+}
+
+#[test]
+fn sqlite_copy_of_a_thread_streamed_row_by_row_equals_one_held_whole() {
+    let mut total = 0;
+    for stem in [
+        "retention",
+        "full",
+        "forks_full",
+        "delta_k3",
+        "mixed",
+        "subgraph",
+        "exit",
+        "encrypted",
+        "pickle",
+    ] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let source = sqlite_fixture(stem);
+        let source = source.to_string_lossy();
+        let a = dir.path().join("held.db").to_string_lossy().into_owned();
+        let b = dir
+            .path()
+            .join("streamed.db")
+            .to_string_lossy()
+            .into_owned();
+        let args = ["--all", "--checkpoints-only", "--apply"];
+        let (held, code_a) = copy(&source, &a, &args, false);
+        let (streamed, code_b) = copy(&source, &b, &args, true);
+        assert_eq!((code_a, &held), (code_b, &streamed), "{stem}");
+        assert_eq!(code_a, 0, "{stem}: {held}");
+        assert_eq!(sqlite_rows(&a), sqlite_rows(&b), "{stem}: rows differ");
+        assert_eq!(
+            sqlite_rows(&a),
+            sqlite_rows(&source),
+            "{stem}: not as stored"
+        );
+        total += copied(&held);
+        // A rerun compares the stored rows first: every thread is already there.
+        let (again, code) = copy(&source, &b, &args, true);
+        assert_eq!(code, 0, "{stem}: {again}");
+        assert!(all_identical(&again), "{stem}: {again}");
+    }
+    println!("{total} checkpoints copied alike, streamed or held whole");
+    assert!(total > 200, "{total}");
+}
+
+#[test]
+fn a_streamed_copy_onto_a_different_thread_is_refused_or_replaced() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let source = sqlite_fixture("retention").to_string_lossy().into_owned();
+    let target = dir.path().join("t.db").to_string_lossy().into_owned();
+    let args = ["--all", "--checkpoints-only", "--apply"];
+    assert_eq!(copy(&source, &target, &args, true).1, 0);
+    let c = Connection::open(&target).expect("open");
+    let changed = c
+        .execute(
+            "UPDATE checkpoints SET metadata = CAST('{\"source\": \"loop\", \"step\": 99}' AS BLOB) \
+             WHERE rowid = (SELECT min(rowid) FROM checkpoints)",
+            [],
+        )
+        .expect("change a row");
+    assert_eq!(changed, 1);
+    drop(c);
+    let (refused, code) = copy(&source, &target, &args, true);
+    assert_eq!(code, 1, "{refused}");
+    let why = refused["threads"]
+        .as_array()
+        .expect("threads")
+        .iter()
+        .find(|t| t["status"] == "refused")
+        .expect("one refused");
+    assert!(
+        why["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("pass --replace"),
+        "{why}"
+    );
+    let replace = ["--all", "--checkpoints-only", "--apply", "--replace"];
+    let (replaced, code) = copy(&source, &target, &replace, true);
+    assert_eq!(code, 0, "{replaced}");
+    assert_eq!(sqlite_rows(&target), sqlite_rows(&source));
+}
+
+#[test]
+fn postgres_copy_of_a_thread_streamed_row_by_row_equals_one_held_whole() {
+    let Some(server) = require_postgres("streamed copy on PostgreSQL") else {
+        return;
+    };
+    let rt = runtime();
+    let admin = connect(&rt, &server);
+    let fresh = |name: &str| {
+        let sql =
+            format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE); CREATE DATABASE \"{name}\"");
+        for s in sql.split("; ") {
+            rt.block_on(admin.batch_execute(s)).expect("fresh database");
+        }
+        with_db(&server, name)
+    };
+    let names = ["dfck_streamed_held", "dfck_streamed_rows"];
+    for stem in ["delta_k3", "full", "mixed", "subgraph"] {
+        let source = with_db(&server, &format!("dfck_{stem}"));
+        let (a, b) = (fresh(names[0]), fresh(names[1]));
+        let args = ["--all", "--checkpoints-only", "--apply"];
+        let (held, code_a) = copy(&source, &a, &args, false);
+        let (streamed, code_b) = copy(&source, &b, &args, true);
+        assert_eq!((code_a, &held), (code_b, &streamed), "{stem}");
+        assert_eq!(code_a, 0, "{stem}: {held}");
+        assert!(copied(&held) > 0, "{stem}: {held}");
+        assert_eq!(pg_rows(&a), pg_rows(&b), "{stem}: rows differ");
+        let (again, code) = copy(&source, &b, &args, true);
+        assert_eq!(code, 0, "{stem}: {again}");
+        assert!(all_identical(&again), "{stem}: {again}");
+    }
+    for name in names {
+        let sql = format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)");
+        let _ = rt.block_on(admin.batch_execute(&sql));
+    }
+}
