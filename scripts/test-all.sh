@@ -74,13 +74,16 @@ cargo test --release --workspace -- --show-output
 "$VENV/bin/python" scripts/check_full_to_delta.py --dfck target/release/dfck
 
 # A full-mode thread over the write commands' in-memory budget (32 MiB stored), so dfck reads it
-# back a checkpoint at a time: pruned to its last 100 turns, and converted to delta form; the real
-# library reads a sample of checkpoints of each result and continues the thread.
+# back a checkpoint at a time: pruned to its last 100 turns, copied to a new file row by row, and
+# converted to delta form; the real library reads a sample of checkpoints of each result and
+# continues the thread.
 GIANT=$(mktemp -d)
 "$VENV/bin/python" scripts/gen_giant_thread.py --out "$GIANT/giant.db" --target-mb 48 >/dev/null
 cp "$GIANT/giant.db" "$GIANT/pruned.db"
 target/release/dfck --db "$GIANT/pruned.db" prune --all --keep-last-turns 100 --apply >/dev/null
 "$VENV/bin/python" scripts/gen_giant_thread.py --check "$GIANT/pruned.db" --mode full
+target/release/dfck --db "$GIANT/giant.db" copy --all --to "$GIANT/copied.db" --apply >/dev/null
+"$VENV/bin/python" scripts/gen_giant_thread.py --check "$GIANT/copied.db" --mode full
 target/release/dfck --db "$GIANT/giant.db" migrate full-to-delta --all --apply >/dev/null
 "$VENV/bin/python" scripts/gen_giant_thread.py --check "$GIANT/giant.db"
 rm -rf "$GIANT"
