@@ -198,3 +198,29 @@ fn damaged_messages_are_refused_whether_the_thread_is_held_or_read_back() {
         }
     }
 }
+
+/// A checkpoint that cannot be read (a pickled one) refuses its thread with the reader's own
+/// words, once: "unreadable checkpoint: thread 'T' checkpoint ID: …", held or read back.
+#[test]
+fn an_unreadable_checkpoint_is_named_once_in_the_refusal() {
+    for read_back in [false, true] {
+        let (_d, db) = temp_copy(&sqlite_fixture("pickle"));
+        let args = ["--all", "--branches", "--keep-last-turns", "2"];
+        let (report, code) = prune(&db.to_string_lossy(), &args, read_back);
+        assert_eq!(code, 1, "{report}");
+        let reasons: Vec<&str> = report["threads"]
+            .as_array()
+            .expect("threads")
+            .iter()
+            .filter_map(|t| t["reason"].as_str())
+            .filter(|r| r.starts_with("unreadable checkpoint: "))
+            .collect();
+        assert!(!reasons.is_empty(), "{report}");
+        for r in reasons {
+            assert!(
+                r.starts_with("unreadable checkpoint: thread 't-pickle' checkpoint "),
+                "read back {read_back}: {r}"
+            );
+        }
+    }
+}

@@ -202,6 +202,23 @@ pub enum ModelError {
     },
 }
 
+impl ModelError {
+    /// The same error, its text unchanged (a codec error kept as its message): a stored
+    /// error handed out again.
+    pub fn restated(&self) -> ModelError {
+        match self {
+            ModelError::Decode { what, source } => ModelError::Malformed {
+                what: what.clone(),
+                reason: source.to_string(),
+            },
+            ModelError::Malformed { what, reason } => ModelError::Malformed {
+                what: what.clone(),
+                reason: reason.clone(),
+            },
+        }
+    }
+}
+
 /// Materializing a checkpoint's state failed.
 #[derive(Debug, Error)]
 pub enum MaterializeError {

@@ -228,10 +228,7 @@ impl LoadedThread {
         i: usize,
     ) -> Result<Cow<'_, Checkpoint>, Error> {
         let n = &self.nodes[i];
-        let ck = n.checkpoint.as_ref().map_err(|e| ModelError::Malformed {
-            what: n.id.clone(),
-            reason: e.to_string(),
-        })?;
+        let ck = n.checkpoint.as_ref().map_err(ModelError::restated)?;
         if self.values {
             return Ok(Cow::Borrowed(ck));
         }
