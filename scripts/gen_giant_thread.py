@@ -3,6 +3,7 @@
 
     python scripts/gen_giant_thread.py --out /tmp/giant.db --target-mb 2048
     python scripts/gen_giant_thread.py --check /tmp/giant.db [--k 10] [--sample 24] [--mode full]
+    python scripts/gen_giant_thread.py --check postgresql://… [--mode full]
 
 Write (`--out`): thread "t-giant" of a fresh SQLite store, grown by the real LangGraph
 (StateGraph + SqliteSaver, `add_messages`, full mode, durability "sync") one human+ai pair
@@ -12,7 +13,7 @@ stored bytes grow with the square of its messages: 2 GB is about 2,800 messages.
 one JSON line: messages, checkpoints, bytes, seconds.
 
 Check (`--check`, after `dfck migrate full-to-delta --apply`): opens the store with the real
-SqliteSaver through the same graph with `messages` as a delta channel (LangGraph's own
+SqliteSaver (PostgresSaver when --check is a postgresql:// URL) through the same graph with `messages` as a delta channel (LangGraph's own
 `_messages_delta_reducer`, snapshot_frequency --k; `--mode full`: `add_messages`, for a store
 left in full mode, e.g. after `dfck prune --keep-last-turns`) and, on --sample checkpoints spread over
 the thread (the first, the head and evenly between), compares `get_state(...).values` with
@@ -66,14 +67,26 @@ def shown(values: dict) -> list[tuple[str, str]]:
     return [(m.id, m.content) for m in values.get("messages", [])]
 
 
-def check(path: Path, k: int, sample: int, mode: str) -> int:
-    conn = sqlite3.connect(str(path), check_same_thread=False)
-    saver = SqliteSaver(conn)
+def open_checked(where: str):
+    """The real saver on a SQLite file or a PostgreSQL URL, and the thread's checkpoint ids."""
+    sql = ("SELECT checkpoint_id FROM checkpoints WHERE thread_id = {p} AND checkpoint_ns = '' "
+           "ORDER BY checkpoint_id")
+    if where.startswith(("postgresql://", "postgres://")):
+        import psycopg
+        from psycopg.rows import dict_row
+        from langgraph.checkpoint.postgres import PostgresSaver
+        conn = psycopg.connect(where, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+        ids = [r["checkpoint_id"] for r in conn.execute(sql.format(p="%s"), (THREAD,))]
+        return conn, PostgresSaver(conn), ids
+    conn = sqlite3.connect(where, check_same_thread=False)
+    ids = [r[0] for r in conn.execute(sql.format(p="?"), (THREAD,))]
+    return conn, SqliteSaver(conn), ids
+
+
+def check(path: str, k: int, sample: int, mode: str) -> int:
+    conn, saver, ids = open_checked(path)
     annotation = messages_annotation("delta", k) if mode == "delta" else messages_annotation("full")
     g = build_append_graph(annotation, saver)
-    ids = [r[0] for r in conn.execute(
-        "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = '' "
-        "ORDER BY checkpoint_id", (THREAD,))]
     if not ids:
         print(f"{path}: no checkpoint of {THREAD}")
         return 1
@@ -96,7 +109,7 @@ def check(path: Path, k: int, sample: int, mode: str) -> int:
         print(f"continued: {len(after)} messages, not the {len(head) + 2} expected")
         bad += 1
     conn.close()
-    print(json.dumps({"db": str(path), "mode": mode, "checkpoints": len(ids), "sampled": len(picks),
+    print(json.dumps({"db": path.split("@")[-1], "mode": mode, "checkpoints": len(ids), "sampled": len(picks),
                       "head_messages": len(head), "continued_to": len(after), "mismatches": bad}))
     return 1 if bad else 0
 
@@ -105,7 +118,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, help="write a fresh store here")
     ap.add_argument("--target-mb", type=float, default=2048.0, help="file size to grow to (default 2048)")
-    ap.add_argument("--check", type=Path, help="check a converted store instead")
+    ap.add_argument("--check", help="check a converted store instead: a SQLite file or a postgresql:// URL")
     ap.add_argument("--k", type=int, default=10, help="snapshot_frequency of the delta graph (default 10)")
     ap.add_argument("--sample", type=int, default=24, help="checkpoints read back (default 24)")
     ap.add_argument("--mode", choices=["delta", "full"], default="delta", help="how the graph reads messages (default delta)")

@@ -80,7 +80,7 @@ pub fn read_source(
                 (ns.clone(), row.checkpoint_id.clone()),
                 raw_checkpoint(&row),
             );
-            total += row.bytes;
+            total += row.read_bytes();
             if let Some(c) = stream.as_mut() {
                 if let Err(r) = c.count(row) {
                     failed.get_or_insert(r);

@@ -345,7 +345,7 @@ impl LoadedThread {
         let mut keep_values = keep != Keep::Structure;
         let mut read = 0u64;
         scan(&mut |row| {
-            read += row.bytes;
+            read += row.read_bytes();
             if let Keep::UpTo(budget) = keep
                 && keep_values
                 && read > budget

@@ -92,6 +92,24 @@ pub struct WriteRow {
     pub value: Vec<u8>,
 }
 
+impl CheckpointRow {
+    /// Bytes the row holds as read: [`CheckpointRow::bytes`] and, on PostgreSQL, the blobs
+    /// read with it (a full-mode checkpoint's `messages` blob is shared by version, so the
+    /// stored size does not count it). What an in-memory budget counts.
+    pub fn read_bytes(&self) -> u64 {
+        match &self.body {
+            CheckpointBody::Serialized { .. } => self.bytes,
+            CheckpointBody::Postgres { blobs, .. } => {
+                self.bytes
+                    + blobs
+                        .iter()
+                        .map(|b| b.blob.as_ref().map_or(0, Vec::len) as u64)
+                        .sum::<u64>()
+            }
+        }
+    }
+}
+
 impl WriteRow {
     /// LangGraph's canonical order inside one checkpoint: `(task_path, task_id, idx)`.
     pub fn sort_key(&self) -> (&str, &str, i64) {
@@ -635,4 +653,38 @@ pub trait Store {
         thread_id: &str,
         ns: &str,
     ) -> Result<Vec<CheckpointWriteTotals>, StoreError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_postgres_row_counts_the_blobs_read_with_it_against_a_budget() {
+        let row = |body| CheckpointRow {
+            thread_id: "t".into(),
+            checkpoint_ns: String::new(),
+            checkpoint_id: "c".into(),
+            parent_checkpoint_id: None,
+            body,
+            metadata: b"{}".to_vec(),
+            bytes: 40,
+        };
+        let blob = |n: usize| BlobRow {
+            channel: "messages".into(),
+            type_tag: "msgpack".into(),
+            blob: Some(vec![0x90; n]),
+            complete: true,
+        };
+        let pg = row(CheckpointBody::Postgres {
+            checkpoint: serde_json::json!({}),
+            blobs: vec![blob(1_000_000), blob(24)],
+        });
+        assert_eq!(pg.read_bytes(), 40 + 1_000_024);
+        let sqlite = row(CheckpointBody::Serialized {
+            type_tag: Some("msgpack".into()),
+            bytes: vec![0x80; 40],
+        });
+        assert_eq!(sqlite.read_bytes(), 40);
+    }
 }
