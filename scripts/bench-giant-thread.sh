@@ -9,13 +9,17 @@
 #     sample of checkpoints back and continues the thread (gen_giant_thread.py --check).
 # Prints one markdown table row per command; each store is deleted once measured (at most
 # two copies of the largest exist at a time: ~2 x 8 GB with the default sizes).
-# Run it from a clean build: `cargo build --release` first.
+# Run it from a clean build: `cargo build --release` first. With PG_URL (a server URL, e.g. the
+# test server of scripts/pg-test-server.sh), the first size is also copied into a PostgreSQL
+# database and measured there, against a binary COPY of the three tables (warm), each result
+# read back by the real PostgresSaver.
 #
 #   scripts/bench-giant-thread.sh                  # SIZES="428 2048 4096 8192"
 #   SIZES="428" DIR=/tmp/dfck-giant scripts/bench-giant-thread.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DFCK=${DFCK:-target/release/dfck}
+PG_URL=${PG_URL:-}
 PY=${PY:-.venv/bin/python}
 DIR=${DIR:-/tmp/dfck-giant}
 SIZES=${SIZES:-"428 2048 4096 8192"}
@@ -35,6 +39,34 @@ row() { # size label wall kb floor
 }
 
 SCHEMA=$(sqlite3 "$(dirname "$0")/../fixtures/sqlite/full.db" .schema)
+# pg_section MB DB MSGS CKS: the thread of DB copied into database dfck_giant, then prune, copy
+# and full-to-delta there (each on a database of its own), each read back.
+pg_section() {
+    local base=${PG_URL%/*} g
+    fresh() { psql -X -q "$PG_URL" -c "DROP DATABASE IF EXISTS $1 WITH (FORCE)" -c "CREATE DATABASE $1 ${2:+TEMPLATE $2}" 2>/dev/null; }
+    g="$base/dfck_giant"
+    fresh dfck_giant
+    "$DFCK" --db "$2" copy --all --to "$g" --apply >/dev/null
+    local floor_cmd="for t in checkpoints checkpoint_blobs checkpoint_writes; do psql -X -q '$g' -c \"\\\\copy \$t TO '/dev/null' WITH (FORMAT binary)\"; done"
+    bash -c "$floor_cmd"
+    r=$(measure bash -c "$floor_cmd"); read -r pfloor _ <<<"$r"
+    fresh dfck_giant_p dfck_giant
+    r=$(measure "$DFCK" --db "$base/dfck_giant_p" prune --all --keep-last-turns 100 --apply); read -r w k <<<"$r"
+    row "$1" "PostgreSQL: prune --keep-last-turns 100 --apply" "$w" "$k" "$pfloor" "$3" "$4"
+    echo "<!-- read back: $("$PY" scripts/gen_giant_thread.py --check "$base/dfck_giant_p" --mode full) -->"
+    fresh dfck_giant_c
+    r=$(measure "$DFCK" --db "$g" copy --all --to "$base/dfck_giant_c" --apply); read -r w k <<<"$r"
+    row "$1" "PostgreSQL: copy --to another database --apply" "$w" "$k" "$pfloor" "$3" "$4"
+    echo "<!-- read back: $("$PY" scripts/gen_giant_thread.py --check "$base/dfck_giant_c" --mode full) -->"
+    fresh dfck_giant_d dfck_giant
+    r=$(measure "$DFCK" --db "$base/dfck_giant_d" migrate full-to-delta --all --apply); read -r w k <<<"$r"
+    row "$1" "PostgreSQL: migrate full-to-delta --apply" "$w" "$k" "$pfloor" "$3" "$4"
+    echo "<!-- read back: $("$PY" scripts/gen_giant_thread.py --check "$base/dfck_giant_d") -->"
+    for d in dfck_giant dfck_giant_p dfck_giant_c dfck_giant_d; do
+        psql -X -q "$PG_URL" -c "DROP DATABASE IF EXISTS $d WITH (FORCE)" 2>/dev/null
+    done
+}
+
 FLOOR_SQL="SELECT sum(instr(checkpoint, x'c7c7c7c7c7')) FROM checkpoints"
 echo "| file | messages | checkpoints | floor (sqlite3, warm) | command | wall | ratio | peak RSS |"
 echo "|---|---|---|---|---|---|---|---|"
@@ -70,6 +102,10 @@ for mb in $SIZES; do
     "$PY" scripts/gen_giant_thread.py --check "$DIR/new.db" --mode full >"$DIR/check.json"
     echo "<!-- $mb MB copy read back: $(cat "$DIR/check.json") -->"
     rm -f "$DIR"/new.db*
+
+    if [ -n "$PG_URL" ] && [ "$mb" = "${SIZES%% *}" ]; then
+        pg_section "$mb" "$db" "$msgs" "$cks"
+    fi
 
     r=$(measure "$DFCK" --db "$db" migrate full-to-delta --all --apply --format json)
     read -r w k <<<"$r"
