@@ -11,9 +11,14 @@ use serde_json::Value as Json;
 /// Runs `copy --to TARGET ARGS --format json` from `source`, streamed when `streamed`; the
 /// report without its `target`.
 fn copy(source: &str, target: &str, args: &[&str], streamed: bool) -> (Json, i32) {
+    copy_within(source, target, args, streamed.then_some(0))
+}
+
+/// The same, namespaces over `budget` stored bytes streamed (`None`: the default budget).
+fn copy_within(source: &str, target: &str, args: &[&str], budget: Option<u64>) -> (Json, i32) {
     let mut cmd = dfck_command();
-    if streamed {
-        cmd.env("DFCK_FAILPOINT", "whole-bytes:0");
+    if let Some(b) = budget {
+        cmd.env("DFCK_FAILPOINT", format!("whole-bytes:{b}"));
     }
     let out = cmd
         .args(["--db", source, "copy", "--to", target])
@@ -122,6 +127,11 @@ fn sqlite_copy_of_a_thread_streamed_row_by_row_equals_one_held_whole() {
         let (again, code) = copy(&source, &b, &args, true);
         assert_eq!(code, 0, "{stem}: {again}");
         assert!(all_identical(&again), "{stem}: {again}");
+        // A budget some namespaces pass and others do not: a thread partly streamed.
+        let c = dir.path().join("mixed.db").to_string_lossy().into_owned();
+        let (mixed, code_c) = copy_within(&source, &c, &args, Some(5000));
+        assert_eq!((code_a, &held), (code_c, &mixed), "{stem} partly streamed");
+        assert_eq!(sqlite_rows(&a), sqlite_rows(&c), "{stem}: partly streamed rows");
     }
     println!("{total} checkpoints copied alike, streamed or held whole");
     assert!(total > 200, "{total}");

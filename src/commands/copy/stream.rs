@@ -3,7 +3,8 @@
 //! the write engine's budget ([`whole_thread_bytes`]); past it, a copy between stores of one
 //! backend (rows kept as they are stored) streams the namespace instead: the plan counts its
 //! rows and fingerprints their stored form, and the insert reads them again one checkpoint
-//! at a time, so memory follows the largest checkpoint, not the thread. A copy across
+//! at a time, so memory follows the largest checkpoint, not the namespace (its pending
+//! writes are still read whole, as every write command reads them). A copy across
 //! backends, or under `--encrypt-all`, holds the namespace whole whatever its size.
 
 use super::convert::{LaidCheckpoint, LaidNs, NsRows, lay_checkpoint, sort_ns_writes, writes_for};
@@ -58,9 +59,10 @@ impl NsSource {
 /// A thread's namespaces and the fingerprints of its stored rows.
 pub type Source = (Vec<NsSource>, ThreadDigest);
 
-/// Every namespace of a thread (none when it does not exist), and the fingerprints of its
-/// stored rows ([`super::digest::raw_digest`]). `target` is the backend the rows go to.
-/// The inner `Err` is a row a streamed namespace cannot lay out for the target.
+/// Every namespace of a thread (none when it does not exist), and, when a namespace streams,
+/// the fingerprints of the thread's stored rows ([`super::digest::raw_digest`]; empty when
+/// none does). `target` is the backend the rows go to. The inner `Err` is a row a streamed
+/// namespace cannot lay out for the target.
 pub fn read_source(
     store: &dyn Store,
     thread_id: &str,
@@ -75,43 +77,46 @@ pub fn read_source(
         let mut stream: Option<Counter> = None;
         let mut total = 0u64;
         let mut failed = None;
-        store.scan_thread_values(thread_id, &ns, &mut |row| {
+        let mut count = |c: &mut Counter, row: CheckpointRow| {
             raw.checkpoints.insert(
                 (ns.clone(), row.checkpoint_id.clone()),
                 raw_checkpoint(&row),
             );
+            c.count(row)
+        };
+        let scanned = store.scan_thread_values(thread_id, &ns, &mut |row| {
             total += row.read_bytes();
-            if let Some(c) = stream.as_mut() {
-                if let Err(r) = c.count(row) {
-                    failed.get_or_insert(r);
-                }
-                return Ok(());
-            }
-            held.push(row);
-            if streamable && total > budget {
-                let mut c = Counter::new(target);
-                for r in held.drain(..) {
-                    if let Err(r) = c.count(r) {
-                        failed.get_or_insert(r);
+            let counted = match stream.as_mut() {
+                Some(c) => count(c, row),
+                None => {
+                    held.push(row);
+                    if !(streamable && total > budget) {
+                        return Ok(());
                     }
+                    let mut c = Counter::new(target);
+                    let counted = held.drain(..).try_for_each(|r| count(&mut c, r));
+                    stream = Some(c);
+                    counted
                 }
-                stream = Some(c);
-            }
-            Ok(())
-        })?;
+            };
+            counted.map_err(|r| stopped(&mut failed, r))
+        });
         if let Some(r) = failed {
             return Ok(Err(r));
         }
+        scanned?;
         let mut writes = store.thread_writes(thread_id, &ns)?;
         sort_ns_writes(&mut writes);
-        raw.writes.insert(ns.clone(), raw_writes(&writes));
         out.push(match stream {
-            Some(c) => NsSource::Streamed(NsStream {
-                ns,
-                checkpoints: c.checkpoints,
-                writes: writes.len(),
-                bytes: c.bytes + writes.iter().map(|w| w.value.len() as u64).sum::<u64>(),
-            }),
+            Some(c) => {
+                raw.writes.insert(ns.clone(), raw_writes(&writes));
+                NsSource::Streamed(NsStream {
+                    ns,
+                    checkpoints: c.checkpoints,
+                    writes: writes.len(),
+                    bytes: c.bytes + writes.iter().map(|w| w.value.len() as u64).sum::<u64>(),
+                })
+            }
             None => {
                 held.sort_by(|a, b| a.checkpoint_id.cmp(&b.checkpoint_id));
                 NsSource::Held(NsRows {
@@ -122,7 +127,29 @@ pub fn read_source(
             }
         });
     }
+    // A thread verified by its stored rows is verified by all of them.
+    if out.iter().any(|n| matches!(n, NsSource::Streamed(_))) {
+        for n in &out {
+            if let NsSource::Held(rows) = n {
+                for row in &rows.checkpoints {
+                    let key = (rows.ns.clone(), row.checkpoint_id.clone());
+                    raw.checkpoints.insert(key, raw_checkpoint(row));
+                }
+                raw.writes.insert(rows.ns.clone(), raw_writes(&rows.writes));
+            }
+        }
+    }
     Ok(Ok((out, raw)))
+}
+
+/// Keeps the first refusal and stops the scan it came from.
+fn stopped(failed: &mut Option<Refusal>, r: Refusal) -> StoreError {
+    let reason = r.0.clone();
+    failed.get_or_insert(r);
+    StoreError::Query {
+        what: "copying a thread".into(),
+        reason,
+    }
 }
 
 /// Lays a streamed namespace's checkpoints out one at a time, as [`super::convert::lay_out`]
@@ -144,7 +171,8 @@ impl Counter {
         }
     }
 
-    /// One checkpoint laid out (rows in id order), its bytes counted.
+    /// One checkpoint laid out, its bytes counted (a version's blob once: within one backend
+    /// every checkpoint at a version reads the same blob, so the order does not matter).
     fn lay(&mut self, row: CheckpointRow) -> Result<LaidNs, Refusal> {
         // A streamed namespace stays in its backend: no PostgreSQL checkpoint is laid out
         // for SQLite, the one case that reads the fallback protection.
@@ -169,8 +197,8 @@ impl Counter {
     }
 }
 
-/// Copies a streamed namespace into the target, checkpoint by checkpoint in id order, then
-/// its writes: `insert` writes one laid-out batch of rows.
+/// Copies a streamed namespace into the target, checkpoint by checkpoint in the order the
+/// source reads them, then its writes: `insert` writes one laid-out batch of rows.
 pub fn copy_streamed(
     source: &dyn Store,
     thread_id: &str,
@@ -180,24 +208,18 @@ pub fn copy_streamed(
 ) -> Result<(), Refusal> {
     let mut c = Counter::new(target);
     let mut failed = None;
-    source
-        .scan_thread_values(thread_id, &s.ns, &mut |row| {
-            if failed.is_some() {
-                return Ok(());
-            }
-            match c.lay(row).and_then(|mut laid| {
+    let scanned = source.scan_thread_values(thread_id, &s.ns, &mut |row| {
+        c.lay(row)
+            .and_then(|mut laid| {
                 laid.ns = s.ns.clone();
                 insert(&laid)
-            }) {
-                Ok(()) => {}
-                Err(r) => failed = Some(r),
-            }
-            Ok(())
-        })
-        .map_err(|e| Refusal(e.to_string()))?;
+            })
+            .map_err(|r| stopped(&mut failed, r))
+    });
     if let Some(r) = failed {
         return Err(r);
     }
+    scanned.map_err(|e| Refusal(e.to_string()))?;
     if c.checkpoints != s.checkpoints {
         return Err(Refusal(format!(
             "the source's namespace '{}' changed during the copy",
