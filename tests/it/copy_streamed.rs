@@ -4,6 +4,7 @@
 //! rerun finds every thread already there, identical.
 
 use crate::common::pg::{connect, runtime};
+use crate::common::store_rows::{pg_rows, sqlite_rows};
 use crate::common::*;
 use rusqlite::Connection;
 use serde_json::Value as Json;
@@ -31,42 +32,6 @@ fn copy_within(source: &str, target: &str, args: &[&str], budget: Option<u64>) -
         m.remove("target");
     }
     (j, out.status.code().unwrap_or(-1))
-}
-
-/// Every checkpoint and write row of a SQLite store, as text.
-fn sqlite_rows(path: &str) -> Vec<String> {
-    let c = Connection::open(path).expect("open");
-    let mut out = Vec::new();
-    for sql in [
-        "SELECT quote(thread_id) || quote(checkpoint_ns) || quote(checkpoint_id) || quote(type) \
-         || quote(parent_checkpoint_id) || quote(checkpoint) || quote(metadata) FROM checkpoints ORDER BY 1",
-        "SELECT quote(thread_id) || quote(checkpoint_ns) || quote(checkpoint_id) || quote(task_id) \
-         || quote(idx) || quote(channel) || quote(type) || quote(value) FROM writes ORDER BY 1",
-    ] {
-        let mut st = c.prepare(sql).expect("prepare");
-        let rows = st.query_map([], |r| r.get::<_, String>(0)).expect("query");
-        out.extend(rows.map(|r| r.expect("row")));
-    }
-    out
-}
-
-/// Every checkpoint, blob and write row of a PostgreSQL store, as text.
-fn pg_rows(uri: &str) -> Vec<String> {
-    let rt = runtime();
-    let c = connect(&rt, uri);
-    let mut out = Vec::new();
-    for sql in [
-        "SELECT concat_ws('|', thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, \
-         checkpoint::text, metadata::text) FROM checkpoints ORDER BY 1",
-        "SELECT concat_ws('|', thread_id, checkpoint_ns, channel, version, type, md5(blob)) \
-         FROM checkpoint_blobs ORDER BY 1",
-        "SELECT concat_ws('|', thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, \
-         type, md5(blob)) FROM checkpoint_writes ORDER BY 1",
-    ] {
-        let rows = rt.block_on(c.query(sql, &[])).expect("query");
-        out.extend(rows.iter().map(|r| r.get::<_, String>(0)));
-    }
-    out
 }
 
 /// Checkpoints a report says were copied.
@@ -131,7 +96,11 @@ fn sqlite_copy_of_a_thread_streamed_row_by_row_equals_one_held_whole() {
         let c = dir.path().join("mixed.db").to_string_lossy().into_owned();
         let (mixed, code_c) = copy_within(&source, &c, &args, Some(5000));
         assert_eq!((code_a, &held), (code_c, &mixed), "{stem} partly streamed");
-        assert_eq!(sqlite_rows(&a), sqlite_rows(&c), "{stem}: partly streamed rows");
+        assert_eq!(
+            sqlite_rows(&a),
+            sqlite_rows(&c),
+            "{stem}: partly streamed rows"
+        );
     }
     println!("{total} checkpoints copied alike, streamed or held whole");
     assert!(total > 200, "{total}");

@@ -6,6 +6,7 @@ pub mod capped;
 pub mod compare;
 pub mod pg;
 pub mod rows;
+pub mod store_rows;
 pub mod summarize;
 
 use serde_json::Value as Json;
