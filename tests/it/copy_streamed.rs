@@ -3,7 +3,7 @@
 //! the same report and the same target rows as a copy that holds each thread whole, and a
 //! rerun finds every thread already there, identical.
 
-use crate::common::pg::{connect, runtime};
+use crate::common::pg::{clone_db, connect, runtime};
 use crate::common::store_rows::{pg_rows, sqlite_rows};
 use crate::common::*;
 use rusqlite::Connection;
@@ -149,16 +149,7 @@ fn postgres_copy_of_a_thread_streamed_row_by_row_equals_one_held_whole() {
     let Some(server) = require_postgres("streamed copy on PostgreSQL") else {
         return;
     };
-    let rt = runtime();
-    let admin = connect(&rt, &server);
-    let fresh = |name: &str| {
-        let sql =
-            format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE); CREATE DATABASE \"{name}\"");
-        for s in sql.split("; ") {
-            rt.block_on(admin.batch_execute(s)).expect("fresh database");
-        }
-        with_db(&server, name)
-    };
+    let fresh = |name: &str| clone_db(&server, "template0", name);
     let names = ["dfck_streamed_held", "dfck_streamed_rows"];
     for stem in ["delta_k3", "full", "mixed", "subgraph"] {
         let source = with_db(&server, &format!("dfck_{stem}"));
@@ -174,6 +165,8 @@ fn postgres_copy_of_a_thread_streamed_row_by_row_equals_one_held_whole() {
         assert_eq!(code, 0, "{stem}: {again}");
         assert!(all_identical(&again), "{stem}: {again}");
     }
+    let rt = runtime();
+    let admin = connect(&rt, &server);
     for name in names {
         let sql = format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)");
         let _ = rt.block_on(admin.batch_execute(&sql));

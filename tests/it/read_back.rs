@@ -4,7 +4,7 @@
 //! report, the same rows afterwards. (`migrate full-to-delta`'s twin test is in
 //! migrate_full_to_delta.rs.)
 
-use crate::common::pg::{connect, runtime};
+use crate::common::pg::{clone_db, connect, runtime};
 use crate::common::store_rows::{pg_rows, sqlite_rows};
 use crate::common::*;
 use rusqlite::Connection;
@@ -68,18 +68,7 @@ fn postgres_prune_of_a_thread_read_back_checkpoint_by_checkpoint_equals_one_held
     let Some(server) = require_postgres("prune read back on PostgreSQL") else {
         return;
     };
-    let rt = runtime();
-    let admin = connect(&rt, &server);
-    let fresh = |name: &str| {
-        for sql in [
-            format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"),
-            format!("CREATE DATABASE \"{name}\" TEMPLATE \"dfck_retention\""),
-        ] {
-            rt.block_on(admin.batch_execute(&sql))
-                .expect("fresh database");
-        }
-        with_db(&server, name)
-    };
+    let fresh = |name: &str| clone_db(&server, "dfck_retention", name);
     for args in RUNS {
         let a = fresh("dfck_read_back_held");
         let b = fresh("dfck_read_back_streamed");
@@ -89,6 +78,8 @@ fn postgres_prune_of_a_thread_read_back_checkpoint_by_checkpoint_equals_one_held
         assert!(held["checkpoints"].as_u64() > Some(0), "{held}");
         assert_eq!(pg_rows(&a), pg_rows(&b), "{args:?}: rows differ");
     }
+    let rt = runtime();
+    let admin = connect(&rt, &server);
     for name in ["dfck_read_back_held", "dfck_read_back_streamed"] {
         let sql = format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)");
         let _ = rt.block_on(admin.batch_execute(&sql));
