@@ -71,7 +71,7 @@ pub struct ThreadSummary {
     pub channels: Option<Vec<crate::commands::space::ChannelBytes>>,
     /// The thread as DeerFlow lists and runs it (stores with DeerFlow's tables).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub deerflow: Option<crate::commands::deerflow_view::ThreadApp>,
+    pub deerflow: Option<Box<crate::commands::deerflow_view::ThreadApp>>,
 }
 
 /// Row counts of the store.
@@ -146,7 +146,7 @@ impl StoreSummary {
             return Ok(());
         };
         for (t, d) in self.threads.iter_mut().zip(per_thread) {
-            t.deerflow = Some(d);
+            t.deerflow = Some(Box::new(d));
         }
         self.deerflow = Some(summary);
         Ok(())

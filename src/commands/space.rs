@@ -86,7 +86,7 @@ pub struct SortFields<'a> {
 /// Orders `items` by `key` (ties by name): bytes and checkpoints largest first, age least
 /// recently active first (items without a readable `ts` last).
 pub fn sort_by<T>(items: &mut [T], key: SortKey, fields: impl Fn(&T) -> SortFields<'_>) {
-    items.sort_by(|a, b| {
+    let order = |a: &T, b: &T| {
         let (a, b) = (fields(a), fields(b));
         let name = a.name.cmp(b.name);
         match key {
@@ -100,7 +100,12 @@ pub fn sort_by<T>(items: &mut [T], key: SortKey, fields: impl Fn(&T) -> SortFiel
                 (None, None) => name,
             },
         }
-    });
+    };
+    // Items in order already (threads by name, as a store scan gives them) stay as they
+    // are without the sort's scratch copy of half of them.
+    if !items.is_sorted_by(|a, b| order(a, b).is_le()) {
+        items.sort_by(order);
+    }
 }
 
 /// The bytes of one channel.

@@ -425,9 +425,30 @@ fn check_thread(
 
 /// The findings and checkpoint count of each thread of `ids`, in order (`None`: listed,
 /// then deleted, by DeerFlow, before it was read). The threads the store reads as a batch
-/// are checked from its rows, the others read one by one.
+/// are checked from its rows, the others read one by one, all in one read transaction
+/// (SQLite: not one per statement) renewed between threads every [`SNAPSHOT_HOLD`].
 #[allow(clippy::type_complexity)]
 fn verify_chunk(
+    store: &dyn Store,
+    ids: &[String],
+    opts: &VerifyOptions,
+    failpoints: &dfck_core::failpoint::Failpoints,
+    progress: &(dyn Progress + Sync),
+) -> Result<Vec<Option<(Vec<Finding>, u64)>>, StoreError> {
+    store.begin_read_transaction()?;
+    let checked = check_chunk(store, ids, opts, failpoints, progress);
+    let ended = store.end_read_transaction();
+    let out = checked?;
+    ended?;
+    Ok(out)
+}
+
+/// How long a chunk's read transaction is held before the next thread renews it, so that a
+/// live writer's WAL can be checkpointed past it.
+const SNAPSHOT_HOLD: std::time::Duration = std::time::Duration::from_millis(200);
+
+#[allow(clippy::type_complexity)]
+fn check_chunk(
     store: &dyn Store,
     ids: &[String],
     opts: &VerifyOptions,
@@ -446,6 +467,7 @@ fn verify_chunk(
         .map(|t| (t.thread_id.clone(), t))
         .collect();
     let mut out = Vec::with_capacity(ids.len());
+    let mut since = std::time::Instant::now();
     for id in ids {
         let checked = match given.remove(id) {
             Some(t) => check_thread(
@@ -458,7 +480,14 @@ fn verify_chunk(
                 what: format!("reading thread {id}"),
                 reason: "failpoint batch-required: read on its own, not with its batch".into(),
             }),
-            None => verify_thread(store, id, opts),
+            None => {
+                if since.elapsed() >= SNAPSHOT_HOLD {
+                    store.end_read_transaction()?;
+                    store.begin_read_transaction()?;
+                    since = std::time::Instant::now();
+                }
+                verify_thread(store, id, opts)
+            }
         };
         out.push(match checked {
             Ok(fc) => Some(fc),

@@ -201,7 +201,7 @@ pub fn summary_table(s: &StoreSummary) -> String {
             short_ts(&th.last_activity),
         ];
         if s.deerflow.is_some() {
-            row.extend(deerflow::cells(th.deerflow.as_ref()));
+            row.extend(deerflow::cells(th.deerflow.as_deref()));
         }
         add_row(&mut t, row);
     }

@@ -62,6 +62,7 @@ mod read_back;
 mod reclaim;
 mod regenerate_reach;
 mod self_describing;
+mod sqlite_batch_reads;
 mod store_open;
 mod structure;
 mod twins;

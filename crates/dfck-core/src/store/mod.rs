@@ -353,6 +353,16 @@ pub trait Store {
     /// the store (SQLite maps the file into memory).
     fn prefer_point_reads(&self) {}
 
+    /// Streams every checkpoint row whole in key order, each with the bytes
+    /// [`Store::scan_checkpoint_meta`] counts for it, where one pass reads them cheaply
+    /// (SQLite); `false`, having read nothing, where the backend does not.
+    fn scan_checkpoints_whole(
+        &self,
+        _f: &mut dyn FnMut(CheckpointRow, u64) -> Result<(), StoreError>,
+    ) -> Result<bool, StoreError> {
+        Ok(false)
+    }
+
     /// Streams metadata facts of every checkpoint; the rows of one thread come together.
     fn scan_checkpoint_meta(
         &self,
@@ -656,35 +666,4 @@ pub trait Store {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_postgres_row_counts_the_blobs_read_with_it_against_a_budget() {
-        let row = |body| CheckpointRow {
-            thread_id: "t".into(),
-            checkpoint_ns: String::new(),
-            checkpoint_id: "c".into(),
-            parent_checkpoint_id: None,
-            body,
-            metadata: b"{}".to_vec(),
-            bytes: 40,
-        };
-        let blob = |n: usize| BlobRow {
-            channel: "messages".into(),
-            type_tag: "msgpack".into(),
-            blob: Some(vec![0x90; n]),
-            complete: true,
-        };
-        let pg = row(CheckpointBody::Postgres {
-            checkpoint: serde_json::json!({}),
-            blobs: vec![blob(1_000_000), blob(24)],
-        });
-        assert_eq!(pg.read_bytes(), 40 + 1_000_024);
-        let sqlite = row(CheckpointBody::Serialized {
-            type_tag: Some("msgpack".into()),
-            bytes: vec![0x80; 40],
-        });
-        assert_eq!(sqlite.read_bytes(), 40);
-    }
-}
+mod tests;

@@ -10,7 +10,6 @@ use crate::error::StoreError;
 use crate::store::app_copy::{
     AppColumn, AppRow, AppRows, AppTable, AppValue, ColumnKind, RowScope,
 };
-use crate::store::{Backend, StoreInfo};
 use rusqlite::types::{Value, ValueRef};
 use rusqlite::{OpenFlags, params_from_iter};
 use std::path::Path;
@@ -118,16 +117,12 @@ impl SqliteStore {
             reason: e.to_string(),
         })?;
         let _ = conn.busy_timeout(std::time::Duration::from_secs(5));
-        Ok(SqliteStore {
+        Ok(SqliteStore::with_conn(
             conn,
-            reading: std::cell::Cell::new(false),
-            info: StoreInfo {
-                backend: Backend::Sqlite,
-                location: shown,
-                schema: "sqlite (DeerFlow's tables)".into(),
-                has_task_path: true,
-            },
-        })
+            shown,
+            "sqlite (DeerFlow's tables)",
+            true,
+        ))
     }
 
     fn table(&self, name: &'static str, thread: Option<&str>) -> Result<AppTable, StoreError> {

@@ -5,6 +5,7 @@
 
 mod app;
 mod app_copy;
+mod batch;
 mod copy;
 mod maintenance;
 mod open;
@@ -20,7 +21,7 @@ use crate::store::{
     WriteTotals, sort_writes,
 };
 use open::{detect_schema, dir_writable, file_uri, schema_error, sidecar};
-use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use rusqlite::{Connection, OpenFlags, params};
 use std::path::Path;
 
 /// Page cache of a read-write connection, in KiB (SQLite's negative `cache_size`).
@@ -32,6 +33,9 @@ pub struct SqliteStore {
     info: StoreInfo,
     /// A read transaction [`Store::begin_read_transaction`] opened and has not ended.
     reading: std::cell::Cell<bool>,
+    /// Threads read ahead ([`Store::read_ahead`]), and whether their read transaction is open.
+    ahead: std::cell::RefCell<crate::store::batch::ReadAhead>,
+    ahead_reading: std::cell::Cell<bool>,
 }
 
 fn q(what: &str) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
@@ -125,20 +129,28 @@ impl SqliteStore {
         // Whole-store commands run a few dozen distinct statements per thread.
         conn.set_prepared_statement_cache_capacity(64);
         let has_task_path = detect_schema(&conn, &shown)?;
-        Ok(SqliteStore {
+        let schema = if has_task_path {
+            "sqlite (writes.task_path)"
+        } else {
+            "sqlite (writes without task_path)"
+        };
+        Ok(SqliteStore::with_conn(conn, shown, schema, has_task_path))
+    }
+
+    /// A store over an open connection, nothing read ahead, no transaction open.
+    fn with_conn(conn: Connection, location: String, schema: &str, has_task_path: bool) -> Self {
+        SqliteStore {
             conn,
             reading: std::cell::Cell::new(false),
+            ahead: Default::default(),
+            ahead_reading: std::cell::Cell::new(false),
             info: StoreInfo {
                 backend: crate::store::Backend::Sqlite,
-                location: shown,
-                schema: if has_task_path {
-                    "sqlite (writes.task_path)".into()
-                } else {
-                    "sqlite (writes without task_path)".into()
-                },
+                location,
+                schema: schema.into(),
                 has_task_path,
             },
-        })
+        }
     }
 
     /// Whether the file is in WAL mode (`PRAGMA journal_mode`).
@@ -204,70 +216,6 @@ impl SqliteStore {
             .execute_batch("ROLLBACK")
             .map_err(q("rolling back"))?;
         self.release_cache();
-        Ok(())
-    }
-
-    /// Replaces one checkpoint's body and metadata (ids and parent stay). `body` is the
-    /// plaintext msgpack; a checkpoint stored encrypted (`msgpack+aes`) is encrypted again
-    /// with a fresh nonce, a plaintext one stays plaintext unless `--encrypt-all`.
-    pub fn update_checkpoint(
-        &self,
-        thread_id: &str,
-        ns: &str,
-        checkpoint_id: &str,
-        body: &[u8],
-        metadata: &[u8],
-    ) -> Result<(), StoreError> {
-        let not_found = || StoreError::CheckpointNotFound {
-            thread_id: thread_id.to_owned(),
-            checkpoint_ns: ns.to_owned(),
-            checkpoint_id: checkpoint_id.to_owned(),
-        };
-        // Without a key no encrypted checkpoint was decoded, so none is rewritten: the row is
-        // plaintext `msgpack` and needs no lookup.
-        let stored: Option<String> = if crate::codec::aes::key().is_none() {
-            Some("msgpack".to_owned())
-        } else {
-            self.conn
-                .prepare_cached(
-                    "SELECT type FROM checkpoints \
-                 WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3",
-                )
-                .and_then(|mut st| {
-                    st.query_row(params![thread_id, ns, checkpoint_id], |r| r.get(0))
-                        .optional()
-                })
-                .map_err(q("reading a checkpoint's serializer"))?
-                .ok_or_else(not_found)?
-        };
-        let protection = crate::codec::aes::Protection::of_tag(stored.as_deref()).for_write();
-        let (type_tag, body) =
-            protection
-                .seal("msgpack", body.to_vec())
-                .map_err(|e| StoreError::Query {
-                    what: "encrypting a checkpoint".into(),
-                    reason: e.to_string(),
-                })?;
-        let n = self
-            .conn
-            .prepare_cached(
-                "UPDATE checkpoints SET checkpoint = ?1, metadata = ?2, type = ?6 \
-                 WHERE thread_id = ?3 AND checkpoint_ns = ?4 AND checkpoint_id = ?5",
-            )
-            .and_then(|mut st| {
-                st.execute(params![
-                    body,
-                    metadata,
-                    thread_id,
-                    ns,
-                    checkpoint_id,
-                    type_tag
-                ])
-            })
-            .map_err(q("rewriting a checkpoint"))?;
-        if n != 1 {
-            return Err(not_found());
-        }
         Ok(())
     }
 
@@ -347,10 +295,34 @@ impl Store for SqliteStore {
         &self.info
     }
 
+    fn read_threads(
+        &self,
+        ids: &[String],
+        budget: usize,
+        _values: bool,
+    ) -> Result<Option<Vec<crate::store::batch::ThreadRows>>, StoreError> {
+        self.read_thread_batch(ids, budget).map(Some)
+    }
+
+    fn read_ahead(&self, ids: &[String], budget: usize, _values: bool) -> Result<(), StoreError> {
+        self.read_batch_ahead(ids, budget)
+    }
+
+    fn forget_ahead(&self, thread_id: &str) {
+        self.ahead.borrow_mut().forget(thread_id);
+    }
+
     fn prefer_point_reads(&self) {
         // Large blobs then come straight from the page cache instead of one pread per
         // 4 KiB overflow page.
         let _ = self.conn.pragma_update(None, "mmap_size", MMAP_SIZE);
+    }
+
+    fn scan_checkpoints_whole(
+        &self,
+        f: &mut dyn FnMut(CheckpointRow, u64) -> Result<(), StoreError>,
+    ) -> Result<bool, StoreError> {
+        self.scan_whole(f).map(|()| true)
     }
 
     fn scan_checkpoint_meta(
@@ -418,23 +390,22 @@ impl Store for SqliteStore {
 
     fn active_run(&self, thread_id: &str) -> Result<bool, StoreError> {
         let what = "checking DeerFlow's runs table";
+        // Both statements stay prepared: a whole-store plan asks for every thread.
         let has: bool = self
             .conn
-            .query_row(
+            .prepare_cached(
                 "SELECT count(*) = 2 FROM pragma_table_info('runs') WHERE name IN ('thread_id', 'status')",
-                [],
-                |r| r.get(0),
             )
+            .and_then(|mut st| st.query_row([], |r| r.get(0)))
             .map_err(q(what))?;
         if !has {
             return Ok(false);
         }
         self.conn
-            .query_row(
+            .prepare_cached(
                 "SELECT EXISTS (SELECT 1 FROM runs WHERE thread_id = ?1 AND status IN ('pending', 'running'))",
-                [thread_id],
-                |r| r.get(0),
             )
+            .and_then(|mut st| st.query_row([thread_id], |r| r.get(0)))
             .map_err(q(what))
     }
 
@@ -455,6 +426,9 @@ impl Store for SqliteStore {
     }
 
     fn thread_writes(&self, thread_id: &str, ns: &str) -> Result<Vec<WriteRow>, StoreError> {
+        if let Some(rows) = self.ahead.borrow_mut().take_writes(thread_id, ns) {
+            return Ok(rows);
+        }
         let what = "reading a thread's pending writes";
         let sql = format!(
             "SELECT checkpoint_id, task_id, {tp}, idx, channel, type, value FROM writes \
@@ -468,6 +442,12 @@ impl Store for SqliteStore {
     }
 
     fn namespaces(&self, thread_id: &str) -> Result<Vec<String>, StoreError> {
+        let ahead = self.ahead.borrow();
+        if let Some(ns) = ahead.namespaces(thread_id) {
+            return Ok(ns);
+        }
+        ahead.missed(thread_id)?;
+        drop(ahead);
         let what = "listing namespaces";
         let mut st = self
             .conn
@@ -600,6 +580,13 @@ impl Store for SqliteStore {
         ns: &str,
         f: &mut dyn FnMut(CheckpointRow) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
+        let ahead = self
+            .ahead
+            .borrow_mut()
+            .take_checkpoints(thread_id, ns, false);
+        if let Some(rows) = ahead {
+            return rows.into_iter().try_for_each(f);
+        }
         let what = "reading a thread's checkpoints";
         let mut st = self
             .conn

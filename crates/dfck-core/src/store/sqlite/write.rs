@@ -1,4 +1,4 @@
-//! The SQLite side of [`WriteStore`]: `BEGIN IMMEDIATE` per thread, retried with backoff for
+//! The SQLite side of [`WriteStore`]: a checkpoint rewritten in place; `BEGIN IMMEDIATE` per thread, retried with backoff for
 //! a bounded time; `VACUUM INTO` backups; a batch mode in which a spare connection copies
 //! WAL frames in the background, the WAL is checkpointed and truncated whenever it grows
 //! past a bound, and the end of the batch makes everything durable even when a reader
@@ -7,7 +7,7 @@
 use super::SqliteStore;
 use crate::error::StoreError;
 use crate::store::{BackupPlan, BatchTuning, PlanStore, Store, ThreadLock, WalLeft, WriteStore};
-use rusqlite::ErrorCode;
+use rusqlite::{ErrorCode, OptionalExtension, params};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -110,18 +110,91 @@ impl SqliteStore {
     }
 }
 
+impl SqliteStore {
+    /// Replaces one checkpoint's body and metadata (ids and parent stay). `body` is the
+    /// plaintext msgpack; a checkpoint stored encrypted (`msgpack+aes`) is encrypted again
+    /// with a fresh nonce, a plaintext one stays plaintext unless `--encrypt-all`.
+    pub fn update_checkpoint(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        checkpoint_id: &str,
+        body: &[u8],
+        metadata: &[u8],
+    ) -> Result<(), StoreError> {
+        let not_found = || StoreError::CheckpointNotFound {
+            thread_id: thread_id.to_owned(),
+            checkpoint_ns: ns.to_owned(),
+            checkpoint_id: checkpoint_id.to_owned(),
+        };
+        // Without a key no encrypted checkpoint was decoded, so none is rewritten: the row is
+        // plaintext `msgpack` and needs no lookup.
+        let stored: Option<String> = if crate::codec::aes::key().is_none() {
+            Some("msgpack".to_owned())
+        } else {
+            self.conn
+                .prepare_cached(
+                    "SELECT type FROM checkpoints \
+                 WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3",
+                )
+                .and_then(|mut st| {
+                    st.query_row(params![thread_id, ns, checkpoint_id], |r| r.get(0))
+                        .optional()
+                })
+                .map_err(q("reading a checkpoint's serializer"))?
+                .ok_or_else(not_found)?
+        };
+        let protection = crate::codec::aes::Protection::of_tag(stored.as_deref()).for_write();
+        let (type_tag, body) =
+            protection
+                .seal("msgpack", body.to_vec())
+                .map_err(|e| StoreError::Query {
+                    what: "encrypting a checkpoint".into(),
+                    reason: e.to_string(),
+                })?;
+        let n = self
+            .conn
+            .prepare_cached(
+                "UPDATE checkpoints SET checkpoint = ?1, metadata = ?2, type = ?6 \
+                 WHERE thread_id = ?3 AND checkpoint_ns = ?4 AND checkpoint_id = ?5",
+            )
+            .and_then(|mut st| {
+                st.execute(params![
+                    body,
+                    metadata,
+                    thread_id,
+                    ns,
+                    checkpoint_id,
+                    type_tag
+                ])
+            })
+            .map_err(q("rewriting a checkpoint"))?;
+        if n != 1 {
+            return Err(not_found());
+        }
+        Ok(())
+    }
+}
+
 impl PlanStore for SqliteStore {
     fn store(&self) -> &dyn Store {
         self
     }
 
+    /// Inside the read transaction of a batch read ahead, a no-op (and so is `end_read`).
     fn begin_read(&self) -> Result<(), StoreError> {
+        if self.ahead_reading.get() {
+            return Ok(());
+        }
         self.conn
             .execute_batch("BEGIN")
             .map_err(q("starting a read transaction"))
     }
 
     fn end_read(&self) -> Result<(), StoreError> {
+        if self.ahead_reading.get() {
+            return Ok(());
+        }
         SqliteStore::rollback(self)
     }
 }

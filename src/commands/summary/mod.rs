@@ -2,6 +2,10 @@
 //! order, and the point reads each thread still needs (its heads and the checkpoints their
 //! state reads, its first activity, the full checkpoints of a delta thread) made for a
 //! batch of threads at a time, so that they cost a round trip per batch, not per thread.
+//! Where the scan reads whole rows cheaply (SQLite), those facts come from the rows
+//! themselves (`whole`).
+
+mod whole;
 
 use crate::commands::inspect::{Counts, HeadInfo, StoreSummary, SummaryOptions, ThreadSummary};
 use crate::commands::space::{SortKey, ThreadRef};
@@ -42,6 +46,8 @@ struct ThreadAcc {
     last: Option<Activity>,
     /// (ns, greatest id) of every namespace, in scan order.
     heads: Vec<(String, String)>,
+    /// The facts of every row, in scan order, when the scan read rows whole.
+    rows: Vec<CheckpointFacts>,
 }
 
 impl ThreadAcc {
@@ -58,10 +64,12 @@ impl ThreadAcc {
             first: None,
             last: None,
             heads: Vec::new(),
+            rows: Vec::new(),
         }
     }
 
-    fn add(&mut self, row: CheckpointMetaRow) {
+    /// Counts one row in; whether its metadata says delta.
+    fn add(&mut self, row: CheckpointMetaRow) -> bool {
         let meta = metadata_facts(&row.metadata);
         if !self.namespaces.contains(&row.checkpoint_ns) {
             self.namespaces.push(row.checkpoint_ns.clone());
@@ -116,6 +124,7 @@ impl ThreadAcc {
         if slot.as_ref().is_none_or(|h| h.1 < entry.1) {
             *slot = Some(entry);
         }
+        meta.delta
     }
 
     fn key(&self, ns: &str, id: &str) -> CheckpointKey {
@@ -302,28 +311,14 @@ fn head_needs(
     }
 }
 
-/// Finishes a batch of threads with a few reads for all of them.
-fn finish_batch(
+/// First and last activity of each thread: the scan's `ts` (PostgreSQL), the head's,
+/// else a read.
+fn read_activity(
     store: &dyn Store,
-    accs: Vec<ThreadAcc>,
-    writes: &Totals,
-    blobs: &Totals,
-) -> Result<Vec<ThreadSummary>, Error> {
-    let plain = full_plain(store, &accs)?;
-    let summary_heads: Vec<(String, String)> = accs
-        .iter()
-        .map(|a| {
-            let (ns, id, ..) = a
-                .root_head
-                .as_ref()
-                .or(a.any_head.as_ref())
-                .cloned()
-                .unwrap_or_default();
-            (ns, id)
-        })
-        .collect();
-    let (needed, mut head_ts) = head_needs(store, &accs, &summary_heads)?;
-    // First and last activity: the scan's `ts` (PostgreSQL), the head's, else a read.
+    accs: &[ThreadAcc],
+    summary_heads: &[(String, String)],
+    head_ts: &[Option<String>],
+) -> Result<Vec<[Option<String>; 2]>, StoreError> {
     let mut keys = Vec::new();
     let mut slots = Vec::new();
     let mut activity: Vec<[Option<String>; 2]> = vec![[None, None]; accs.len()];
@@ -347,6 +342,38 @@ fn finish_batch(
         activity[t][j] = checkpoint_ts(&row);
         Ok(())
     })?;
+    Ok(activity)
+}
+
+/// Finishes a batch of threads with a few reads for all of them (`whole`: their rows'
+/// facts were read in the scan).
+fn finish_batch(
+    store: &dyn Store,
+    accs: Vec<ThreadAcc>,
+    writes: &Totals,
+    blobs: &Totals,
+    whole: bool,
+) -> Result<Vec<ThreadSummary>, Error> {
+    let summary_heads: Vec<(String, String)> = accs
+        .iter()
+        .map(|a| {
+            let (ns, id, ..) = a
+                .root_head
+                .as_ref()
+                .or(a.any_head.as_ref())
+                .cloned()
+                .unwrap_or_default();
+            (ns, id)
+        })
+        .collect();
+    let (plain, needed, mut head_ts, mut activity) = if whole {
+        whole::finish(store, &accs, &summary_heads)?
+    } else {
+        let plain = full_plain(store, &accs)?;
+        let (needed, head_ts) = head_needs(store, &accs, &summary_heads)?;
+        let activity = read_activity(store, &accs, &summary_heads, &head_ts)?;
+        (plain, needed, head_ts, activity)
+    };
     let mut out = Vec::with_capacity(accs.len());
     for (t, acc) in accs.into_iter().enumerate() {
         let (hns, hid, step, source) = acc.root_head.or(acc.any_head).unwrap_or_default();
@@ -425,33 +452,59 @@ pub fn summarize_with(
     let mut batch: Vec<ThreadAcc> = Vec::new();
     let mut failure: Option<Error> = None;
     progress.start("scanning checkpoints", None);
-    store
-        .scan_checkpoint_meta(&mut |row| {
-            progress.inc(1);
-            if batch.last().is_none_or(|a| a.thread_id != row.thread_id) {
-                if batch.len() == BATCH_THREADS {
-                    match finish_batch(store, std::mem::take(&mut batch), &writes, &blobs) {
-                        Ok(done) => threads.extend(done),
-                        Err(e) => {
-                            failure = Some(e);
-                            return Err(StoreError::Query {
-                                what: "summarizing".into(),
-                                reason: "aborted".into(),
-                            });
-                        }
+    // Each row in, the batch finished at a thread boundary once full; `row`: the whole row
+    // (its facts are kept).
+    let mut push = |meta: CheckpointMetaRow, row: Option<CheckpointRow>| {
+        progress.inc(1);
+        if batch.last().is_none_or(|a| a.thread_id != meta.thread_id) {
+            if batch.len() == BATCH_THREADS {
+                let full = std::mem::take(&mut batch);
+                match finish_batch(store, full, &writes, &blobs, row.is_some()) {
+                    Ok(done) => threads.extend(done),
+                    Err(e) => {
+                        failure = Some(e);
+                        return Err(StoreError::Query {
+                            what: "summarizing".into(),
+                            reason: "aborted".into(),
+                        });
                     }
                 }
-                batch.push(ThreadAcc::new(row.thread_id.clone()));
             }
-            if let Some(acc) = batch.last_mut() {
-                acc.add(row);
+            batch.push(ThreadAcc::new(meta.thread_id.clone()));
+        }
+        if let Some(acc) = batch.last_mut() {
+            let delta = acc.add(meta);
+            if let Some(row) = row {
+                acc.rows.push(whole::facts(row, delta));
             }
-            Ok(())
+        }
+        Ok(())
+    };
+    let whole = store
+        .scan_checkpoints_whole(&mut |row, bytes| {
+            let meta = CheckpointMetaRow {
+                thread_id: row.thread_id.clone(),
+                checkpoint_ns: row.checkpoint_ns.clone(),
+                checkpoint_id: row.checkpoint_id.clone(),
+                bytes,
+                metadata: row.metadata.clone(),
+                ts: None,
+            };
+            push(meta, Some(row))
+        })
+        .and_then(|whole| {
+            if !whole {
+                store.scan_checkpoint_meta(&mut |meta| push(meta, None))?;
+            }
+            Ok(whole)
         })
         .map_err(|e| failure.take().unwrap_or(Error::Store(e)))?;
-    threads.extend(finish_batch(store, batch, &writes, &blobs)?);
+    threads.extend(finish_batch(store, batch, &writes, &blobs, whole)?);
     progress.finish();
-    threads.sort_by(|a, b| a.thread_id.cmp(&b.thread_id));
+    // The scan gives threads in id order: the sort is only for ids it orders otherwise.
+    if !threads.is_sorted_by(|a, b| a.thread_id <= b.thread_id) {
+        threads.sort_by(|a, b| a.thread_id.cmp(&b.thread_id));
+    }
     let thread_count = threads.len() as u64;
     let checkpoints = threads.iter().map(|t| t.checkpoints).sum();
     // Writes and blobs of threads without checkpoints still occupy the store.

@@ -1,0 +1,110 @@
+//! The store summary from whole rows read in its scan (SQLite): a thread's mode, the bytes
+//! its heads' states read, and its times come from the facts of its own rows, kept while
+//! its batch is open; only the pending-write bytes of the checkpoints those states read
+//! are looked up, for the whole batch in one call. Gives what the point reads give.
+
+use super::{KEYS_PER_READ, ThreadAcc};
+use dfck_core::error::StoreError;
+use dfck_core::model::MessagesEncoding;
+use dfck_core::model::facts::{CheckpointFacts, FactsRow, FactsWanted};
+use dfck_core::store::{CheckpointKey, CheckpointRow, Store};
+use std::collections::{HashMap, HashSet};
+
+/// What a summary keeps of one row: `ts` always; how it stores `messages` when its
+/// metadata is not delta (a `mixed` candidate, should the thread be delta).
+pub(super) fn facts(row: CheckpointRow, delta: bool) -> CheckpointFacts {
+    let read = FactsRow {
+        row,
+        write_bytes: 0,
+        blob_lengths: None,
+        whole: true,
+    };
+    let want = FactsWanted {
+        encoding: !delta,
+        head: true,
+        writes: false,
+    };
+    CheckpointFacts::of(read, want)
+}
+
+/// Per thread of the batch: whether it is `mixed`-plain, the bytes rebuilding its heads
+/// reads, its summary head's `ts`, and its first and last activity.
+#[allow(clippy::type_complexity)]
+pub(super) fn finish(
+    store: &dyn Store,
+    accs: &[ThreadAcc],
+    summary_heads: &[(String, String)],
+) -> Result<
+    (
+        Vec<bool>,
+        Vec<u64>,
+        Vec<Option<String>>,
+        Vec<[Option<String>; 2]>,
+    ),
+    StoreError,
+> {
+    let n = accs.len();
+    let (mut plain, mut needed) = (vec![false; n], vec![0u64; n]);
+    let (mut head_ts, mut activity) = (vec![None; n], vec![[None, None]; n]);
+    // The checkpoints each thread's walks read, for their write bytes.
+    let mut walked: Vec<(usize, CheckpointKey)> = Vec::new();
+    for (t, acc) in accs.iter().enumerate() {
+        let at: HashMap<(&str, &str), &CheckpointFacts> = acc
+            .rows
+            .iter()
+            .map(|f| {
+                (
+                    (f.key.checkpoint_ns.as_str(), f.key.checkpoint_id.as_str()),
+                    f,
+                )
+            })
+            .collect();
+        plain[t] = acc.any_delta
+            && acc
+                .rows
+                .iter()
+                .any(|f| f.messages == Some(MessagesEncoding::Plain));
+        let (hns, hid) = &summary_heads[t];
+        for (ns, head) in &acc.heads {
+            let mut seen = HashSet::new();
+            let mut next = Some(head.as_str());
+            while let Some(id) = next.take() {
+                let Some(f) = at.get(&(ns.as_str(), id)).filter(|_| seen.insert(id)) else {
+                    break;
+                };
+                // The head's blobs count for every channel, the rest's for `messages` only.
+                let is_head = id == head;
+                let blobs = if is_head {
+                    f.blob_bytes
+                } else {
+                    f.messages_blob_bytes
+                };
+                needed[t] += f.bytes + blobs;
+                walked.push((t, f.key.clone()));
+                if is_head && ns == hns && id == hid {
+                    head_ts[t].clone_from(&f.ts);
+                }
+                if acc.any_delta && f.messages_absent {
+                    next = f.parent_checkpoint_id.as_deref();
+                }
+            }
+        }
+        for (j, slot) in [&acc.first, &acc.last].into_iter().enumerate() {
+            activity[t][j] = match slot {
+                Some((_, _, Some(ts))) => Some(ts.clone()),
+                Some((ns, id, None)) if (ns, id) == (hns, hid) => head_ts[t].clone(),
+                Some((ns, id, None)) => at
+                    .get(&(ns.as_str(), id.as_str()))
+                    .and_then(|f| f.ts.clone()),
+                None => None,
+            };
+        }
+    }
+    for chunk in walked.chunks(KEYS_PER_READ) {
+        let keys: Vec<CheckpointKey> = chunk.iter().map(|(_, k)| k.clone()).collect();
+        for ((t, _), bytes) in chunk.iter().zip(store.write_bytes_at(&keys)?) {
+            needed[*t] += bytes;
+        }
+    }
+    Ok((plain, needed, head_ts, activity))
+}
