@@ -4,7 +4,8 @@
 //! byte-identical to the one reading every thread on its own (`batch-bytes:0`), on every
 //! SQLite fixture and defect store, whatever the batch budget cuts; `batch-required:N`
 //! (a thread of a batch read on its own fails the run) shows that the batch took every
-//! thread. Under `--apply`, a group transaction reads its threads ahead under its lock.
+//! thread. Under `--apply`, a group transaction reads its threads ahead under its lock. The
+//! store summary reads whole rows in its scan, and equals the one made of point reads.
 
 use crate::common::*;
 use std::path::{Path, PathBuf};
@@ -173,4 +174,33 @@ fn applied_groups_read_their_threads_ahead_and_write_what_threads_alone_write() 
         }
     }
     assert!(compared >= 8, "{compared} runs compared");
+}
+
+/// The store summary on SQLite takes each thread's facts from the rows its scan reads whole,
+/// and a thread with a body over the scan's limit from point reads: the same summary
+/// either way, and with batches holding threads of both kinds.
+#[test]
+fn the_summary_from_whole_rows_equals_the_summary_from_point_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut compared = 0;
+    for db in stores(dir.path()) {
+        let points = run(&db, &["inspect"], "scan-body-bytes:0");
+        if points.status.code() == Some(2) {
+            continue;
+        }
+        for failpoint in ["", "scan-body-bytes:600", "scan-body-bytes:5000"] {
+            let out = run(&db, &["inspect"], failpoint);
+            assert_eq!(
+                (out.status.code(), String::from_utf8_lossy(&out.stdout)),
+                (
+                    points.status.code(),
+                    String::from_utf8_lossy(&points.stdout)
+                ),
+                "{db:?} {failpoint}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        compared += 1;
+    }
+    assert!(compared >= 35, "{compared} stores compared");
 }

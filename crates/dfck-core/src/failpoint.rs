@@ -20,6 +20,8 @@
 //! - `group-threads:N` — a group transaction of the write engine takes N threads at most;
 //! - `whole-bytes:N` — a write command holds a thread's values in memory only up to N stored
 //!   bytes (`0`: every thread is read back one checkpoint at a time);
+//! - `scan-body-bytes:N` — the store summary's scan reads checkpoint bodies of N bytes at
+//!   most (a thread with a larger one takes the point reads);
 //! - `hold:PATH` — with every connection of a write command open (inside the first thread
 //!   transaction that writes, its locks held; or after `reclaim`'s VACUUM), write the process
 //!   id to PATH and wait until a test removes it (at most two minutes): the test meanwhile
@@ -40,6 +42,7 @@ pub struct Failpoints {
     batch_required: bool,
     group_threads: Option<usize>,
     whole_bytes: Option<u64>,
+    scan_body_bytes: Option<u64>,
     #[cfg(feature = "failpoints")]
     hold: bool,
 }
@@ -68,6 +71,7 @@ impl Failpoints {
             batch_required: find("batch-required:").is_some(),
             group_threads: parse(find("group-threads:")),
             whole_bytes: parse(find("whole-bytes:")),
+            scan_body_bytes: parse(find("scan-body-bytes:")),
             hold: find("hold:").is_some(),
         }
     }
@@ -183,6 +187,12 @@ impl Failpoints {
     /// unless injected.
     pub fn whole_thread_bytes(&self, default: u64) -> u64 {
         self.whole_bytes.unwrap_or(default)
+    }
+
+    /// The largest checkpoint body the store summary reads in its scan: `default` unless
+    /// injected.
+    pub fn scan_body_bytes(&self, default: u64) -> u64 {
+        self.scan_body_bytes.unwrap_or(default)
     }
 
     /// Whether a thread of a batch read on its own fails the command.

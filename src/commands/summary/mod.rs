@@ -48,6 +48,10 @@ struct ThreadAcc {
     heads: Vec<(String, String)>,
     /// The facts of every row, in scan order, when the scan read rows whole.
     rows: Vec<CheckpointFacts>,
+    /// Whether every row's facts are in `rows`.
+    whole: bool,
+    /// The last row, while it may be its namespace's last ([`whole::settle`]).
+    last_row: Option<CheckpointRow>,
 }
 
 impl ThreadAcc {
@@ -65,6 +69,8 @@ impl ThreadAcc {
             last: None,
             heads: Vec::new(),
             rows: Vec::new(),
+            whole: true,
+            last_row: None,
         }
     }
 
@@ -345,9 +351,35 @@ fn read_activity(
     Ok(activity)
 }
 
-/// Finishes a batch of threads with a few reads for all of them (`whole`: their rows'
-/// facts were read in the scan).
+/// Finishes a batch of threads with a few reads for all of them: the threads whose rows
+/// the scan read whole from their facts, the others by point reads; in batch order.
 fn finish_batch(
+    store: &dyn Store,
+    accs: Vec<ThreadAcc>,
+    writes: &Totals,
+    blobs: &Totals,
+) -> Result<Vec<ThreadSummary>, Error> {
+    if accs.iter().all(|a| a.whole) || accs.iter().all(|a| !a.whole) {
+        let whole = accs.first().is_some_and(|a| a.whole);
+        return finish_group(store, accs, writes, blobs, whole);
+    }
+    let (w, p): (Vec<_>, Vec<_>) = accs.into_iter().enumerate().partition(|(_, a)| a.whole);
+    let (wi, w): (Vec<usize>, Vec<ThreadAcc>) = w.into_iter().unzip();
+    let (pi, p): (Vec<usize>, Vec<ThreadAcc>) = p.into_iter().unzip();
+    let mut done: Vec<(usize, ThreadSummary)> = wi
+        .into_iter()
+        .zip(finish_group(store, w, writes, blobs, true)?)
+        .chain(
+            pi.into_iter()
+                .zip(finish_group(store, p, writes, blobs, false)?),
+        )
+        .collect();
+    done.sort_by_key(|(i, _)| *i);
+    Ok(done.into_iter().map(|(_, t)| t).collect())
+}
+
+/// [`finish_batch`] for threads all read whole (`whole`) or all not.
+fn finish_group(
     store: &dyn Store,
     accs: Vec<ThreadAcc>,
     writes: &Totals,
@@ -453,13 +485,15 @@ pub fn summarize_with(
     let mut failure: Option<Error> = None;
     progress.start("scanning checkpoints", None);
     // Each row in, the batch finished at a thread boundary once full; `row`: the whole row
-    // (its facts are kept).
-    let mut push = |meta: CheckpointMetaRow, row: Option<CheckpointRow>| {
+    // when the scan read it (its facts are kept).
+    let mut push = |meta: CheckpointMetaRow, row: Option<CheckpointRow>, whole: bool| {
         progress.inc(1);
         if batch.last().is_none_or(|a| a.thread_id != meta.thread_id) {
+            if let Some(done) = batch.last_mut() {
+                whole::settle(done);
+            }
             if batch.len() == BATCH_THREADS {
-                let full = std::mem::take(&mut batch);
-                match finish_batch(store, full, &writes, &blobs, row.is_some()) {
+                match finish_batch(store, std::mem::take(&mut batch), &writes, &blobs) {
                     Ok(done) => threads.extend(done),
                     Err(e) => {
                         failure = Some(e);
@@ -470,36 +504,40 @@ pub fn summarize_with(
                     }
                 }
             }
-            batch.push(ThreadAcc::new(meta.thread_id.clone()));
+            let mut acc = ThreadAcc::new(meta.thread_id.clone());
+            acc.whole = whole;
+            batch.push(acc);
         }
         if let Some(acc) = batch.last_mut() {
             let delta = acc.add(meta);
-            if let Some(row) = row {
-                acc.rows.push(whole::facts(row, delta));
+            match row {
+                Some(row) if acc.whole => whole::add_row(acc, row, delta),
+                // A row too large to read in the scan: the thread takes the point reads.
+                _ => {
+                    acc.whole = false;
+                    acc.rows = Vec::new();
+                    acc.last_row = None;
+                }
             }
         }
         Ok(())
     };
-    let whole = store
-        .scan_checkpoints_whole(&mut |row, bytes| {
-            let meta = CheckpointMetaRow {
-                thread_id: row.thread_id.clone(),
-                checkpoint_ns: row.checkpoint_ns.clone(),
-                checkpoint_id: row.checkpoint_id.clone(),
-                bytes,
-                metadata: row.metadata.clone(),
-                ts: None,
-            };
-            push(meta, Some(row))
-        })
+    store
+        .scan_checkpoints_whole(
+            dfck_core::failpoint::Failpoints::from_env("inspect").scan_body_bytes(whole::MAX_BODY),
+            &mut |meta, row| push(meta, row, true),
+        )
         .and_then(|whole| {
             if !whole {
-                store.scan_checkpoint_meta(&mut |meta| push(meta, None))?;
+                store.scan_checkpoint_meta(&mut |meta| push(meta, None, false))?;
             }
-            Ok(whole)
+            Ok(())
         })
         .map_err(|e| failure.take().unwrap_or(Error::Store(e)))?;
-    threads.extend(finish_batch(store, batch, &writes, &blobs, whole)?);
+    if let Some(done) = batch.last_mut() {
+        whole::settle(done);
+    }
+    threads.extend(finish_batch(store, batch, &writes, &blobs)?);
     progress.finish();
     // The scan gives threads in id order: the sort is only for ids it orders otherwise.
     if !threads.is_sorted_by(|a, b| a.thread_id <= b.thread_id) {

@@ -6,25 +6,56 @@
 use super::{KEYS_PER_READ, ThreadAcc};
 use dfck_core::error::StoreError;
 use dfck_core::model::MessagesEncoding;
-use dfck_core::model::facts::{CheckpointFacts, FactsRow, FactsWanted};
+use dfck_core::model::facts::{CheckpointFacts, FactsRow, FactsWanted, checkpoint_ts};
 use dfck_core::store::{CheckpointKey, CheckpointRow, Store};
 use std::collections::{HashMap, HashSet};
 
-/// What a summary keeps of one row: `ts` always; how it stores `messages` when its
-/// metadata is not delta (a `mixed` candidate, should the thread be delta).
-pub(super) fn facts(row: CheckpointRow, delta: bool) -> CheckpointFacts {
+/// The largest body the scan reads (a thread with a larger one takes the point reads: a
+/// giant thread's rows are not all read for the few its summary needs).
+pub(super) const MAX_BODY: u64 = 64 << 10;
+
+/// Adds one row's facts to its thread. The `ts` is read only where a summary may use it:
+/// on the first and the last row of each namespace (rows come in id order), the last
+/// known once the next row, or the end of the thread, is reached ([`settle`]).
+pub(super) fn add_row(acc: &mut ThreadAcc, row: CheckpointRow, delta: bool) {
+    let first_in_ns = acc
+        .rows
+        .last()
+        .is_none_or(|f| f.key.checkpoint_ns != row.checkpoint_ns);
+    if first_in_ns {
+        settle(acc);
+    }
+    let ts = if first_in_ns {
+        checkpoint_ts(&row)
+    } else {
+        None
+    };
+    // The row before in its namespace was not its last.
+    acc.last_row = (!first_in_ns).then(|| row.clone());
     let read = FactsRow {
         row,
         write_bytes: 0,
         blob_lengths: None,
         whole: true,
     };
+    // How it stores `messages` when its metadata is not delta: a `mixed` candidate, should
+    // the thread be delta.
     let want = FactsWanted {
         encoding: !delta,
-        head: true,
+        head: false,
         writes: false,
     };
-    CheckpointFacts::of(read, want)
+    let mut facts = CheckpointFacts::of(read, want);
+    facts.ts = ts;
+    acc.rows.push(facts);
+}
+
+/// Reads the `ts` of the thread's last row, when it is the last of its namespace and not
+/// its first: at a new namespace and at the end of the thread.
+pub(super) fn settle(acc: &mut ThreadAcc) {
+    if let (Some(row), Some(f)) = (acc.last_row.take(), acc.rows.last_mut()) {
+        f.ts = checkpoint_ts(&row);
+    }
 }
 
 /// Per thread of the batch: whether it is `mixed`-plain, the bytes rebuilding its heads

@@ -353,12 +353,13 @@ pub trait Store {
     /// the store (SQLite maps the file into memory).
     fn prefer_point_reads(&self) {}
 
-    /// Streams every checkpoint row whole in key order, each with the bytes
-    /// [`Store::scan_checkpoint_meta`] counts for it, where one pass reads them cheaply
-    /// (SQLite); `false`, having read nothing, where the backend does not.
+    /// [`Store::scan_checkpoint_meta`] with each row whole as well, where one pass reads
+    /// them cheaply (SQLite): `None` for a row whose body is over `max_body` bytes (it is
+    /// not read); `false`, having read nothing, where the backend does not.
     fn scan_checkpoints_whole(
         &self,
-        _f: &mut dyn FnMut(CheckpointRow, u64) -> Result<(), StoreError>,
+        _max_body: u64,
+        _f: &mut dyn FnMut(CheckpointMetaRow, Option<CheckpointRow>) -> Result<(), StoreError>,
     ) -> Result<bool, StoreError> {
         Ok(false)
     }

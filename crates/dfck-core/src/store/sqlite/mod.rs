@@ -308,6 +308,10 @@ impl Store for SqliteStore {
         self.read_batch_ahead(ids, budget)
     }
 
+    fn write_bytes_at(&self, keys: &[crate::store::CheckpointKey]) -> Result<Vec<u64>, StoreError> {
+        self.write_bytes_each(keys)
+    }
+
     fn forget_ahead(&self, thread_id: &str) {
         self.ahead.borrow_mut().forget(thread_id);
     }
@@ -320,9 +324,10 @@ impl Store for SqliteStore {
 
     fn scan_checkpoints_whole(
         &self,
-        f: &mut dyn FnMut(CheckpointRow, u64) -> Result<(), StoreError>,
+        max_body: u64,
+        f: &mut dyn FnMut(CheckpointMetaRow, Option<CheckpointRow>) -> Result<(), StoreError>,
     ) -> Result<bool, StoreError> {
-        self.scan_whole(f).map(|()| true)
+        self.scan_whole(max_body, f).map(|()| true)
     }
 
     fn scan_checkpoint_meta(

@@ -35,6 +35,16 @@ pub(super) fn bytes_col(row: &Row<'_>, i: usize, kind: Blob) -> rusqlite::Result
     })
 }
 
+/// The length of what [`bytes_col`] reads of a serialized value, without copying it.
+pub(super) fn serialized_len(row: &Row<'_>, i: usize) -> rusqlite::Result<usize> {
+    use rusqlite::types::ValueRef;
+    Ok(match row.get_ref(i)? {
+        ValueRef::Null => 0,
+        ValueRef::Blob(b) | ValueRef::Text(b) => b.len(),
+        ValueRef::Integer(_) | ValueRef::Real(_) => UNDECODABLE.len(),
+    })
+}
+
 /// Reads a TEXT column (ids, channel, type tag) whatever its storage class: non-UTF-8 text
 /// and BLOBs are decoded lossily, numbers are written out, NULL is empty.
 pub(super) fn text_col(row: &Row<'_>, i: usize) -> rusqlite::Result<String> {
