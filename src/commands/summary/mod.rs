@@ -50,6 +50,12 @@ struct ThreadAcc {
     rows: Vec<CheckpointFacts>,
     /// Whether every row's facts are in `rows`.
     whole: bool,
+    /// Full rows before any delta one, their `messages` encoding not yet read (index in
+    /// `rows`, the row), their bytes, and whether later ones are decided at once
+    /// ([`whole::add_row`]).
+    undecided: Vec<(usize, CheckpointRow)>,
+    undecided_bytes: u64,
+    eager: bool,
     /// The last row, while it may be its namespace's last ([`whole::settle`]).
     last_row: Option<CheckpointRow>,
 }
@@ -70,6 +76,9 @@ impl ThreadAcc {
             heads: Vec::new(),
             rows: Vec::new(),
             whole: true,
+            undecided: Vec::new(),
+            undecided_bytes: 0,
+            eager: false,
             last_row: None,
         }
     }
@@ -490,7 +499,7 @@ pub fn summarize_with(
         progress.inc(1);
         if batch.last().is_none_or(|a| a.thread_id != meta.thread_id) {
             if let Some(done) = batch.last_mut() {
-                whole::settle(done);
+                whole::end(done);
             }
             if batch.len() == BATCH_THREADS {
                 match finish_batch(store, std::mem::take(&mut batch), &writes, &blobs) {
@@ -517,6 +526,7 @@ pub fn summarize_with(
                     acc.whole = false;
                     acc.rows = Vec::new();
                     acc.last_row = None;
+                    acc.undecided = Vec::new();
                 }
             }
         }
@@ -535,7 +545,7 @@ pub fn summarize_with(
         })
         .map_err(|e| failure.take().unwrap_or(Error::Store(e)))?;
     if let Some(done) = batch.last_mut() {
-        whole::settle(done);
+        whole::end(done);
     }
     threads.extend(finish_batch(store, batch, &writes, &blobs)?);
     progress.finish();

@@ -6,7 +6,9 @@
 use super::{KEYS_PER_READ, ThreadAcc};
 use dfck_core::error::StoreError;
 use dfck_core::model::MessagesEncoding;
-use dfck_core::model::facts::{CheckpointFacts, FactsRow, FactsWanted, checkpoint_ts};
+use dfck_core::model::facts::{
+    CheckpointFacts, FactsRow, FactsWanted, checkpoint_ts, messages_encoding_of,
+};
 use dfck_core::store::{CheckpointKey, CheckpointRow, Store};
 use std::collections::{HashMap, HashSet};
 
@@ -32,22 +34,56 @@ pub(super) fn add_row(acc: &mut ThreadAcc, row: CheckpointRow, delta: bool) {
     };
     // The row before in its namespace was not its last.
     acc.last_row = (!first_in_ns).then(|| row.clone());
-    let read = FactsRow {
+    // How it stores `messages` when its metadata is not delta: a `mixed` candidate once the
+    // thread is known to be delta. The full rows before its first delta row wait (up to
+    // UNDECIDED_BYTES of them; then they are decided at once): a full thread decodes none.
+    let undecided = !delta && !acc.any_delta && !acc.eager;
+    let waiting = undecided.then(|| row.clone());
+    let want = FactsWanted {
+        encoding: !delta && !undecided,
+        head: false,
+        writes: false,
+    };
+    let mut facts = CheckpointFacts::of(read_of(row), want);
+    facts.ts = ts;
+    acc.rows.push(facts);
+    if let Some(row) = waiting {
+        acc.undecided_bytes += row.read_bytes();
+        acc.undecided.push((acc.rows.len() - 1, row));
+    }
+    if acc.any_delta || acc.undecided_bytes > UNDECIDED_BYTES {
+        acc.eager |= !acc.any_delta;
+        decide(acc);
+    }
+}
+
+/// The bytes of full rows a thread keeps before it is known to be delta.
+const UNDECIDED_BYTES: u64 = 1 << 20;
+
+fn read_of(row: CheckpointRow) -> FactsRow {
+    FactsRow {
         row,
         write_bytes: 0,
         blob_lengths: None,
         whole: true,
-    };
-    // How it stores `messages` when its metadata is not delta: a `mixed` candidate, should
-    // the thread be delta.
-    let want = FactsWanted {
-        encoding: !delta,
-        head: false,
-        writes: false,
-    };
-    let mut facts = CheckpointFacts::of(read, want);
-    facts.ts = ts;
-    acc.rows.push(facts);
+    }
+}
+
+/// Reads how each waiting full row stores `messages`.
+fn decide(acc: &mut ThreadAcc) {
+    acc.undecided_bytes = 0;
+    for (i, row) in std::mem::take(&mut acc.undecided) {
+        if let Some(f) = acc.rows.get_mut(i) {
+            f.messages = messages_encoding_of(row);
+        }
+    }
+}
+
+/// The thread is over: a full thread's waiting rows need no decoding.
+pub(super) fn end(acc: &mut ThreadAcc) {
+    settle(acc);
+    acc.undecided = Vec::new();
+    acc.undecided_bytes = 0;
 }
 
 /// Reads the `ts` of the thread's last row, when it is the last of its namespace and not
