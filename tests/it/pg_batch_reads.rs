@@ -10,8 +10,8 @@
 use crate::common::*;
 use std::process::Output;
 
-/// The commands compared, each with `--format json`.
-const COMMANDS: [&[&str]; 6] = [
+/// The commands compared, each with `--format json` (also on SQLite: sqlite_batch_reads.rs).
+pub(crate) const COMMANDS: [&[&str]; 6] = [
     &["verify"],
     &["prune", "--all"],
     &["prune", "--all", "--branches"],
@@ -116,7 +116,7 @@ fn a_thread_left_out_of_its_batch_fails_under_batch_required() {
 }
 
 /// The write commands whose `--apply` reads each group's threads ahead, under its locks.
-const APPLIED: [&[&str]; 3] = [
+pub(crate) const APPLIED: [&[&str]; 3] = [
     &["prune", "--all", "--branches", "--apply"],
     &["migrate", "delta-to-full", "--all", "--apply"],
     &["migrate", "full-to-delta", "--all", "--apply"],

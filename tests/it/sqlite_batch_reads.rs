@@ -8,18 +8,9 @@
 //! store summary reads whole rows in its scan, and equals the one made of point reads.
 
 use crate::common::*;
+use crate::pg_batch_reads::{APPLIED, COMMANDS};
 use std::path::{Path, PathBuf};
 use std::process::Output;
-
-/// The commands compared, each with `--format json`.
-const COMMANDS: [&[&str]; 6] = [
-    &["verify"],
-    &["prune", "--all"],
-    &["prune", "--all", "--branches"],
-    &["prune", "--all", "--branches", "--keep-last-turns", "1"],
-    &["migrate", "delta-to-full", "--all"],
-    &["migrate", "full-to-delta", "--all"],
-];
 
 fn run(target: &Path, args: &[&str], failpoint: &str) -> Output {
     crate::common::dfck_command()
@@ -118,13 +109,6 @@ fn a_thread_left_out_of_its_batch_fails_under_batch_required() {
         );
     }
 }
-
-/// The write commands whose `--apply` reads each group's threads ahead, under its lock.
-const APPLIED: [&[&str]; 3] = [
-    &["prune", "--all", "--branches", "--apply"],
-    &["migrate", "delta-to-full", "--all", "--apply"],
-    &["migrate", "full-to-delta", "--all", "--apply"],
-];
 
 #[test]
 fn applied_groups_read_their_threads_ahead_and_write_what_threads_alone_write() {

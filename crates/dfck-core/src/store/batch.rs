@@ -40,6 +40,21 @@ impl ThreadRows {
     }
 }
 
+/// Adds to `read` every thread of `ids` it lacks, gone (no namespaces): for a batch that
+/// reached every thread, a thread without a row no longer exists.
+pub fn add_gone(read: &mut Vec<ThreadRows>, ids: &[String]) {
+    let seen: std::collections::HashSet<&str> = read.iter().map(|t| t.thread_id.as_str()).collect();
+    let gone: Vec<ThreadRows> = ids
+        .iter()
+        .filter(|id| !seen.contains(id.as_str()))
+        .map(|id| ThreadRows {
+            thread_id: id.clone(),
+            namespaces: Vec::new(),
+        })
+        .collect();
+    read.extend(gone);
+}
+
 /// The bytes one checkpoint row holds, about.
 pub fn row_bytes(row: &CheckpointRow) -> usize {
     let body = match &row.body {

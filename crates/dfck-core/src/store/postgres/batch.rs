@@ -92,17 +92,7 @@ impl PostgresStore {
             .map(|t| attach_blobs(t, &mut blobs, values))
             .collect();
         if !cut && blobs_cut.is_none() && writes_cut.is_none() {
-            // Every thread was reached: those without a row are gone.
-            let seen: HashSet<&str> = out.iter().map(|t| t.thread_id.as_str()).collect();
-            let gone: Vec<ThreadRows> = ids
-                .iter()
-                .filter(|id| !seen.contains(id.as_str()))
-                .map(|id| ThreadRows {
-                    thread_id: id.clone(),
-                    namespaces: Vec::new(),
-                })
-                .collect();
-            out.extend(gone);
+            crate::store::batch::add_gone(&mut out, ids);
         }
         Ok(out)
     }

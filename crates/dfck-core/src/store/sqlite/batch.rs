@@ -12,7 +12,7 @@ use super::rows::{
 };
 use super::{CHECKPOINT_COLS, SqliteStore, q};
 use crate::error::StoreError;
-use crate::store::batch::{NamespaceRows, ReadAhead, ThreadRows, row_bytes};
+use crate::store::batch::{NamespaceRows, ReadAhead, ThreadRows, add_gone, row_bytes};
 use crate::store::{CheckpointMetaRow, CheckpointRow};
 use std::collections::{HashMap, HashSet};
 
@@ -34,17 +34,7 @@ impl SqliteStore {
         let (mut threads, mut cut) = self.batch_checkpoints(ids, budget, &mut held)?;
         cut |= self.batch_writes(&mut threads, budget, &mut held)?;
         if !cut {
-            // Every thread was reached: those without a row are gone.
-            let seen: HashSet<&str> = threads.iter().map(|t| t.thread_id.as_str()).collect();
-            let gone: Vec<ThreadRows> = ids
-                .iter()
-                .filter(|id| !seen.contains(id.as_str()))
-                .map(|id| ThreadRows {
-                    thread_id: id.clone(),
-                    namespaces: Vec::new(),
-                })
-                .collect();
-            threads.extend(gone);
+            add_gone(&mut threads, ids);
         }
         Ok(threads)
     }
