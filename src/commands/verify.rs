@@ -426,7 +426,8 @@ fn check_thread(
 /// The findings and checkpoint count of each thread of `ids`, in order (`None`: listed,
 /// then deleted, by DeerFlow, before it was read). The threads the store reads as a batch
 /// are checked from its rows, the others read one by one, all in one read transaction
-/// (SQLite: not one per statement) renewed between threads every [`SNAPSHOT_HOLD`].
+/// (SQLite: not one per statement), renewed before a thread read on its own once
+/// [`SNAPSHOT_HOLD`] has passed.
 #[allow(clippy::type_complexity)]
 fn verify_chunk(
     store: &dyn Store,
