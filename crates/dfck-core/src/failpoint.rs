@@ -22,6 +22,8 @@
 //!   bytes (`0`: every thread is read back one checkpoint at a time);
 //! - `scan-body-bytes:N` — the store summary's scan reads checkpoint bodies of N bytes at
 //!   most (a thread with a larger one takes the point reads);
+//! - `summary-wait-bytes:N` — the store summary keeps a thread's full rows waiting for its
+//!   first delta row up to N bytes (`0`: each is decoded at once);
 //! - `hold:PATH` — with every connection of a write command open (inside the first thread
 //!   transaction that writes, its locks held; or after `reclaim`'s VACUUM), write the process
 //!   id to PATH and wait until a test removes it (at most two minutes): the test meanwhile
@@ -43,6 +45,7 @@ pub struct Failpoints {
     group_threads: Option<usize>,
     whole_bytes: Option<u64>,
     scan_body_bytes: Option<u64>,
+    summary_wait_bytes: Option<u64>,
     #[cfg(feature = "failpoints")]
     hold: bool,
 }
@@ -72,6 +75,7 @@ impl Failpoints {
             group_threads: parse(find("group-threads:")),
             whole_bytes: parse(find("whole-bytes:")),
             scan_body_bytes: parse(find("scan-body-bytes:")),
+            summary_wait_bytes: parse(find("summary-wait-bytes:")),
             hold: find("hold:").is_some(),
         }
     }
@@ -193,6 +197,12 @@ impl Failpoints {
     /// injected.
     pub fn scan_body_bytes(&self, default: u64) -> u64 {
         self.scan_body_bytes.unwrap_or(default)
+    }
+
+    /// The bytes of full rows the store summary keeps waiting for a thread's first delta
+    /// row: `default` unless injected.
+    pub fn summary_wait_bytes(&self, default: u64) -> u64 {
+        self.summary_wait_bytes.unwrap_or(default)
     }
 
     /// Whether a thread of a batch read on its own fails the command.

@@ -493,6 +493,8 @@ pub fn summarize_with(
     let mut batch: Vec<ThreadAcc> = Vec::new();
     let mut failure: Option<Error> = None;
     progress.start("scanning checkpoints", None);
+    let failpoints = dfck_core::failpoint::Failpoints::from_env("inspect");
+    let wait = failpoints.summary_wait_bytes(whole::UNDECIDED_BYTES);
     // Each row in, the batch finished at a thread boundary once full; `row`: the whole row
     // when the scan read it (its facts are kept).
     let mut push = |meta: CheckpointMetaRow, row: Option<CheckpointRow>, whole: bool| {
@@ -520,7 +522,7 @@ pub fn summarize_with(
         if let Some(acc) = batch.last_mut() {
             let delta = acc.add(meta);
             match row {
-                Some(row) if acc.whole => whole::add_row(acc, row, delta),
+                Some(row) if acc.whole => whole::add_row(acc, row, delta, wait),
                 // A row too large to read in the scan: the thread takes the point reads.
                 _ => {
                     acc.whole = false;
@@ -534,7 +536,7 @@ pub fn summarize_with(
     };
     store
         .scan_checkpoints_whole(
-            dfck_core::failpoint::Failpoints::from_env("inspect").scan_body_bytes(whole::MAX_BODY),
+            failpoints.scan_body_bytes(whole::MAX_BODY),
             &mut |meta, row| push(meta, row, true),
         )
         .and_then(|whole| {

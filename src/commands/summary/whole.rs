@@ -19,7 +19,7 @@ pub(super) const MAX_BODY: u64 = 64 << 10;
 /// Adds one row's facts to its thread. The `ts` is read only where a summary may use it:
 /// on the first and the last row of each namespace (rows come in id order), the last
 /// known once the next row, or the end of the thread, is reached ([`settle`]).
-pub(super) fn add_row(acc: &mut ThreadAcc, row: CheckpointRow, delta: bool) {
+pub(super) fn add_row(acc: &mut ThreadAcc, row: CheckpointRow, delta: bool, wait: u64) {
     let first_in_ns = acc
         .rows
         .last()
@@ -36,7 +36,8 @@ pub(super) fn add_row(acc: &mut ThreadAcc, row: CheckpointRow, delta: bool) {
     acc.last_row = (!first_in_ns).then(|| row.clone());
     // How it stores `messages` when its metadata is not delta: a `mixed` candidate once the
     // thread is known to be delta. The full rows before its first delta row wait (up to
-    // UNDECIDED_BYTES of them; then they are decided at once): a full thread decodes none.
+    // `wait` bytes of them, UNDECIDED_BYTES by default; then they are decided at once): a
+    // full thread decodes none.
     let undecided = !delta && !acc.any_delta && !acc.eager;
     let waiting = undecided.then(|| row.clone());
     let want = FactsWanted {
@@ -51,14 +52,14 @@ pub(super) fn add_row(acc: &mut ThreadAcc, row: CheckpointRow, delta: bool) {
         acc.undecided_bytes += row.read_bytes();
         acc.undecided.push((acc.rows.len() - 1, row));
     }
-    if acc.any_delta || acc.undecided_bytes > UNDECIDED_BYTES {
+    if acc.any_delta || acc.undecided_bytes > wait {
         acc.eager |= !acc.any_delta;
         decide(acc);
     }
 }
 
 /// The bytes of full rows a thread keeps before it is known to be delta.
-const UNDECIDED_BYTES: u64 = 1 << 20;
+pub(super) const UNDECIDED_BYTES: u64 = 1 << 20;
 
 fn read_of(row: CheckpointRow) -> FactsRow {
     FactsRow {
