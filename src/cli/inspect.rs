@@ -5,7 +5,7 @@ use crate::commands::inspect::{
     ConfiguredMode, ReducerChoice, SummaryOptions, state_report, thread_report,
 };
 use crate::commands::space::SortKey;
-use crate::commands::summary::summarize_with;
+use crate::commands::summary::{summarize_each, summarize_with};
 use crate::render::{self, TerminalProgress};
 use clap::Args;
 use dfck_core::error::Error;
@@ -103,6 +103,14 @@ fn show(
                 top: args.top,
                 channels: args.channels,
             };
+            let config = discovered.as_ref().map(|d| ConfiguredMode {
+                path: d.config_path.display().to_string(),
+                checkpoint_channel_mode: d.checkpoint_channel_mode,
+                snapshot_frequency: d.snapshot_frequency,
+            });
+            if streams(store, args, format) {
+                return stream_summary(store, &opts, config, format, progress);
+            }
             let mut s = summarize_with(store, &opts, progress)?;
             let metrics = format == render::Format::Openmetrics;
             // DeerFlow's view is not among the metrics.
@@ -116,11 +124,7 @@ fn show(
                     store, &ids, frequency, progress,
                 )?);
             }
-            s.config = discovered.as_ref().map(|d| ConfiguredMode {
-                path: d.config_path.display().to_string(),
-                checkpoint_channel_mode: d.checkpoint_channel_mode,
-                snapshot_frequency: d.snapshot_frequency,
-            });
+            s.config = config;
             if metrics {
                 let m = crate::commands::metrics::collect(store, &s, None)?;
                 render::emit(&render::openmetrics::render(&m))?;
@@ -167,5 +171,47 @@ fn show(
             std::mem::forget(r);
         }
     }
+    Ok(Outcome::Clean)
+}
+
+/// Whether the summary is written as its threads come (memory not growing with them): in
+/// thread id order, as the store's scan gives them, without the options that need every
+/// thread first (another `--sort`, `--channels`, `--savings`, metrics), in a format that
+/// streams ([`render::SummaryStream::streams`]).
+fn streams(
+    store: &dyn dfck_core::store::Store,
+    args: &InspectArgs,
+    format: render::Format,
+) -> bool {
+    args.sort == SortKey::Name
+        && !args.channels
+        && !args.savings
+        && render::SummaryStream::streams(format)
+        && !dfck_core::failpoint::Failpoints::from_env("inspect").report_held()
+        && store.scans_bytewise()
+}
+
+/// The store summary, each batch of threads rendered as it is finished.
+fn stream_summary(
+    store: &dyn dfck_core::store::Store,
+    opts: &SummaryOptions,
+    config: Option<ConfiguredMode>,
+    format: render::Format,
+    progress: &TerminalProgress,
+) -> Result<Outcome, Error> {
+    let app = crate::commands::deerflow_view::view_each(store)?;
+    let mut out = render::SummaryStream::new(format, opts.top, app.is_some());
+    let mut s = summarize_each(store, opts, progress, &mut |batch| {
+        for mut t in batch {
+            if let Some((_, data)) = &app {
+                t.deerflow = Some(Box::new(data.thread(&t.thread_id)));
+            }
+            out.push(&t)?;
+        }
+        Ok(())
+    })?;
+    s.config = config;
+    s.deerflow = app.map(|(summary, _)| summary);
+    out.finish(&s)?;
     Ok(Outcome::Clean)
 }

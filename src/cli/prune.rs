@@ -102,24 +102,34 @@ pub fn run(global: &GlobalArgs, args: &PruneArgs) -> Result<Outcome, Error> {
     };
     let (cache, cache_report) = args.cache.connect(&target, found.as_ref(), args.apply)?;
     let progress = TerminalProgress::stderr();
-    let report = crate::commands::prune::run(
-        &WriteRequest {
-            target: &target,
-            threads: &threads,
-            all,
-            apply: args.apply,
-            jobs: args.jobs,
-            backup: args.backup.as_deref(),
-            progress: &progress,
-            events: &render::write_event,
-            cache: super::deerflow::thread_cache(&cache),
-        },
-        &opts,
-        &whole,
-        cache_report.clone(),
-    )?;
+    let req = WriteRequest {
+        target: &target,
+        threads: &threads,
+        all,
+        apply: args.apply,
+        jobs: args.jobs,
+        backup: args.backup.as_deref(),
+        progress: &progress,
+        events: &render::write_event,
+        cache: super::deerflow::thread_cache(&cache),
+    };
+    let format = global.format();
+    // Without an age, no thread is deleted whole: the report streams (docs/performance.md).
+    let report = if opts.older_than.is_none()
+        && opts.idle.is_none()
+        && render::prune::PruneStream::streams(format)
+        && !dfck_core::failpoint::Failpoints::from_env("prune").report_held()
+    {
+        let mut out = render::prune::PruneStream::new(format);
+        let report = crate::commands::prune::run_each(&req, &opts, &mut |p| out.push(&p))?;
+        out.finish(&report)?;
+        report
+    } else {
+        let report = crate::commands::prune::run(&req, &opts, &whole, cache_report.clone())?;
+        output(format, &report, render::prune::prune_table)?;
+        report
+    };
     let cache_report_shown = cache_report;
-    output(global.format(), &report, render::prune::prune_table)?;
     if report.deerflow_delete.is_none() {
         super::deerflow::cache_note(&cache_report_shown, report.pruned, report.dry_run);
     }

@@ -111,10 +111,18 @@ pub fn view(
     store: &dyn Store,
     threads: &[&str],
 ) -> Result<Option<(AppSummary, Vec<ThreadApp>)>, Error> {
-    let Some(data) = load(store)? else {
+    Ok(view_each(store)?.map(|(summary, data)| {
+        let per_thread = threads.iter().map(|t| data.thread(t)).collect();
+        (summary, per_thread)
+    }))
+}
+
+/// DeerFlow's view of a store (`None`: no DeerFlow tables): the summary's part, and the
+/// data each thread's part is read from ([`AppData::thread`]) as a report takes them.
+pub fn view_each(store: &dyn Store) -> Result<Option<(AppSummary, AppData)>, Error> {
+    let Some(mut data) = load(store)? else {
         return Ok(None);
     };
-    let per_thread = threads.iter().map(|t| data.thread(t)).collect();
     let tables = match store.app() {
         Some(app) => app.app_space(&data.schema)?,
         None => Vec::new(),
@@ -139,9 +147,9 @@ pub fn view(
         listed_threads: data.metas.len() as u64,
         listed_without_checkpoints: listed_without,
         unlisted_threads: unlisted,
-        active_runs: data.active,
+        active_runs: std::mem::take(&mut data.active),
     };
-    Ok(Some((summary, per_thread)))
+    Ok(Some((summary, data)))
 }
 
 /// Every thread id with checkpoints.

@@ -2,6 +2,7 @@
 //! the plain style used when stdout is not a terminal, and the wrapping of prose lines. Long
 //! columns (ids, content, reasons) wrap; short ones (numbers, status words) never do.
 
+use super::spool::Spool;
 use comfy_table::{
     ColumnConstraint, ContentArrangement, Table, Width,
     presets::{NOTHING, UTF8_FULL_CONDENSED},
@@ -54,6 +55,13 @@ pub(crate) fn layout() -> Layout {
     })
 }
 
+/// Whether tables are written plain and line by line in this process (stdout not a
+/// terminal, no `COLUMNS`, no color): the layout a streamed report is written in.
+pub(crate) fn layout_streams() -> bool {
+    let l = layout();
+    l.plain && l.width.is_none() && !super::records::style().color
+}
+
 /// The display width of a string (terminal columns).
 pub(crate) fn width_of(s: &str) -> usize {
     unicode_width::UnicodeWidthStr::width(s)
@@ -66,7 +74,7 @@ const SEP: char = '\u{1f}';
 /// string each): a table of a million rows costs about its text, and a plain table (stdout
 /// not a terminal) is written from them directly; otherwise the table is laid out by
 /// comfy-table when it is displayed.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct Grid {
     header: Vec<String>,
     /// Per column: the widest data cell while every cell is short; `None` once one is long.
@@ -77,6 +85,8 @@ pub(crate) struct Grid {
     widths: Vec<usize>,
     /// [`Grid::align_right`] was called when the table had this many columns.
     right: Option<usize>,
+    /// Where the rows wait instead of `rows` ([`Grid::spooled`]).
+    spool: Option<Spool>,
 }
 
 impl Grid {
@@ -92,6 +102,7 @@ impl Grid {
             rows: Vec::new(),
             widths,
             right: None,
+            spool: None,
         }
     }
 
@@ -127,7 +138,10 @@ impl Grid {
                 row.push_str(c);
             }
         }
-        self.rows.push(row.into_boxed_str());
+        match &mut self.spool {
+            Some(spool) => spool.push(row.as_bytes()),
+            None => self.rows.push(row.into_boxed_str()),
+        }
     }
 
     /// Right-aligns every column.
@@ -189,46 +203,139 @@ impl Grid {
     /// A plain table (no borders, two spaces after each column, lines trimmed at the end),
     /// written line by line from the compact rows: what comfy-table lays out for the plain
     /// layout, without holding it.
-    fn write_plain(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let widths: Vec<usize> = self.widths.iter().map(|w| (*w).max(1)).collect();
-        let right = self.right.unwrap_or(0);
-        let mut first = true;
-        let mut line = String::new();
-        let mut emit = |cells: Vec<&str>, f: &mut std::fmt::Formatter<'_>| {
-            let lines: Vec<Vec<&str>> = cells.iter().map(|c| c.split('\n').collect()).collect();
-            let height = lines.iter().map(Vec::len).max().unwrap_or(0);
-            for k in 0..height {
-                line.clear();
-                for (i, w) in widths.iter().enumerate() {
-                    match lines.get(i).and_then(|l| l.get(k)) {
-                        Some(text) => {
-                            let pad = " ".repeat(w.saturating_sub(width_of(text)));
-                            if i < right {
-                                line.push_str(&pad);
-                                line.push_str(text);
-                            } else {
-                                line.push_str(text);
-                                line.push_str(&pad);
-                            }
-                            line.push_str("  ");
-                        }
-                        None => line.push_str(&" ".repeat(w + 2)),
-                    }
-                }
-                if !std::mem::take(&mut first) {
-                    f.write_str("\n")?;
-                }
-                f.write_str(line.trim_end())?;
-            }
-            Ok(())
-        };
+    fn write_plain(&self, f: &mut dyn std::fmt::Write) -> std::fmt::Result {
+        let mut plain = Plain::new(self);
         if super::records::style().headers && !self.header.is_empty() {
-            emit(self.header.iter().map(String::as_str).collect(), f)?;
+            plain.line(self.header.iter().map(String::as_str).collect(), f)?;
         }
         for cells in self.row_cells() {
-            emit(cells.collect(), f)?;
+            plain.line(cells.collect(), f)?;
         }
         Ok(())
+    }
+
+    /// A table whose rows wait in a [`Spool`] (rendered, compact) until it is written with
+    /// [`Grid::write_spooled`]: its memory does not grow with its rows.
+    pub fn spooled(header: &[&str]) -> Self {
+        let mut g = Grid::new(header);
+        g.spool = Some(Spool::for_report());
+        g
+    }
+
+    /// Writes a table made by [`Grid::spooled`] as [`Display`](std::fmt::Display) then
+    /// [`super::finish`] would (no newline at the end): streamed from the spool in the plain
+    /// layout, laid out whole otherwise.
+    pub fn write_spooled(&mut self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        let Some(mut spool) = self.spool.take() else {
+            return out.write_all(super::finish(self.to_string()).as_bytes());
+        };
+        let mut w = IoFmt { out, error: None };
+        if !self.streams() {
+            spool.each(&mut |r| {
+                self.rows.push(String::from_utf8_lossy(r).into());
+                Ok(())
+            })?;
+            let text = super::finish(self.to_string());
+            return w.out.write_all(text.as_bytes());
+        }
+        let mut plain = Plain::new(self);
+        let r = (|| {
+            if super::records::style().headers && !self.header.is_empty() {
+                plain.line(self.header.iter().map(String::as_str).collect(), &mut w)?;
+            }
+            Ok(())
+        })();
+        w.settle(r)?;
+        spool.each(&mut |r| {
+            let row = std::str::from_utf8(r).map_err(std::io::Error::other)?;
+            let r = plain.line(row.split(SEP).collect(), &mut w);
+            w.settle(r)
+        })
+    }
+
+    /// Whether [`Display`](std::fmt::Display) writes this table plain, line by line.
+    fn streams(&self) -> bool {
+        // comfy-table caps a column at u16::MAX columns and wraps what is wider.
+        let fits = self.widths.iter().all(|w| *w + 2 <= u16::MAX as usize);
+        layout_streams() && fits
+    }
+}
+
+/// The lines of a plain table, written one row at a time.
+struct Plain {
+    widths: Vec<usize>,
+    right: usize,
+    first: bool,
+    line: String,
+}
+
+impl Plain {
+    fn new(g: &Grid) -> Self {
+        Plain {
+            widths: g.widths.iter().map(|w| (*w).max(1)).collect(),
+            right: g.right.unwrap_or(0),
+            first: true,
+            line: String::new(),
+        }
+    }
+
+    /// Writes one row (each line of its cells), a newline before all but the first.
+    fn line(&mut self, cells: Vec<&str>, f: &mut dyn std::fmt::Write) -> std::fmt::Result {
+        let lines: Vec<Vec<&str>> = cells.iter().map(|c| c.split('\n').collect()).collect();
+        let height = lines.iter().map(Vec::len).max().unwrap_or(0);
+        for k in 0..height {
+            self.line.clear();
+            for (i, w) in self.widths.iter().enumerate() {
+                match lines.get(i).and_then(|l| l.get(k)) {
+                    Some(text) => {
+                        let pad = " ".repeat(w.saturating_sub(width_of(text)));
+                        if i < self.right {
+                            self.line.push_str(&pad);
+                            self.line.push_str(text);
+                        } else {
+                            self.line.push_str(text);
+                            self.line.push_str(&pad);
+                        }
+                        self.line.push_str("  ");
+                    }
+                    None => self.line.push_str(&" ".repeat(w + 2)),
+                }
+            }
+            if !std::mem::take(&mut self.first) {
+                f.write_str("\n")?;
+            }
+            f.write_str(self.line.trim_end())?;
+        }
+        Ok(())
+    }
+}
+
+/// `fmt::Write` onto an `io::Write`, keeping the I/O error the formatter cannot carry; the
+/// text escaped as [`super::finish`] escapes a report ([`super::escape::text`]: per
+/// character, so piece by piece is the same).
+struct IoFmt<'a> {
+    out: &'a mut dyn std::io::Write,
+    error: Option<std::io::Error>,
+}
+
+impl std::fmt::Write for IoFmt<'_> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let s = super::escape::text(s);
+        self.out.write_all(s.as_bytes()).map_err(|e| {
+            self.error = Some(e);
+            std::fmt::Error
+        })
+    }
+}
+
+impl IoFmt<'_> {
+    /// The I/O error behind a formatting failure.
+    fn settle(&mut self, r: std::fmt::Result) -> std::io::Result<()> {
+        r.map_err(|_| {
+            self.error
+                .take()
+                .unwrap_or_else(|| std::io::Error::other("formatting failed"))
+        })
     }
 }
 
@@ -253,9 +360,7 @@ fn word_color(word: &str) -> Option<comfy_table::Color> {
 impl std::fmt::Display for Grid {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let l = layout();
-        // comfy-table caps a column at u16::MAX columns and wraps what is wider.
-        let fits = self.widths.iter().all(|w| *w + 2 <= u16::MAX as usize);
-        if l.plain && l.width.is_none() && !super::records::style().color && fits {
+        if self.streams() {
             return self.write_plain(f);
         }
         let text = match l.width {

@@ -15,20 +15,24 @@ pub mod meta;
 pub mod openmetrics;
 mod output;
 mod progress;
+
 mod records;
 pub mod space;
+mod spool;
+mod stream;
+mod summary;
 
 pub use full_to_delta::full_to_delta_table;
 pub use output::{RowWriter, emit, note, output, stdout_closed_at_exec, write_event};
 pub use progress::TerminalProgress;
 pub use records::{Style, set_style};
+pub use summary::{SummaryStream, summary_table};
 
-use crate::commands::inspect::{StateReport, StoreSummary, ThreadReport};
+use crate::commands::inspect::{StateReport, ThreadReport};
 use crate::commands::migrate::MigrateReport;
 use crate::commands::verify::VerifyReport;
 use dfck_core::finding::{Finding, Severity};
 use dfck_core::lineage::{LineageEntry, LineageReport};
-use dfck_core::model::{ChannelMode, ThreadMode};
 use escape::owned as esc;
 use grid::Grid;
 use serde_json::Value as Json;
@@ -118,97 +122,6 @@ fn ns_label(ns: &str) -> String {
     } else {
         ns.to_owned()
     }
-}
-
-/// `dfck inspect` as text.
-pub fn summary_table(s: &StoreSummary) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "store:   {} ({})", esc(&s.location), s.backend);
-    let _ = writeln!(out, "schema:  {}", esc(&s.schema));
-    let _ = writeln!(
-        out,
-        "threads: {}  checkpoints: {}  writes: {}  bytes: {}",
-        s.counts.threads,
-        s.counts.checkpoints,
-        s.counts.writes,
-        human_bytes(s.bytes)
-    );
-    if let Some(c) = &s.config {
-        let _ = writeln!(
-            out,
-            "config:  {} (checkpoint_channel_mode: {}, snapshot_frequency: {})",
-            esc(&c.path),
-            c.checkpoint_channel_mode,
-            c.snapshot_frequency
-        );
-        let delta = s
-            .threads
-            .iter()
-            .filter(|t| t.mode != ThreadMode::Full)
-            .count();
-        if c.checkpoint_channel_mode == ChannelMode::Full && delta > 0 {
-            let _ = writeln!(
-                out,
-                "note:    the config says full, but {delta} thread(s) hold delta checkpoints: a full-mode DeerFlow refuses them (convert with `dfck migrate delta-to-full`)"
-            );
-        }
-    }
-    space::summary_space(&mut out, s);
-    deerflow::summary_deerflow(&mut out, s);
-    if s.threads.is_empty() {
-        let _ = writeln!(out, "(no threads)");
-        return finish(out);
-    }
-    if let Some(n) = s.top.filter(|n| *n < s.counts.threads) {
-        let _ = writeln!(
-            out,
-            "showing: the first {n} of {} threads by {}",
-            s.counts.threads,
-            s.sort.as_str()
-        );
-    }
-    let mut headers = vec![
-        "thread",
-        "ns",
-        "checkpoints",
-        "writes",
-        "bytes",
-        "history",
-        "mode",
-        "head",
-        "step",
-        "ts",
-        "first activity",
-        "last activity",
-    ];
-    if s.deerflow.is_some() {
-        headers.extend(deerflow::HEADERS);
-    }
-    let mut t = table(&headers);
-    for th in &s.threads {
-        let mut row = vec![
-            th.thread_id.clone(),
-            th.namespaces.len().to_string(),
-            th.checkpoints.to_string(),
-            th.writes.to_string(),
-            human_bytes(th.bytes),
-            share(th.history_bytes, th.bytes),
-            th.mode.as_str().to_owned(),
-            th.head.checkpoint_id.clone(),
-            opt(&th.head.step),
-            short_ts(&th.head.ts),
-            short_ts(&th.first_activity),
-            short_ts(&th.last_activity),
-        ];
-        if s.deerflow.is_some() {
-            row.extend(deerflow::cells(th.deerflow.as_deref()));
-        }
-        add_row(&mut t, row);
-    }
-    let _ = writeln!(out, "{t}");
-    space::summary_channels(&mut out, s);
-    space::summary_savings(&mut out, s);
-    finish(out)
 }
 
 /// `dfck inspect THREAD` as text.

@@ -66,10 +66,7 @@ pub fn output<T: serde::Serialize>(
                 Err(_) => Box::new(out),
             };
             let r = super::json::to_writer(&mut w, report)
-                .map_err(|e| match e {
-                    super::json::JsonError::Io(e) => Error::Io(e),
-                    super::json::JsonError::Value(m) => Error::Render(m),
-                })
+                .map_err(json_error)
                 .and_then(|()| {
                     w.write_all(b"\n")?;
                     w.flush()?;
@@ -91,6 +88,33 @@ pub fn output<T: serde::Serialize>(
             "--format openmetrics: this report has no metrics (only `dfck inspect` has)".into(),
         )),
     }
+}
+
+/// A JSON serializer's error as dfck's.
+pub(crate) fn json_error(e: super::json::JsonError) -> Error {
+    match e {
+        super::json::JsonError::Io(e) => Error::Io(e),
+        super::json::JsonError::Value(m) => Error::Render(m),
+    }
+}
+
+/// Runs `f` on a buffered stdout (a duplicate of its descriptor, as compact JSON is
+/// written), then flushes; a closed pipe ends quietly.
+pub(crate) fn with_stdout(
+    f: &mut dyn FnMut(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<(), Error> {
+    stdout_open()?;
+    let out: Box<dyn Write> = match std::io::stdout().as_fd().try_clone_to_owned() {
+        Ok(fd) => Box::new(std::fs::File::from(fd)),
+        Err(_) => Box::new(std::io::stdout().lock()),
+    };
+    let mut w = std::io::BufWriter::with_capacity(1 << 16, out);
+    let r = f(&mut w).and_then(|()| w.flush());
+    if r.is_err() {
+        // What is buffered goes nowhere: the write failed or the reader is gone.
+        let _ = w.into_parts();
+    }
+    quiet_pipe(r.map_err(Error::from))
 }
 
 /// Writes one line (a newline is added) to stderr: notes about what a command did or found.

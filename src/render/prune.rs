@@ -1,7 +1,10 @@
 //! `dfck prune` as text: one line of totals, then a table per thread.
 
-use super::{add_row, finish, human_bytes, table};
-use crate::commands::prune::PruneReport;
+use super::grid::Grid;
+use super::stream::RowStream;
+use super::{Format, add_row, finish, human_bytes, table};
+use crate::commands::prune::{PruneReport, ThreadPrune};
+use dfck_core::error::Error;
 use std::fmt::Write;
 
 /// The prune report as text.
@@ -18,6 +21,30 @@ pub fn prune_table(r: &PruneReport) -> String {
         }
         let _ = writeln!(out, "\nthe other threads:");
     }
+    totals(&mut out, r);
+    let mut t = table(&HEADER);
+    for p in &r.threads {
+        cells(&mut t, p);
+    }
+    let _ = writeln!(out, "{t}");
+    finish(out)
+}
+
+const HEADER: [&str; 10] = [
+    "thread",
+    "status",
+    "deleted",
+    "duration leaves",
+    "branch",
+    "cut (turns)",
+    "kept",
+    "writes",
+    "bytes",
+    "reason",
+];
+
+/// The line of totals above the table.
+fn totals(out: &mut String, r: &PruneReport) {
     let _ = writeln!(
         out,
         "{}threads: {} {}, {} refused, {} skipped — {} checkpoints, {} {}",
@@ -34,42 +61,62 @@ pub fn prune_table(r: &PruneReport) -> String {
         human_bytes(r.bytes_freed),
         if r.dry_run { "to free" } else { "freed" },
     );
-    let mut t = table(&[
-        "thread",
-        "status",
-        "deleted",
-        "duration leaves",
-        "branch",
-        "cut (turns)",
-        "kept",
-        "writes",
-        "bytes",
-        "reason",
-    ]);
-    for p in &r.threads {
-        add_row(
-            &mut t,
-            vec![
-                p.thread_id.clone(),
-                p.status.as_str().to_owned(),
-                if p.whole_thread {
-                    format!("{} (whole thread)", p.checkpoints)
-                } else {
-                    p.checkpoints.to_string()
-                },
-                p.duration_leaves.to_string(),
-                p.branch_checkpoints.to_string(),
-                format!("{} ({})", p.cut_checkpoints, p.turns_cut),
-                p.kept.to_string(),
-                p.writes.to_string(),
-                human_bytes(p.bytes_freed),
-                p.reason
-                    .clone()
-                    .or_else(|| p.note.clone())
-                    .unwrap_or_else(|| "-".into()),
-            ],
-        );
+}
+
+/// One thread's row.
+fn cells(t: &mut Grid, p: &ThreadPrune) {
+    add_row(
+        t,
+        vec![
+            p.thread_id.clone(),
+            p.status.as_str().to_owned(),
+            if p.whole_thread {
+                format!("{} (whole thread)", p.checkpoints)
+            } else {
+                p.checkpoints.to_string()
+            },
+            p.duration_leaves.to_string(),
+            p.branch_checkpoints.to_string(),
+            format!("{} ({})", p.cut_checkpoints, p.turns_cut),
+            p.kept.to_string(),
+            p.writes.to_string(),
+            human_bytes(p.bytes_freed),
+            p.reason
+                .clone()
+                .or_else(|| p.note.clone())
+                .unwrap_or_else(|| "-".into()),
+        ],
+    );
+}
+
+/// The prune report written as its threads are done ([`RowStream`]), for a prune that
+/// deletes no thread whole.
+pub struct PruneStream(RowStream);
+
+impl PruneStream {
+    /// Whether the report can be streamed in `format` (otherwise it is held whole).
+    pub fn streams(format: Format) -> bool {
+        RowStream::streams(format)
     }
-    let _ = writeln!(out, "{t}");
-    finish(out)
+
+    /// A stream for `format` ([`PruneStream::streams`]).
+    pub fn new(format: Format) -> Self {
+        PruneStream(RowStream::new(format, &HEADER))
+    }
+
+    /// Renders one thread.
+    pub fn push(&mut self, p: &ThreadPrune) -> Result<(), Error> {
+        self.0.push(p, |t| cells(t, p))
+    }
+
+    /// Writes the report `r` (its threads those pushed) to stdout.
+    pub fn finish(self, r: &PruneReport) -> Result<(), Error> {
+        debug_assert!(r.threads.is_empty() && r.deerflow_delete.is_none());
+        let head = || {
+            let mut out = String::new();
+            totals(&mut out, r);
+            out
+        };
+        self.0.finish(head, true, r)
+    }
 }

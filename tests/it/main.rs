@@ -64,6 +64,7 @@ mod regenerate_reach;
 mod self_describing;
 mod sqlite_batch_reads;
 mod store_open;
+mod streamed_reports;
 mod structure;
 mod twins;
 mod usage_errors;

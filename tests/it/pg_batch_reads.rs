@@ -33,7 +33,7 @@ fn run(target: &str, args: &[&str], failpoint: &str) -> Output {
 }
 
 /// Every database the test server loads from a fixture dump, with the threads it has.
-fn databases() -> Vec<String> {
+pub(crate) fn databases() -> Vec<String> {
     let mut out = Vec::new();
     for (dir, prefix) in [("postgres", "dfck_"), ("defects-pg", "dfck_defect_")] {
         for e in std::fs::read_dir(root().join("fixtures").join(dir)).unwrap() {

@@ -25,7 +25,7 @@ fn run(target: &Path, args: &[&str], failpoint: &str) -> Output {
 }
 
 /// A copy of `fixtures/<dir>/<stem>.db` and its WAL in `into`.
-fn copy_store(dir: &str, stem: &str, into: &Path) -> PathBuf {
+pub(crate) fn copy_store(dir: &str, stem: &str, into: &Path) -> PathBuf {
     let src = root().join("fixtures").join(dir).join(format!("{stem}.db"));
     let dst = into.join(format!("{dir}-{stem}.db"));
     std::fs::copy(&src, &dst).expect("copy fixture");
@@ -37,7 +37,7 @@ fn copy_store(dir: &str, stem: &str, into: &Path) -> PathBuf {
 }
 
 /// Every SQLite fixture and defect store, copied into `into`.
-fn stores(into: &Path) -> Vec<PathBuf> {
+pub(crate) fn stores(into: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for dir in ["sqlite", "defects"] {
         let mut stems: Vec<String> = std::fs::read_dir(root().join("fixtures").join(dir))

@@ -24,6 +24,10 @@
 //!   most (a thread with a larger one takes the point reads);
 //! - `summary-wait-bytes:N` — the store summary keeps a thread's full rows waiting for its
 //!   first delta row up to N bytes (`0`: each is decoded at once);
+//! - `report-held:1` — the store summary and `prune` hold every thread's report before
+//!   rendering, as the formats and options that need them all do, instead of streaming;
+//! - `spool-bytes:N` — a streamed report keeps N bytes of its rows in memory before it moves
+//!   them to a temporary file (`0`: straight to the file);
 //! - `hold:PATH` — with every connection of a write command open (inside the first thread
 //!   transaction that writes, its locks held; or after `reclaim`'s VACUUM), write the process
 //!   id to PATH and wait until a test removes it (at most two minutes): the test meanwhile
@@ -46,6 +50,8 @@ pub struct Failpoints {
     whole_bytes: Option<u64>,
     scan_body_bytes: Option<u64>,
     summary_wait_bytes: Option<u64>,
+    report_held: bool,
+    spool_bytes: Option<usize>,
     #[cfg(feature = "failpoints")]
     hold: bool,
 }
@@ -76,6 +82,8 @@ impl Failpoints {
             whole_bytes: parse(find("whole-bytes:")),
             scan_body_bytes: parse(find("scan-body-bytes:")),
             summary_wait_bytes: parse(find("summary-wait-bytes:")),
+            report_held: find("report-held:").is_some(),
+            spool_bytes: parse(find("spool-bytes:")),
             hold: find("hold:").is_some(),
         }
     }
@@ -203,6 +211,16 @@ impl Failpoints {
     /// row: `default` unless injected.
     pub fn summary_wait_bytes(&self, default: u64) -> u64 {
         self.summary_wait_bytes.unwrap_or(default)
+    }
+
+    /// Whether a whole-store report holds every thread instead of streaming them.
+    pub fn report_held(&self) -> bool {
+        self.report_held
+    }
+
+    /// The bytes a streamed report keeps in memory: `default` unless injected.
+    pub fn spool_bytes(&self, default: usize) -> usize {
+        self.spool_bytes.unwrap_or(default)
     }
 
     /// Whether a thread of a batch read on its own fails the command.

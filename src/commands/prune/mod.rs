@@ -177,17 +177,36 @@ pub struct PruneReport {
 
 impl PruneReport {
     fn new(dry_run: bool, threads: Vec<ThreadPrune>) -> Self {
-        let count = |s: PruneStatus| threads.iter().filter(|p| p.status == s).count();
-        let changed = |p: &&ThreadPrune| matches!(p.status, PruneStatus::Done | PruneStatus::Would);
+        let mut r = PruneReport::empty(dry_run);
+        threads.iter().for_each(|p| r.count(p));
+        r.threads = threads;
+        r
+    }
+
+    /// A report of no threads, its totals counted in by [`PruneReport::count`].
+    fn empty(dry_run: bool) -> Self {
         PruneReport {
             dry_run,
-            pruned: count(PruneStatus::Done) + count(PruneStatus::Would),
-            refused: count(PruneStatus::Refused),
-            skipped: count(PruneStatus::Skipped),
-            checkpoints: threads.iter().filter(changed).map(|p| p.checkpoints).sum(),
-            bytes_freed: threads.iter().filter(changed).map(|p| p.bytes_freed).sum(),
-            threads,
+            threads: Vec::new(),
+            pruned: 0,
+            refused: 0,
+            skipped: 0,
+            checkpoints: 0,
+            bytes_freed: 0,
             deerflow_delete: None,
+        }
+    }
+
+    /// Counts one thread into the totals (not into `threads`).
+    fn count(&mut self, p: &ThreadPrune) {
+        match p.status {
+            PruneStatus::Done | PruneStatus::Would => {
+                self.pruned += 1;
+                self.checkpoints += p.checkpoints;
+                self.bytes_freed += p.bytes_freed;
+            }
+            PruneStatus::Refused => self.refused += 1,
+            PruneStatus::Skipped => self.skipped += 1,
         }
     }
 }
@@ -224,11 +243,25 @@ pub fn plan(
     opts: &PruneOptions,
     progress: &dyn Progress,
 ) -> Result<PruneReport, Error> {
+    let out =
+        dfck_core::write::collect(|sink| plan_each(store, threads, all, opts, progress, sink))?;
+    Ok(PruneReport::new(true, out))
+}
+
+/// [`plan`], each thread's report to `sink` as it is planned.
+fn plan_each(
+    store: &dyn Store,
+    threads: &[String],
+    all: bool,
+    opts: &PruneOptions,
+    progress: &dyn Progress,
+    sink: &mut dyn FnMut(ThreadPrune) -> Result<(), Error>,
+) -> Result<(), Error> {
     let opts = &resolve_protect(store, threads, all, opts)?;
     let job = Prune { opts };
     let conn = dfck_core::store::ReadOnly(store);
-    let out = dfck_core::write::dry_run(&job, &conn, if all { &[] } else { threads }, progress)?;
-    Ok(PruneReport::new(true, out))
+    let selected = if all { &[] } else { threads };
+    dfck_core::write::dry_run_each(&job, &conn, selected, progress, sink)
 }
 
 /// `prune --apply`: one engine transaction per thread (see [`dfck_core::write::run`]).
@@ -239,10 +272,70 @@ pub fn apply<C: DeleteRows + Send>(
     opts: &PruneOptions,
     run: &RunOptions<'_>,
 ) -> Result<PruneReport, Error> {
+    let out = dfck_core::write::collect(|sink| apply_each(conns, threads, all, opts, run, sink))?;
+    Ok(PruneReport::new(false, out))
+}
+
+/// [`apply`], each thread's report to `sink` in thread order as it is done.
+fn apply_each<C: DeleteRows + Send>(
+    conns: Connections<'_, C>,
+    threads: &[String],
+    all: bool,
+    opts: &PruneOptions,
+    run: &RunOptions<'_>,
+    sink: &mut (dyn FnMut(ThreadPrune) -> Result<(), Error> + Send),
+) -> Result<(), Error> {
     let opts = &resolve_protect(conns.first.store(), threads, all, opts)?;
     let job = Prune { opts };
-    let out = dfck_core::write::run(&job, conns, if all { &[] } else { threads }, run)?;
-    Ok(PruneReport::new(false, out))
+    let selected = if all { &[] } else { threads };
+    dfck_core::write::run_each(&job, conns, selected, run, sink)
+}
+
+/// [`run`] for a prune that deletes no thread whole (no `--older-than` or `--idle`), each
+/// thread's report handed to `sink` in thread order as it is done, so that the caller holds
+/// none: the report returned has the totals and no threads.
+pub fn run_each(
+    req: &WriteRequest<'_>,
+    opts: &PruneOptions,
+    sink: &mut (dyn FnMut(ThreadPrune) -> Result<(), Error> + Send),
+) -> Result<PruneReport, Error> {
+    if opts.older_than.is_some() || opts.idle.is_some() {
+        return Err(Error::Usage(
+            "internal: a prune by age is reported whole, not streamed".into(),
+        ));
+    }
+    let report = std::sync::Mutex::new(PruneReport::empty(!req.apply));
+    {
+        let counted = std::sync::Mutex::new(|p: ThreadPrune| {
+            if let Ok(mut r) = report.lock() {
+                r.count(&p);
+            }
+            sink(p)
+        });
+        let sink = || {
+            counted
+                .lock()
+                .map_err(|_| Error::Render("a report sink panicked".into()))
+        };
+        req.dry_or_apply(
+            "pruning threads",
+            |store| {
+                plan_each(
+                    store,
+                    req.threads,
+                    req.all,
+                    opts,
+                    req.progress,
+                    &mut *sink()?,
+                )
+            },
+            |c, run| apply_each(c, req.threads, req.all, opts, run, &mut *sink()?),
+            |c, run| apply_each(c, req.threads, req.all, opts, run, &mut *sink()?),
+        )?;
+    }
+    report
+        .into_inner()
+        .map_err(|_| Error::Render("a report sink panicked".into()))
 }
 
 /// `dfck prune`: the dry run, or with `req.apply` the deletion (see [`WriteRequest`]). On a

@@ -361,13 +361,20 @@ fn read_activity(
 }
 
 /// Finishes a batch of threads with a few reads for all of them: the threads whose rows
-/// the scan read whole from their facts, the others by point reads; in batch order.
+/// the scan read whole from their facts, the others by point reads; in batch order. Adds
+/// the batch's write and blob bytes to `held`.
 fn finish_batch(
     store: &dyn Store,
     accs: Vec<ThreadAcc>,
-    writes: &Totals,
-    blobs: &Totals,
+    held: &mut u64,
 ) -> Result<Vec<ThreadSummary>, Error> {
+    let (mut w, mut b) = batch_totals(store, &accs)?;
+    *held += w
+        .values()
+        .chain(b.values())
+        .map(|(_, bytes)| bytes)
+        .sum::<u64>();
+    let (writes, blobs) = (&mut w, &mut b);
     if accs.iter().all(|a| a.whole) || accs.iter().all(|a| !a.whole) {
         let whole = accs.first().is_some_and(|a| a.whole);
         return finish_group(store, accs, writes, blobs, whole);
@@ -377,7 +384,7 @@ fn finish_batch(
     let (pi, p): (Vec<usize>, Vec<ThreadAcc>) = p.into_iter().unzip();
     let mut done: Vec<(usize, ThreadSummary)> = wi
         .into_iter()
-        .zip(finish_group(store, w, writes, blobs, true)?)
+        .zip(finish_group(store, w, &mut *writes, &mut *blobs, true)?)
         .chain(
             pi.into_iter()
                 .zip(finish_group(store, p, writes, blobs, false)?),
@@ -391,8 +398,8 @@ fn finish_batch(
 fn finish_group(
     store: &dyn Store,
     accs: Vec<ThreadAcc>,
-    writes: &Totals,
-    blobs: &Totals,
+    writes: &mut Totals,
+    blobs: &mut Totals,
     whole: bool,
 ) -> Result<Vec<ThreadSummary>, Error> {
     let summary_heads: Vec<(String, String)> = accs
@@ -418,8 +425,8 @@ fn finish_group(
     let mut out = Vec::with_capacity(accs.len());
     for (t, acc) in accs.into_iter().enumerate() {
         let (hns, hid, step, source) = acc.root_head.or(acc.any_head).unwrap_or_default();
-        let (wn, wb) = writes.get(&acc.thread_id).copied().unwrap_or((0, 0));
-        let (_, bb) = blobs.get(&acc.thread_id).copied().unwrap_or((0, 0));
+        let (wn, wb) = writes.remove(&acc.thread_id).unwrap_or((0, 0));
+        let (_, bb) = blobs.remove(&acc.thread_id).unwrap_or((0, 0));
         let mut namespaces = acc.namespaces;
         namespaces.sort();
         let bytes = acc.bytes + wb + bb;
@@ -463,21 +470,38 @@ pub fn summarize(store: &dyn Store, progress: &dyn Progress) -> Result<StoreSumm
     summarize_with(store, &SummaryOptions::default(), progress)
 }
 
-/// Per-thread row counts and bytes of one table, and the table's totals.
+/// The rows and bytes of one table (per-thread totals are read a batch at a time:
+/// [`batch_totals`]).
 fn totals(
     scan: impl FnOnce(
         &mut dyn FnMut(dfck_core::store::WriteTotals) -> Result<(), StoreError>,
     ) -> Result<(), StoreError>,
-) -> Result<(Totals, u64, u64), StoreError> {
-    let mut per: Totals = HashMap::new();
+) -> Result<(u64, u64), StoreError> {
     let (mut rows, mut bytes) = (0, 0);
     scan(&mut |t| {
         rows += t.writes;
         bytes += t.bytes;
-        per.insert(t.thread_id, (t.writes, t.bytes));
         Ok(())
     })?;
-    Ok((per, rows, bytes))
+    Ok((rows, bytes))
+}
+
+/// The write and blob totals of a batch's threads.
+fn batch_totals(store: &dyn Store, accs: &[ThreadAcc]) -> Result<(Totals, Totals), StoreError> {
+    let ids: Vec<String> = accs.iter().map(|a| a.thread_id.clone()).collect();
+    let (mut writes, mut blobs) = (Totals::new(), Totals::new());
+    if ids.is_empty() {
+        return Ok((writes, blobs));
+    }
+    store.write_totals_of(&ids, &mut |t| {
+        writes.insert(t.thread_id, (t.writes, t.bytes));
+        Ok(())
+    })?;
+    store.blob_totals_of(&ids, &mut |t| {
+        blobs.insert(t.thread_id, (t.writes, t.bytes));
+        Ok(())
+    })?;
+    Ok((writes, blobs))
 }
 
 /// Summarizes the whole store: threads in `opts.sort` order, cut to `opts.top`, with
@@ -487,9 +511,62 @@ pub fn summarize_with(
     opts: &SummaryOptions,
     progress: &dyn Progress,
 ) -> Result<StoreSummary, Error> {
-    let (writes, total_writes, write_bytes) = totals(|f| store.scan_write_totals(f))?;
-    let (blobs, total_blobs, blob_bytes) = totals(|f| store.scan_blob_totals(f))?;
     let mut threads = Vec::new();
+    let mut s = summarize_each(store, opts, progress, &mut |batch| {
+        threads.extend(batch);
+        Ok(())
+    })?;
+    // The scan gives threads in id order: the sort is only for ids it orders otherwise.
+    if !threads.is_sorted_by(|a, b| a.thread_id <= b.thread_id) {
+        threads.sort_by(|a, b| a.thread_id.cmp(&b.thread_id));
+    }
+    sort_threads(&mut threads, opts.sort);
+    if let Some(n) = opts.top {
+        threads.truncate(usize::try_from(n).unwrap_or(usize::MAX));
+    }
+    if opts.channels {
+        let refs: Vec<ThreadRef<'_>> = threads
+            .iter()
+            .map(|t| ThreadRef {
+                thread_id: &t.thread_id,
+                namespaces: &t.namespaces,
+                checkpoints: t.checkpoints,
+            })
+            .collect();
+        let (mut per, totals) = crate::commands::space::channel_bytes(store, &refs, progress)?;
+        for t in &mut threads {
+            t.channels = Some(per.remove(&t.thread_id).unwrap_or_default());
+        }
+        s.channel_totals = Some(totals);
+    }
+    s.threads = threads;
+    Ok(s)
+}
+
+/// Summarizes the whole store, each finished batch of threads to `each` in scan order
+/// (thread id order, where the store's scan orders ids bytewise: [`Store::scans_bytewise`])
+/// as soon as it is done, so that memory does not grow with the number of threads. The
+/// summary returned has every total and no threads; `opts.sort`, `opts.top` and
+/// `opts.channels` are left to the caller.
+pub fn summarize_each(
+    store: &dyn Store,
+    opts: &SummaryOptions,
+    progress: &dyn Progress,
+    each: &mut dyn FnMut(Vec<ThreadSummary>) -> Result<(), Error>,
+) -> Result<StoreSummary, Error> {
+    let (total_writes, write_bytes) = totals(|f| store.scan_write_totals(f))?;
+    let (total_blobs, blob_bytes) = totals(|f| store.scan_blob_totals(f))?;
+    let (mut thread_count, mut checkpoints, mut thread_bytes) = (0u64, 0u64, 0u64);
+    // The write and blob bytes of the threads with checkpoints.
+    let mut held_bytes = 0u64;
+    let mut emit = |done: Vec<ThreadSummary>| -> Result<(), Error> {
+        thread_count += done.len() as u64;
+        for t in &done {
+            checkpoints += t.checkpoints;
+            thread_bytes += t.bytes;
+        }
+        each(done)
+    };
     let mut batch: Vec<ThreadAcc> = Vec::new();
     let mut failure: Option<Error> = None;
     progress.start("scanning checkpoints", None);
@@ -504,15 +581,14 @@ pub fn summarize_with(
                 whole::end(done);
             }
             if batch.len() == BATCH_THREADS {
-                match finish_batch(store, std::mem::take(&mut batch), &writes, &blobs) {
-                    Ok(done) => threads.extend(done),
-                    Err(e) => {
-                        failure = Some(e);
-                        return Err(StoreError::Query {
-                            what: "summarizing".into(),
-                            reason: "aborted".into(),
-                        });
-                    }
+                let done = finish_batch(store, std::mem::take(&mut batch), &mut held_bytes)
+                    .and_then(&mut emit);
+                if let Err(e) = done {
+                    failure = Some(e);
+                    return Err(StoreError::Query {
+                        what: "summarizing".into(),
+                        reason: "aborted".into(),
+                    });
                 }
             }
             let mut acc = ThreadAcc::new(meta.thread_id.clone());
@@ -549,45 +625,12 @@ pub fn summarize_with(
     if let Some(done) = batch.last_mut() {
         whole::end(done);
     }
-    threads.extend(finish_batch(store, batch, &writes, &blobs)?);
+    let done = finish_batch(store, batch, &mut held_bytes)?;
+    emit(done)?;
     progress.finish();
-    // The scan gives threads in id order: the sort is only for ids it orders otherwise.
-    if !threads.is_sorted_by(|a, b| a.thread_id <= b.thread_id) {
-        threads.sort_by(|a, b| a.thread_id.cmp(&b.thread_id));
-    }
-    let thread_count = threads.len() as u64;
-    let checkpoints = threads.iter().map(|t| t.checkpoints).sum();
     // Writes and blobs of threads without checkpoints still occupy the store.
-    let known: HashSet<&str> = threads.iter().map(|t| t.thread_id.as_str()).collect();
-    let bytes = threads.iter().map(|t| t.bytes).sum::<u64>()
-        + writes
-            .iter()
-            .chain(blobs.iter())
-            .filter(|(t, _)| !known.contains(t.as_str()))
-            .map(|(_, (_, b))| b)
-            .sum::<u64>();
+    let bytes = thread_bytes + (write_bytes + blob_bytes).saturating_sub(held_bytes);
     let space = Some(store.space()?);
-    sort_threads(&mut threads, opts.sort);
-    if let Some(n) = opts.top {
-        threads.truncate(usize::try_from(n).unwrap_or(usize::MAX));
-    }
-    let channel_totals = if opts.channels {
-        let refs: Vec<ThreadRef<'_>> = threads
-            .iter()
-            .map(|t| ThreadRef {
-                thread_id: &t.thread_id,
-                namespaces: &t.namespaces,
-                checkpoints: t.checkpoints,
-            })
-            .collect();
-        let (mut per, totals) = crate::commands::space::channel_bytes(store, &refs, progress)?;
-        for t in &mut threads {
-            t.channels = Some(per.remove(&t.thread_id).unwrap_or_default());
-        }
-        Some(totals)
-    } else {
-        None
-    };
     let info = store.info();
     let pg = info.backend == dfck_core::store::Backend::Postgres;
     Ok(StoreSummary {
@@ -610,9 +653,9 @@ pub fn summarize_with(
         space,
         sort: opts.sort,
         top: opts.top,
-        channel_totals,
+        channel_totals: None,
         savings: None,
         deerflow: None,
-        threads,
+        threads: Vec::new(),
     })
 }

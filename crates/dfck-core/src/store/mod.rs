@@ -364,6 +364,13 @@ pub trait Store {
         Ok(false)
     }
 
+    /// Whether the checkpoint scans give threads in byte order of their ids (SQLite's
+    /// `BINARY`; a PostgreSQL database whose collation is `C`), so that a report can be
+    /// written as they come.
+    fn scans_bytewise(&self) -> bool {
+        false
+    }
+
     /// Streams metadata facts of every checkpoint; the rows of one thread come together.
     fn scan_checkpoint_meta(
         &self,
@@ -375,6 +382,23 @@ pub trait Store {
         &self,
         f: &mut dyn FnMut(WriteTotals) -> Result<(), StoreError>,
     ) -> Result<(), StoreError>;
+
+    /// [`Store::scan_write_totals`] of `threads` only, in any order (a thread without
+    /// writes left out).
+    fn write_totals_of(
+        &self,
+        threads: &[String],
+        f: &mut dyn FnMut(WriteTotals) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError>;
+
+    /// [`Store::scan_blob_totals`] of `threads` only (nothing for SQLite).
+    fn blob_totals_of(
+        &self,
+        _threads: &[String],
+        _f: &mut dyn FnMut(WriteTotals) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        Ok(())
+    }
 
     /// Streams blob totals per thread (Postgres `checkpoint_blobs`; nothing for SQLite).
     fn scan_blob_totals(

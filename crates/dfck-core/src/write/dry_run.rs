@@ -20,8 +20,24 @@ where
     C: PlanStore + ?Sized,
     J: ThreadPlan<C>,
 {
+    super::collect(|sink| dry_run_each(job, conn, threads, progress, sink))
+}
+
+/// [`dry_run`] handing each thread's report to `sink` as it is planned, so that a caller
+/// streaming them holds none (a sink error stops the run).
+pub fn dry_run_each<C, J>(
+    job: &J,
+    conn: &C,
+    threads: &[String],
+    progress: &dyn Progress,
+    sink: &mut dyn FnMut(J::Report) -> Result<(), Error>,
+) -> Result<(), Error>
+where
+    C: PlanStore + ?Sized,
+    J: ThreadPlan<C>,
+{
     let ids = conn.list_threads(threads)?;
-    plan_each(job, conn, &ids, progress)
+    plan_into(job, conn, &ids, progress, sink)
 }
 
 /// [`dry_run`] on exactly `ids`, without the check that each has checkpoints.
@@ -35,8 +51,22 @@ where
     C: PlanStore + ?Sized,
     J: ThreadPlan<C>,
 {
+    super::collect(|sink| plan_into(job, conn, ids, progress, sink))
+}
+
+/// [`plan_each`], each report to `sink`.
+fn plan_into<C, J>(
+    job: &J,
+    conn: &C,
+    ids: &[String],
+    progress: &dyn Progress,
+    sink: &mut dyn FnMut(J::Report) -> Result<(), Error>,
+) -> Result<(), Error>
+where
+    C: PlanStore + ?Sized,
+    J: ThreadPlan<C>,
+{
     progress.start("planning threads", Some(ids.len() as u64));
-    let mut out = Vec::with_capacity(ids.len());
     let budget = crate::failpoint::Failpoints::from_env("plan").batch_bytes(AHEAD_BYTES);
     let ahead = ahead_of(job, ids.len(), budget);
     let planned = (|| -> Result<(), Error> {
@@ -50,10 +80,10 @@ where
                     .plan(conn, id)
                     .and_then(|p| active_run_refusal(job, conn.store(), id, p));
                 conn.end_read()?;
-                out.push(match planned? {
+                sink(match planned? {
                     Planned::Done(report) => report,
                     Planned::Write { report, .. } => job.would(report),
-                });
+                })?;
                 progress.inc(1);
             }
         }
@@ -65,7 +95,7 @@ where
     planned?;
     forgotten?;
     progress.finish();
-    Ok(out)
+    Ok(())
 }
 
 /// Threads a dry run reads ahead at a time, where the store reads threads in batches.

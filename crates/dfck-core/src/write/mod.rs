@@ -18,7 +18,7 @@ mod group;
 mod job;
 pub mod preamble;
 
-pub use dry_run::{dry_run, plan_each};
+pub use dry_run::{dry_run, dry_run_each, plan_each};
 pub use job::{ApplyContext, Planned, Refusal, ThreadJob, ThreadPlan};
 
 use crate::error::{Error, StoreError};
@@ -92,6 +92,40 @@ pub fn run<C, J>(
 where
     C: WriteStore + Send,
     J: ThreadJob<C>,
+    J::Report: Send,
+{
+    collect(|sink| run_each(job, conns, threads, opts, sink))
+}
+
+/// The reports a streaming run (`run_each`, `dry_run_each`) hands its sink, collected.
+pub fn collect<R, E>(
+    run: impl FnOnce(&mut (dyn FnMut(R) -> Result<(), E> + Send)) -> Result<(), E>,
+) -> Result<Vec<R>, E>
+where
+    R: Send,
+{
+    let mut out = Vec::new();
+    run(&mut |r| {
+        out.push(r);
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// [`run`] handing each thread's report to `sink` in thread order as soon as it and every
+/// earlier one are done, so that a caller streaming them holds none (a sink error stops
+/// the run like a store failure).
+pub fn run_each<C, J>(
+    job: &J,
+    conns: Connections<'_, C>,
+    threads: &[String],
+    opts: &RunOptions<'_>,
+    sink: &mut (dyn FnMut(J::Report) -> Result<(), Error> + Send),
+) -> Result<(), Error>
+where
+    C: WriteStore + Send,
+    J: ThreadJob<C>,
+    J::Report: Send,
 {
     let first = conns.first;
     let cx = ApplyContext::new(job.name());
@@ -103,10 +137,10 @@ where
     if let Some(dest) = opts.backup {
         let plan = first.backup_plan(dest)?;
         if let Some(reason) = backup_space(job, first, &ids, &plan, &cx)? {
-            return Ok(ids
-                .iter()
-                .map(|id| job.refuse(job.untouched(id), Refusal(reason.clone())))
-                .collect());
+            for id in &ids {
+                sink(job.refuse(job.untouched(id), Refusal(reason.clone())))?;
+            }
+            return Ok(());
         }
         backup(first, dest, &cx.failpoints)?;
         (opts.events)(WriteEvent::BackupWritten(dest));
@@ -132,17 +166,28 @@ where
                 .div_ceil(opts.jobs.max(1))
                 .clamp(1, group::GROUP_THREADS);
             let shares: Vec<&[String]> = ids.chunks(share).collect();
-            crate::pool::run(shares.len(), opts.jobs, first, &open, &|conn: &C, i| {
-                group::run_groups(job, conn, shares[i], &cx, opts)
-            })
-            .map(|r| r.into_iter().flatten().collect())
+            crate::pool::run_ordered(
+                shares.len(),
+                opts.jobs,
+                first,
+                &open,
+                &|conn: &C, i| group::run_groups(job, conn, shares[i], &cx, opts),
+                &mut |_, reports| reports.into_iter().try_for_each(&mut *sink),
+            )
         } else {
-            crate::pool::run(ids.len(), opts.jobs, first, &open, &|conn: &C, i| {
-                let report = run_thread(job, conn, &ids[i], &cx, opts)?;
-                conn.between_threads();
-                opts.progress.inc(1);
-                Ok(report)
-            })
+            crate::pool::run_ordered(
+                ids.len(),
+                opts.jobs,
+                first,
+                &open,
+                &|conn: &C, i| {
+                    let report = run_thread(job, conn, &ids[i], &cx, opts)?;
+                    conn.between_threads();
+                    opts.progress.inc(1);
+                    Ok(report)
+                },
+                &mut |_, report| sink(report),
+            )
         };
         done.store(true, Ordering::SeqCst);
         r
@@ -150,9 +195,9 @@ where
     if let Some(left) = first.end_batch(tuning)? {
         (opts.events)(WriteEvent::WalLeft(left));
     }
-    let reports = result?;
+    result?;
     opts.progress.finish();
-    Ok(reports)
+    Ok(())
 }
 
 /// Why a thread DeerFlow is running is refused (see [`ThreadPlan::guards_active_runs`]).

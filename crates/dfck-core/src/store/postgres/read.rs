@@ -10,31 +10,6 @@ use crate::store::{
 use tokio_postgres::Row;
 
 impl PostgresStore {
-    /// Row counts and `blob` bytes per thread of one table.
-    pub(super) fn scan_totals(
-        &self,
-        table: &'static str,
-        what: &str,
-        f: &mut dyn FnMut(WriteTotals) -> Result<(), StoreError>,
-    ) -> Result<(), StoreError> {
-        self.cursor(
-            what,
-            &format!(
-                "SELECT thread_id, count(*)::int8, coalesce(sum(octet_length(blob)), 0)::int8 \
-                 FROM {table} GROUP BY thread_id"
-            ),
-            &[],
-            2000,
-            &mut |r| {
-                f(WriteTotals {
-                    thread_id: get(r, 0, what)?,
-                    writes: nonneg(get(r, 1, what)?),
-                    bytes: nonneg(get(r, 2, what)?),
-                })
-            },
-        )
-    }
-
     pub(super) fn task_path_expr(&self) -> &'static str {
         if self.info.has_task_path {
             "task_path"
@@ -262,6 +237,10 @@ impl Store for PostgresStore {
         &self.info
     }
 
+    fn scans_bytewise(&self) -> bool {
+        self.thread_ids_bytewise()
+    }
+
     fn space(&self) -> Result<crate::store::space::StoreSpace, StoreError> {
         self.pg_space()
             .map(crate::store::space::StoreSpace::Postgres)
@@ -313,6 +292,22 @@ impl Store for PostgresStore {
         f: &mut dyn FnMut(WriteTotals) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
         self.scan_totals("checkpoint_writes", "scanning writes", f)
+    }
+
+    fn write_totals_of(
+        &self,
+        threads: &[String],
+        f: &mut dyn FnMut(WriteTotals) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        self.totals_in("checkpoint_writes", threads, f)
+    }
+
+    fn blob_totals_of(
+        &self,
+        threads: &[String],
+        f: &mut dyn FnMut(WriteTotals) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        self.totals_in("checkpoint_blobs", threads, f)
     }
 
     fn scan_blob_totals(

@@ -3,7 +3,9 @@
 //! tables (docs/space.md).
 
 use super::PostgresStore;
+use super::read::{get, nonneg};
 use crate::error::StoreError;
+use crate::store::WriteTotals;
 use crate::store::space::{ChannelTotals, PG_TABLES, PgSpace, PgTableSpace};
 use tokio_postgres::Row;
 use tokio_postgres::error::SqlState;
@@ -42,6 +44,71 @@ fn text(r: &Row, i: usize, what: &str) -> Result<String, StoreError> {
 }
 
 impl PostgresStore {
+    /// Row counts and `blob` bytes per thread of one table.
+    pub(super) fn scan_totals(
+        &self,
+        table: &'static str,
+        what: &str,
+        f: &mut dyn FnMut(WriteTotals) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        self.cursor(
+            what,
+            &format!(
+                "SELECT thread_id, count(*)::int8, coalesce(sum(octet_length(blob)), 0)::int8 \
+                 FROM {table} GROUP BY thread_id"
+            ),
+            &[],
+            2000,
+            &mut |r| {
+                f(WriteTotals {
+                    thread_id: get(r, 0, what)?,
+                    writes: nonneg(get(r, 1, what)?),
+                    bytes: nonneg(get(r, 2, what)?),
+                })
+            },
+        )
+    }
+
+    /// [`PostgresStore::scan_totals`] of `ids` only, in one statement.
+    pub(super) fn totals_in(
+        &self,
+        table: &'static str,
+        ids: &[String],
+        f: &mut dyn FnMut(WriteTotals) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let what = "summing a batch's rows";
+        let sql = format!(
+            "SELECT thread_id, count(*)::int8, coalesce(sum(octet_length(blob)), 0)::int8 \
+             FROM {table} WHERE {} GROUP BY thread_id",
+            super::batch::IN_BATCH
+        );
+        let list = super::batch::json_list(ids.iter());
+        for r in self.query(what, &sql, &[&list])? {
+            f(WriteTotals {
+                thread_id: get(&r, 0, what)?,
+                writes: nonneg(get(&r, 1, what)?),
+                bytes: nonneg(get(&r, 2, what)?),
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Whether `checkpoints.thread_id` sorts bytewise: its collation (the database's when
+    /// it has none of its own) is `C`, `POSIX` or `C.UTF-8` of the C library.
+    pub(super) fn thread_ids_bytewise(&self) -> bool {
+        let sql = "SELECT CASE WHEN co.collname = 'default' THEN \
+              (SELECT CASE WHEN coalesce(to_jsonb(d) ->> 'datlocprovider', 'c') = 'c' \
+               THEN d.datcollate END FROM pg_database d WHERE d.datname = current_database()) \
+              WHEN co.collprovider = 'c' THEN co.collcollate END \
+            FROM pg_attribute a JOIN pg_collation co ON co.oid = a.attcollation \
+            WHERE a.attrelid = to_regclass('checkpoints') AND a.attname = 'thread_id'";
+        let name = self
+            .query("reading the thread id collation", sql, &[])
+            .ok()
+            .and_then(|rows| rows.first().and_then(|r| r.get::<_, Option<String>>(0)));
+        matches!(name.as_deref(), Some("C" | "POSIX" | "C.UTF-8" | "C.utf8"))
+    }
+
     /// Sizes and tuple counts of the store's tables (those that exist), resolved through the
     /// session's `search_path`.
     pub fn pg_space(&self) -> Result<PgSpace, StoreError> {

@@ -13,12 +13,46 @@ use super::rows::{
 use super::{CHECKPOINT_COLS, SqliteStore, q};
 use crate::error::StoreError;
 use crate::store::batch::{NamespaceRows, ReadAhead, ThreadRows, add_gone, row_bytes};
-use crate::store::{CheckpointMetaRow, CheckpointRow};
+use crate::store::{CheckpointMetaRow, CheckpointRow, WriteTotals};
 use std::collections::{HashMap, HashSet};
 
 const WHAT: &str = "reading a batch of threads";
 
 impl SqliteStore {
+    /// Write totals per thread, of `ids` only when given (in any order,
+    /// [`crate::store::Store::write_totals_of`]), else of every thread in id order.
+    pub(super) fn write_totals_in(
+        &self,
+        ids: Option<&[String]>,
+        f: &mut dyn FnMut(WriteTotals) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let what = "summing writes";
+        let sql = match ids {
+            Some(_) => {
+                "SELECT thread_id, count(*), coalesce(sum(length(value)), 0) FROM writes \
+                 WHERE thread_id IN (SELECT value FROM json_each(?1)) GROUP BY thread_id"
+            }
+            None => {
+                "SELECT thread_id, count(*), coalesce(sum(length(value)), 0) FROM writes \
+                 GROUP BY thread_id ORDER BY thread_id"
+            }
+        };
+        let mut st = self.conn.prepare_cached(sql).map_err(q(what))?;
+        let mut rows = match ids {
+            Some(ids) => st.query([serde_json::Value::from(ids.to_vec()).to_string()]),
+            None => st.query([]),
+        }
+        .map_err(q(what))?;
+        while let Some(r) = rows.next().map_err(q(what))? {
+            f(WriteTotals {
+                thread_id: text_col(r, 0).map_err(q(what))?,
+                writes: len_col(r, 1).map_err(q(what))?,
+                bytes: len_col(r, 2).map_err(q(what))?,
+            })?;
+        }
+        Ok(())
+    }
+
     /// The threads of `ids` read whole within about `budget` bytes (see
     /// [`crate::store::Store::read_threads`]): the threads whose rows were all read, and, when every
     /// thread was reached, the gone ones without namespaces.

@@ -291,6 +291,10 @@ impl Store for SqliteStore {
         Ok(())
     }
 
+    fn scans_bytewise(&self) -> bool {
+        true
+    }
+
     fn info(&self) -> &StoreInfo {
         &self.info
     }
@@ -362,23 +366,15 @@ impl Store for SqliteStore {
         &self,
         f: &mut dyn FnMut(WriteTotals) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
-        let what = "scanning writes";
-        let mut st = self
-            .conn
-            .prepare(
-                "SELECT thread_id, count(*), coalesce(sum(length(value)), 0) FROM writes \
-                 GROUP BY thread_id ORDER BY thread_id",
-            )
-            .map_err(q(what))?;
-        let mut rows = st.query([]).map_err(q(what))?;
-        while let Some(r) = rows.next().map_err(q(what))? {
-            f(WriteTotals {
-                thread_id: text_col(r, 0).map_err(q(what))?,
-                writes: len_col(r, 1).map_err(q(what))?,
-                bytes: len_col(r, 2).map_err(q(what))?,
-            })?;
-        }
-        Ok(())
+        self.write_totals_in(None, f)
+    }
+
+    fn write_totals_of(
+        &self,
+        threads: &[String],
+        f: &mut dyn FnMut(WriteTotals) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        self.write_totals_in(Some(threads), f)
     }
 
     fn space(&self) -> Result<crate::store::space::StoreSpace, StoreError> {

@@ -1,0 +1,113 @@
+//! Reports written as their rows come: a whole-store report (the store summary, `prune`)
+//! renders each thread's row when the command hands it over and keeps it in a [`Spool`]
+//! until the lines above the rows (totals, counts) are known, then writes those lines and
+//! the rows. Only the plain table layout and compact JSON stream; a terminal's table (laid
+//! out to its width), `--pretty` JSON, NDJSON and CSV are rendered from the held report.
+//! Either way the bytes are the same.
+
+use super::Format;
+use super::grid::Grid;
+use super::spool::Spool;
+use dfck_core::error::Error;
+
+/// The rows of a report being streamed.
+pub(crate) struct RowStream {
+    rows: Rows,
+    /// Rows pushed.
+    shown: u64,
+}
+
+enum Rows {
+    Table(Grid),
+    Json(Spool),
+}
+
+impl RowStream {
+    /// Whether a report can be streamed in `format`.
+    pub fn streams(format: Format) -> bool {
+        match format {
+            Format::Table => super::grid::layout_streams(),
+            Format::Json => !super::records::style().pretty,
+            _ => false,
+        }
+    }
+
+    /// Rows for `format` ([`RowStream::streams`]); a table with this header.
+    pub fn new(format: Format, header: &[&str]) -> Self {
+        let rows = match format {
+            Format::Json => Rows::Json(Spool::for_report()),
+            _ => Rows::Table(Grid::spooled(header)),
+        };
+        RowStream { rows, shown: 0 }
+    }
+
+    /// Rows pushed so far.
+    pub fn shown(&self) -> u64 {
+        self.shown
+    }
+
+    /// Adds one row: `row` as JSON, or the table's cells `cells` adds.
+    pub fn push<T: serde::Serialize>(
+        &mut self,
+        row: &T,
+        cells: impl FnOnce(&mut Grid),
+    ) -> Result<(), Error> {
+        self.shown += 1;
+        match &mut self.rows {
+            Rows::Table(g) => cells(g),
+            Rows::Json(spool) => {
+                let mut buf = Vec::with_capacity(512);
+                super::json::to_writer(&mut buf, row).map_err(super::output::json_error)?;
+                spool.push(&buf);
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the report to stdout. A table: `head` (the lines above it, escaped and
+    /// wrapped as every text report), then the table and a newline when it has rows or
+    /// `header_alone`. JSON: `doc`, the report with its `"threads"` list empty, that list
+    /// holding the rows.
+    pub fn finish<T: serde::Serialize>(
+        self,
+        head: impl FnOnce() -> String,
+        header_alone: bool,
+        doc: &T,
+    ) -> Result<(), Error> {
+        let shown = self.shown;
+        match self.rows {
+            Rows::Table(mut g) => {
+                let text = super::finish(head());
+                super::output::with_stdout(&mut |out| {
+                    out.write_all(text.as_bytes())?;
+                    if shown > 0 || header_alone {
+                        g.write_spooled(out)?;
+                        out.write_all(b"\n")?;
+                    }
+                    Ok(())
+                })
+            }
+            Rows::Json(mut spool) => {
+                let mut doc_bytes = Vec::new();
+                super::json::to_writer(&mut doc_bytes, doc).map_err(super::output::json_error)?;
+                const LIST: &[u8] = br#""threads":[]"#;
+                let Some(at) = doc_bytes.windows(LIST.len()).position(|w| w == LIST) else {
+                    return Err(Error::Render("the report has no list of threads".into()));
+                };
+                let (open, close) = doc_bytes.split_at(at + LIST.len() - 1);
+                super::output::with_stdout(&mut |out| {
+                    out.write_all(open)?;
+                    let mut first = true;
+                    spool.each(&mut |row| {
+                        if !std::mem::take(&mut first) {
+                            out.write_all(b",")?;
+                        }
+                        out.write_all(row)
+                    })?;
+                    out.write_all(close)?;
+                    out.write_all(b"\n")
+                })
+            }
+        }
+    }
+}

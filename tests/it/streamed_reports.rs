@@ -1,0 +1,199 @@
+//! The store summary and `prune` are written as their threads come, in thread id order (a
+//! plain table or compact JSON; each thread's row waits in a spool, in memory up to a budget
+//! and then in a temporary file, until the totals above the rows are known), so that their
+//! memory does not grow with the number of threads. Each must be byte-identical to the
+//! report held whole (`report-held:1`) on every SQLite and PostgreSQL fixture and defect
+//! store, with its rows in memory or in the file (`spool-bytes:0`), cut by `--top` or not,
+//! dry run or `--apply`. A temporary directory that does not exist fails the streamed run
+//! (with its rows in the file), which shows that the stream was taken.
+
+use crate::common::*;
+use std::process::Output;
+
+/// The reports compared (the other formats and options hold every thread).
+const VARIANTS: [&[&str]; 11] = [
+    &["inspect"],
+    &["inspect", "--format", "json"],
+    &["inspect", "--top", "1"],
+    &["inspect", "--format", "json", "--top", "2"],
+    &["inspect", "--top", "0"],
+    &["inspect", "--format", "json", "--top", "0"],
+    &["prune", "--all"],
+    &["prune", "--all", "--branches", "--format", "json"],
+    &["prune", "--all", "--branches", "--keep-last-turns", "1"],
+    &[
+        "prune",
+        "--all",
+        "--keep-last-turns",
+        "2",
+        "--format",
+        "json",
+    ],
+    &["prune", "--all", "--branches", "--jobs", "2"],
+];
+
+fn run(target: &str, args: &[&str], failpoint: &str, tmp: Option<&str>) -> Output {
+    let mut c = crate::common::dfck_command();
+    c.arg("--db")
+        .arg(target)
+        .args(args)
+        .env_remove("DFCK_DB")
+        .env_remove("COLUMNS")
+        .env("DFCK_FAILPOINT", failpoint);
+    if let Some(t) = tmp {
+        c.env("TMPDIR", t);
+    }
+    c.output().expect("run dfck")
+}
+
+/// Compares the streamed reports of `target` with the held ones; how many were compared.
+fn compare(target: &str) -> usize {
+    let mut compared = 0;
+    for args in VARIANTS {
+        let held = run(target, args, "report-held:1", None);
+        // Not a LangGraph store, a schema dfck refuses, or --jobs on SQLite: nothing to
+        // compare (exit 1 is a refused thread: its report is compared).
+        if !matches!(held.status.code(), Some(0 | 1)) {
+            continue;
+        }
+        compared += 1;
+        for failpoint in ["", "spool-bytes:0", "spool-bytes:100"] {
+            let out = run(target, args, failpoint, None);
+            assert_eq!(
+                (out.status.code(), String::from_utf8_lossy(&out.stdout)),
+                (held.status.code(), String::from_utf8_lossy(&held.stdout)),
+                "{target} {args:?} {failpoint}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        // The stream was taken: its rows cannot reach a temporary directory that is not
+        // there, and the run says so (the held summary needs none).
+        let text = String::from_utf8_lossy(&held.stdout);
+        let shows_threads = !text.contains("(no threads)")
+            && !text.contains(r#""threads":[]"#)
+            && !text.contains("threads: 0 to prune, 0 refused, 0 skipped");
+        if shows_threads {
+            let missing = "/nonexistent-dfck-tmp";
+            let out = run(target, args, "spool-bytes:0", Some(missing));
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{target} {args:?}: {err}");
+            assert!(
+                err.contains("temporary file") && err.contains(missing) && err.lines().count() == 1,
+                "{target} {args:?}: {err}"
+            );
+            let again = run(target, args, "report-held:1,spool-bytes:0", Some(missing));
+            assert_eq!(again.status.code(), held.status.code(), "{target} {args:?}");
+        }
+    }
+    compared
+}
+
+#[test]
+fn streamed_reports_are_the_held_ones_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut compared = 0;
+    for db in crate::sqlite_batch_reads::stores(dir.path()) {
+        compared += compare(db.to_str().unwrap());
+    }
+    assert!(compared >= 300, "{compared} reports compared");
+}
+
+#[test]
+fn streamed_reports_are_the_held_ones_on_postgres() {
+    let Some(uri) = require_postgres("the streamed reports") else {
+        return;
+    };
+    let mut compared = 0;
+    for db in crate::pg_batch_reads::databases() {
+        compared += compare(&with_db(&uri, &db));
+    }
+    assert!(compared >= 250, "{compared} reports compared");
+}
+
+/// `prune --apply` reports the same, streamed or held, and deletes the same rows.
+#[test]
+fn an_applied_prune_streams_the_report_it_would_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut compared = 0;
+    for stem in ["delta_k3", "retention", "deerflow", "full"] {
+        for args in [
+            &["prune", "--all", "--branches", "--apply"][..],
+            &[
+                "prune",
+                "--all",
+                "--keep-last-turns",
+                "1",
+                "--apply",
+                "--format",
+                "json",
+            ],
+        ] {
+            let mut reports = Vec::new();
+            for failpoint in ["report-held:1", "", "spool-bytes:0,group-threads:2"] {
+                let into = dir.path().join(format!("{compared}-{}", reports.len()));
+                std::fs::create_dir_all(&into).unwrap();
+                let db = crate::sqlite_batch_reads::copy_store("sqlite", stem, &into);
+                let db = db.to_str().unwrap();
+                let out = run(db, args, failpoint, None);
+                assert!(
+                    matches!(out.status.code(), Some(0 | 1)),
+                    "{stem} {args:?} {failpoint}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                let rows = crate::common::store_rows::sqlite_rows(db);
+                reports.push((
+                    out.status.code(),
+                    String::from_utf8(out.stdout).unwrap(),
+                    rows,
+                ));
+            }
+            assert!(
+                reports[0].1.contains("pruned"),
+                "{stem} {args:?}: {}",
+                reports[0].1
+            );
+            for r in &reports[1..] {
+                assert_eq!(r, &reports[0], "{stem} {args:?}");
+            }
+            compared += 1;
+        }
+    }
+}
+
+/// The store's bytes count the writes of threads without checkpoints (they occupy the
+/// store), streamed or held, with the rows of other threads summed a batch at a time.
+#[test]
+fn writes_without_checkpoints_count_in_the_stores_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("orphans.db");
+    std::fs::copy(root().join("fixtures/sqlite/delta_k3.db"), &db).unwrap();
+    let target = db.to_str().unwrap().to_owned();
+    let bytes = |failpoint: &str| -> (u64, u64) {
+        let out = run(&target, &["inspect", "--format", "json"], failpoint, None);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (
+            v["bytes"].as_u64().unwrap(),
+            v["counts"]["writes"].as_u64().unwrap(),
+        )
+    };
+    let (before, writes) = bytes("");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    for (thread, len) in [("zz-no-checkpoints", 1000usize), ("0-no-checkpoints", 337)] {
+        conn.execute(
+            "INSERT INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, \
+             type, value) VALUES (?1, '', 'c', 't', 0, 'messages', 'msgpack', ?2)",
+            rusqlite::params![thread, vec![0x90u8; len]],
+        )
+        .unwrap();
+    }
+    drop(conn);
+    for failpoint in ["", "report-held:1", "spool-bytes:0"] {
+        assert_eq!(bytes(failpoint), (before + 1337, writes + 2), "{failpoint}");
+    }
+}
