@@ -200,7 +200,7 @@ fn stream_summary(
     progress: &TerminalProgress,
 ) -> Result<Outcome, Error> {
     let app = crate::commands::deerflow_view::view_each(store)?;
-    let mut out = render::SummaryStream::new(format, opts.top, app.is_some());
+    let mut out = render::SummaryStream::new(format, opts.top, app.is_some())?;
     let mut s = summarize_each(store, opts, progress, &mut |batch| {
         for mut t in batch {
             if let Some((_, data)) = &app {

@@ -120,7 +120,7 @@ pub fn run(global: &GlobalArgs, args: &PruneArgs) -> Result<Outcome, Error> {
         && render::prune::PruneStream::streams(format)
         && !dfck_core::failpoint::Failpoints::from_env("prune").report_held()
     {
-        let mut out = render::prune::PruneStream::new(format);
+        let mut out = render::prune::PruneStream::new(format)?;
         let report = crate::commands::prune::run_each(&req, &opts, &mut |p| out.push(&p))?;
         out.finish(&report)?;
         report

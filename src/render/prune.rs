@@ -100,8 +100,8 @@ impl PruneStream {
     }
 
     /// A stream for `format` ([`PruneStream::streams`]).
-    pub fn new(format: Format) -> Self {
-        PruneStream(RowStream::new(format, &HEADER))
+    pub fn new(format: Format) -> Result<Self, Error> {
+        RowStream::new(format, &HEADER).map(PruneStream)
     }
 
     /// Renders one thread.

@@ -1,9 +1,9 @@
 //! Reports written as their rows come: a whole-store report (the store summary, `prune`)
-//! renders each thread's row when the command hands it over and keeps it in a [`Spool`]
-//! until the lines above the rows (totals, counts) are known, then writes those lines and
-//! the rows. Only the plain table layout and compact JSON stream; a terminal's table (laid
-//! out to its width), `--pretty` JSON, NDJSON and CSV are rendered from the held report.
-//! Either way the bytes are the same.
+//! renders each thread's row when the command hands it over. NDJSON writes it at once; the
+//! plain table layout and compact JSON keep it in a [`Spool`] until the lines above the rows
+//! (totals, counts) are known, then write those lines and the rows. A terminal's table (laid
+//! out to its width), `--pretty` JSON and CSV are rendered from the held report. Either way
+//! the bytes are the same.
 
 use super::Format;
 use super::grid::Grid;
@@ -20,6 +20,7 @@ pub(crate) struct RowStream {
 enum Rows {
     Table(Grid),
     Json(Spool),
+    Lines(super::RowWriter),
 }
 
 impl RowStream {
@@ -28,17 +29,20 @@ impl RowStream {
         match format {
             Format::Table => super::grid::layout_streams(),
             Format::Json => !super::records::style().pretty,
+            Format::Ndjson => true,
             _ => false,
         }
     }
 
-    /// Rows for `format` ([`RowStream::streams`]); a table with this header.
-    pub fn new(format: Format, header: &[&str]) -> Self {
+    /// Rows for `format` ([`RowStream::streams`]); a table with this header. NDJSON is
+    /// written to stdout from the first row on (refused when stdout was closed at exec).
+    pub fn new(format: Format, header: &[&str]) -> Result<Self, Error> {
         let rows = match format {
             Format::Json => Rows::Json(Spool::for_report()),
+            Format::Ndjson => Rows::Lines(super::RowWriter::stdout()?),
             _ => Rows::Table(Grid::spooled(header)),
         };
-        RowStream { rows, shown: 0 }
+        Ok(RowStream { rows, shown: 0 })
     }
 
     /// Rows pushed so far.
@@ -60,6 +64,7 @@ impl RowStream {
                 super::json::to_writer(&mut buf, row).map_err(super::output::json_error)?;
                 spool.push(&buf);
             }
+            Rows::Lines(w) => w.row(row)?,
         }
         Ok(())
     }
@@ -67,7 +72,7 @@ impl RowStream {
     /// Writes the report to stdout. A table: `head` (the lines above it, escaped and
     /// wrapped as every text report), then the table and a newline when it has rows or
     /// `header_alone`. JSON: `doc`, the report with its `"threads"` list empty, that list
-    /// holding the rows.
+    /// holding the rows. NDJSON: what is buffered (its rows are the report).
     pub fn finish<T: serde::Serialize>(
         self,
         head: impl FnOnce() -> String,
@@ -87,6 +92,7 @@ impl RowStream {
                     Ok(())
                 })
             }
+            Rows::Lines(mut w) => w.finish(),
             Rows::Json(mut spool) => {
                 let mut doc_bytes = Vec::new();
                 super::json::to_writer(&mut doc_bytes, doc).map_err(super::output::json_error)?;

@@ -141,13 +141,13 @@ impl SummaryStream {
 
     /// A stream for `format` ([`SummaryStream::streams`]), listing the first `top` threads
     /// pushed, with DeerFlow's columns when `deerflow`.
-    pub fn new(format: Format, top: Option<u64>, deerflow: bool) -> Self {
-        SummaryStream {
-            rows: RowStream::new(format, &table(deerflow)),
+    pub fn new(format: Format, top: Option<u64>, deerflow: bool) -> Result<Self, Error> {
+        Ok(SummaryStream {
+            rows: RowStream::new(format, &table(deerflow))?,
             delta: 0,
             top,
             deerflow,
-        }
+        })
     }
 
     /// Renders one thread (past `top`, nothing).
