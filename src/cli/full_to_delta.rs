@@ -1,6 +1,6 @@
 //! `dfck migrate full-to-delta [THREAD …] [--all] [--apply]`: the plan, or the conversion.
 
-use super::{GlobalArgs, output};
+use super::GlobalArgs;
 use crate::commands::migrate::to_delta::{DeltaForm, ToDeltaOptions};
 use crate::commands::wiring::WriteRequest;
 use crate::render::{self, TerminalProgress};
@@ -86,21 +86,29 @@ pub fn run(global: &GlobalArgs, args: &FullToDeltaArgs) -> Result<Outcome, Error
         .cache
         .connect(&target, discovered.as_ref(), args.apply)?;
     let progress = TerminalProgress::stderr();
-    let report = crate::commands::migrate::to_delta::run(
-        &WriteRequest {
-            target: &target,
-            threads: &threads,
-            all,
-            apply: args.apply,
-            jobs: args.jobs,
-            backup: args.backup.as_deref(),
-            progress: &progress,
-            events: &render::write_event,
-            cache: super::deerflow::thread_cache(&cache),
-        },
-        &opts,
+    let req = WriteRequest {
+        target: &target,
+        threads: &threads,
+        all,
+        apply: args.apply,
+        jobs: args.jobs,
+        backup: args.backup.as_deref(),
+        progress: &progress,
+        events: &render::write_event,
+        cache: super::deerflow::thread_cache(&cache),
+    };
+    let writing = super::report::ReportWriting {
+        command: "full-to-delta",
+        stream: render::full_to_delta::stream,
+        head: render::full_to_delta::head,
+        table: render::full_to_delta_table,
+    };
+    let report = writing.write(
+        global.format(),
+        true,
+        |sink| crate::commands::migrate::to_delta::run_each(&req, &opts, sink),
+        || crate::commands::migrate::to_delta::run(&req, &opts),
     )?;
-    output(global.format(), &report, render::full_to_delta_table)?;
     super::deerflow::cache_note(&cache_report, report.done + report.would, report.would > 0);
     if report.done + report.would > 0 {
         render::note(&format!(

@@ -1,6 +1,6 @@
 //! `dfck migrate delta-to-full [THREAD …] [--all] [--apply]`: the plan, or the conversion.
 
-use super::{GlobalArgs, ReducerArg, output};
+use super::{GlobalArgs, ReducerArg};
 use crate::commands::migrate::{MigrateOptions, MigrateReport};
 use crate::commands::wiring::WriteRequest;
 use crate::render::{self, TerminalProgress};
@@ -87,21 +87,29 @@ pub fn run(global: &GlobalArgs, args: &MigrateArgs) -> Result<Outcome, Error> {
         .cache
         .connect(&target, discovered.as_ref(), args.apply)?;
     let progress = TerminalProgress::stderr();
-    let report: MigrateReport = crate::commands::migrate::run(
-        &WriteRequest {
-            target: &target,
-            threads: &threads,
-            all,
-            apply: args.apply,
-            jobs: args.jobs,
-            backup: args.backup.as_deref(),
-            progress: &progress,
-            events: &render::write_event,
-            cache: super::deerflow::thread_cache(&cache),
-        },
-        &opts,
+    let req = WriteRequest {
+        target: &target,
+        threads: &threads,
+        all,
+        apply: args.apply,
+        jobs: args.jobs,
+        backup: args.backup.as_deref(),
+        progress: &progress,
+        events: &render::write_event,
+        cache: super::deerflow::thread_cache(&cache),
+    };
+    let writing = super::report::ReportWriting {
+        command: "migrate",
+        stream: render::migrate::stream,
+        head: render::migrate::head,
+        table: render::migrate::migrate_table,
+    };
+    let report: MigrateReport = writing.write(
+        global.format(),
+        true,
+        |sink| crate::commands::migrate::run_each(&req, &opts, sink),
+        || crate::commands::migrate::run(&req, &opts),
     )?;
-    output(global.format(), &report, render::migrate_table)?;
     super::deerflow::cache_note(&cache_report, report.converted, report.dry_run);
     if !report.dry_run && report.converted > 0 {
         render::note(&format!(

@@ -16,6 +16,7 @@ mod meta;
 mod migrate;
 mod prune;
 mod reclaim;
+mod report;
 mod verify;
 
 use crate::render::Format;

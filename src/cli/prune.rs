@@ -1,6 +1,6 @@
 //! `dfck prune [THREAD …|--all]`: what may be deleted (dry run), or the deletion.
 
-use super::{GlobalArgs, output};
+use super::GlobalArgs;
 use crate::commands::prune::PruneOptions;
 use crate::commands::wiring::WriteRequest;
 use crate::render::{self, TerminalProgress};
@@ -113,22 +113,19 @@ pub fn run(global: &GlobalArgs, args: &PruneArgs) -> Result<Outcome, Error> {
         events: &render::write_event,
         cache: super::deerflow::thread_cache(&cache),
     };
-    let format = global.format();
-    // Without an age, no thread is deleted whole: the report streams (docs/performance.md).
-    let report = if opts.older_than.is_none()
-        && opts.idle.is_none()
-        && render::prune::PruneStream::streams(format)
-        && !dfck_core::failpoint::Failpoints::from_env("prune").report_held()
-    {
-        let mut out = render::prune::PruneStream::new(format)?;
-        let report = crate::commands::prune::run_each(&req, &opts, &mut |p| out.push(&p))?;
-        out.finish(&report)?;
-        report
-    } else {
-        let report = crate::commands::prune::run(&req, &opts, &whole, cache_report.clone())?;
-        output(format, &report, render::prune::prune_table)?;
-        report
+    let writing = super::report::ReportWriting {
+        command: "prune",
+        stream: render::prune::stream,
+        head: render::prune::head,
+        table: render::prune::prune_table,
     };
+    // Without an age, no thread is deleted whole: the report streams (docs/performance.md).
+    let report = writing.write(
+        global.format(),
+        opts.older_than.is_none() && opts.idle.is_none(),
+        |sink| crate::commands::prune::run_each(&req, &opts, sink),
+        || crate::commands::prune::run(&req, &opts, &whole, cache_report.clone()),
+    )?;
     let cache_report_shown = cache_report;
     if report.deerflow_delete.is_none() {
         super::deerflow::cache_note(&cache_report_shown, report.pruned, report.dry_run);

@@ -5,11 +5,12 @@
 
 use dfck_core::error::Error;
 use dfck_core::progress::Progress;
+use dfck_core::store::ReadOnly;
 use dfck_core::store::Store;
 use dfck_core::store::postgres::PostgresStore;
 use dfck_core::store::sqlite::SqliteStore;
 use dfck_core::target::Target;
-use dfck_core::write::{Connections, RunOptions, ThreadCache, WriteEvent};
+use dfck_core::write::{Connections, RunOptions, ThreadCache, ThreadJob, ThreadPlan, WriteEvent};
 use std::path::Path;
 
 /// What a write command is asked to do, beside its own options.
@@ -71,6 +72,113 @@ impl WriteRequest<'_> {
             self.backup.is_some(),
             |c| sqlite(c, &run),
             |c| postgres(c, &run),
+        )
+    }
+}
+
+/// A sink for the reports a write command streams ([`WriteRequest::dry_or_apply_each`]).
+pub type Sink<'a, R> = &'a mut (dyn FnMut(R) -> Result<(), Error> + Send);
+
+impl WriteRequest<'_> {
+    /// [`WriteRequest::dry_or_apply`] for a command whose thread reports stream: whichever
+    /// half runs hands them to `sink` (the write engine's `dry_run_each` or `run_each`).
+    pub fn dry_or_apply_each<R>(
+        &self,
+        phase: &str,
+        sink: Sink<'_, R>,
+        dry: impl FnOnce(&dyn Store, Sink<'_, R>) -> Result<(), Error>,
+        sqlite: impl FnOnce(
+            Connections<'_, SqliteStore>,
+            &RunOptions<'_>,
+            Sink<'_, R>,
+        ) -> Result<(), Error>,
+        postgres: impl FnOnce(
+            Connections<'_, PostgresStore>,
+            &RunOptions<'_>,
+            Sink<'_, R>,
+        ) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        // Only one half runs; each takes the sink when it does.
+        let shared = std::sync::Mutex::new(sink);
+        let take = || {
+            shared
+                .lock()
+                .map_err(|_| Error::Render("a report sink panicked".into()))
+        };
+        self.dry_or_apply(
+            phase,
+            |store| dry(store, &mut **take()?),
+            |c, run| sqlite(c, run, &mut **take()?),
+            |c, run| postgres(c, run, &mut **take()?),
+        )
+    }
+}
+
+/// A job the write engine runs on either backend and dry-runs on a read-only store, its
+/// thread reports of type `R`.
+pub trait EngineJob<R>:
+    for<'s> ThreadPlan<ReadOnly<'s>, Report = R>
+    + ThreadJob<SqliteStore>
+    + ThreadJob<PostgresStore>
+    + ThreadPlan<SqliteStore, Report = R>
+    + ThreadPlan<PostgresStore, Report = R>
+{
+}
+
+impl<R, J> EngineJob<R> for J where
+    J: for<'s> ThreadPlan<ReadOnly<'s>, Report = R>
+        + ThreadJob<SqliteStore>
+        + ThreadJob<PostgresStore>
+        + ThreadPlan<SqliteStore, Report = R>
+        + ThreadPlan<PostgresStore, Report = R>
+{
+}
+
+/// A report's totals, counted a thread at a time (its threads not held).
+pub trait CountsThreads<R> {
+    /// Counts one thread's report in.
+    fn count(&mut self, r: &R);
+}
+
+impl WriteRequest<'_> {
+    /// [`WriteRequest::run_job`], each thread's report counted into `report` before it goes
+    /// to `sink`: `report` with the totals.
+    pub fn run_counted<J, R, T>(
+        &self,
+        phase: &str,
+        job: &J,
+        mut report: T,
+        sink: Sink<'_, R>,
+    ) -> Result<T, Error>
+    where
+        J: EngineJob<R>,
+        R: Send,
+        T: CountsThreads<R> + Send,
+    {
+        let mut counted = |r: R| {
+            report.count(&r);
+            sink(r)
+        };
+        self.run_job(phase, job, &mut counted)?;
+        Ok(report)
+    }
+
+    /// Runs `job` on the request's threads: its dry run on the store opened read-only, or
+    /// with `--apply` the engine's run; each thread's report to `sink` in thread order.
+    pub fn run_job<J, R>(&self, phase: &str, job: &J, sink: Sink<'_, R>) -> Result<(), Error>
+    where
+        J: EngineJob<R>,
+        R: Send,
+    {
+        let threads = self.selected();
+        self.dry_or_apply_each(
+            phase,
+            sink,
+            |store, sink| {
+                dfck_core::write::dry_run_each(job, &ReadOnly(store), threads, self.progress, sink)
+            },
+            |c, run, sink| dfck_core::write::run_each(job, c, threads, run, sink),
+            |c, run, sink| dfck_core::write::run_each(job, c, threads, run, sink),
         )
     }
 }

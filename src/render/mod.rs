@@ -7,11 +7,12 @@ pub mod audit;
 pub mod conversation;
 pub mod deerflow;
 pub mod escape;
-mod full_to_delta;
+pub mod full_to_delta;
 pub(crate) mod grid;
 mod json;
 pub mod maintain;
 pub mod meta;
+pub mod migrate;
 pub mod openmetrics;
 mod output;
 mod progress;
@@ -26,10 +27,16 @@ pub use full_to_delta::full_to_delta_table;
 pub use output::{RowWriter, emit, note, output, stdout_closed_at_exec, write_event};
 pub use progress::TerminalProgress;
 pub use records::{Style, set_style};
+pub(crate) use stream::ReportStream;
 pub use summary::{SummaryStream, summary_table};
 
+/// Whether a report of many threads is written as its threads come in `format` (the plain
+/// table layout, compact JSON, NDJSON), not held whole.
+pub fn streams(format: Format) -> bool {
+    stream::RowStream::streams(format)
+}
+
 use crate::commands::inspect::{StateReport, ThreadReport};
-use crate::commands::migrate::MigrateReport;
 use crate::commands::verify::VerifyReport;
 use dfck_core::finding::{Finding, Severity};
 use dfck_core::lineage::{LineageEntry, LineageReport};
@@ -440,46 +447,6 @@ pub fn lineage_text(r: &LineageReport) -> String {
     finish(out)
 }
 
-/// `dfck migrate delta-to-full` (plan) as text.
-pub fn migrate_table(r: &MigrateReport) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "{}threads: {} {}, {} refused, {} skipped (no delta checkpoint)",
-        if r.dry_run {
-            "dry run, nothing written — "
-        } else {
-            "applied — "
-        },
-        r.converted,
-        if r.dry_run { "to convert" } else { "converted" },
-        r.refused,
-        r.skipped
-    );
-    let mut t = table(&[
-        "thread",
-        "status",
-        "checkpoints",
-        "bytes before",
-        "bytes after",
-        "reason",
-    ]);
-    for p in &r.threads {
-        add_row(
-            &mut t,
-            vec![
-                p.thread_id.clone(),
-                p.status.as_str().to_owned(),
-                p.checkpoints_rewritten.to_string(),
-                human_bytes(p.bytes_before),
-                human_bytes(p.bytes_after),
-                opt(&p.reason),
-            ],
-        );
-    }
-    let _ = writeln!(out, "{t}");
-    finish(out)
-}
 /// The `copy` report as a table: totals, DeerFlow's rows (its shared rows and per thread),
 /// or what a copy left behind.
 pub fn copy_table(r: &crate::commands::copy::CopyReport) -> String {

@@ -1,7 +1,7 @@
 //! `dfck prune` as text: one line of totals, then a table per thread.
 
 use super::grid::Grid;
-use super::stream::RowStream;
+use super::stream::ReportStream;
 use super::{Format, add_row, finish, human_bytes, table};
 use crate::commands::prune::{PruneReport, ThreadPrune};
 use dfck_core::error::Error;
@@ -89,34 +89,15 @@ fn cells(t: &mut Grid, p: &ThreadPrune) {
     );
 }
 
-/// The prune report written as its threads are done ([`RowStream`]), for a prune that
-/// deletes no thread whole.
-pub struct PruneStream(RowStream);
+/// The prune report written as its threads are done ([`ReportStream`]), for a prune that
+/// deletes no thread whole; [`head`] gives its line of totals.
+pub(crate) fn stream(format: Format) -> Result<ReportStream<ThreadPrune>, Error> {
+    ReportStream::new(format, &HEADER, cells)
+}
 
-impl PruneStream {
-    /// Whether the report can be streamed in `format` (otherwise it is held whole).
-    pub fn streams(format: Format) -> bool {
-        RowStream::streams(format)
-    }
-
-    /// A stream for `format` ([`PruneStream::streams`]).
-    pub fn new(format: Format) -> Result<Self, Error> {
-        RowStream::new(format, &HEADER).map(PruneStream)
-    }
-
-    /// Renders one thread.
-    pub fn push(&mut self, p: &ThreadPrune) -> Result<(), Error> {
-        self.0.push(p, |t| cells(t, p))
-    }
-
-    /// Writes the report `r` (its threads those pushed) to stdout.
-    pub fn finish(self, r: &PruneReport) -> Result<(), Error> {
-        debug_assert!(r.threads.is_empty() && r.deerflow_delete.is_none());
-        let head = || {
-            let mut out = String::new();
-            totals(&mut out, r);
-            out
-        };
-        self.0.finish(head, true, r)
-    }
+/// The line above the table of `r`.
+pub(crate) fn head(r: &PruneReport) -> String {
+    let mut out = String::new();
+    totals(&mut out, r);
+    out
 }

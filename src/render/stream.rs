@@ -117,3 +117,32 @@ impl RowStream {
         }
     }
 }
+
+/// A write command's report streamed: its thread rows ([`RowStream`]), each made by `cells`
+/// in a table, the whole report's other lines given at the end.
+pub(crate) struct ReportStream<R> {
+    rows: RowStream,
+    cells: fn(&mut Grid, &R),
+}
+
+impl<R: serde::Serialize> ReportStream<R> {
+    /// A stream for `format` ([`RowStream::streams`]), a table with this header.
+    pub fn new(format: Format, header: &[&str], cells: fn(&mut Grid, &R)) -> Result<Self, Error> {
+        Ok(ReportStream {
+            rows: RowStream::new(format, header)?,
+            cells,
+        })
+    }
+
+    /// Renders one thread.
+    pub fn push(&mut self, r: &R) -> Result<(), Error> {
+        let cells = self.cells;
+        self.rows.push(r, |g| cells(g, r))
+    }
+
+    /// Writes the report `doc` (its threads those pushed; `head`: the lines above its table)
+    /// to stdout.
+    pub fn finish<T: serde::Serialize>(self, head: String, doc: &T) -> Result<(), Error> {
+        self.rows.finish(|| head, true, doc)
+    }
+}

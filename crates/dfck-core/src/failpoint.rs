@@ -24,8 +24,9 @@
 //!   most (a thread with a larger one takes the point reads);
 //! - `summary-wait-bytes:N` — the store summary keeps a thread's full rows waiting for its
 //!   first delta row up to N bytes (`0`: each is decoded at once);
-//! - `report-held:1` — the store summary and `prune` hold every thread's report before
-//!   rendering, as the formats and options that need them all do, instead of streaming;
+//! - `report-held:1` — the store summary, `prune` and `migrate` hold every thread's report
+//!   before rendering, as the formats and options that need them all do, instead of
+//!   streaming;
 //! - `spool-bytes:N` — a streamed report keeps N bytes of its rows in memory before it moves
 //!   them to a temporary file (`0`: straight to the file);
 //! - `hold:PATH` — with every connection of a write command open (inside the first thread

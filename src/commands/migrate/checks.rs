@@ -178,7 +178,7 @@ pub(super) fn verify_raw(
 #[cfg(test)]
 mod tests {
     use super::super::apply::full_body;
-    use super::super::{MigrateOptions, apply};
+    use super::super::{DeltaToFull, MigrateOptions, PlanStatus};
     use super::*;
     use dfck_core::materialize::{Reducer, for_each_stored_messages};
     use dfck_core::progress::NoProgress;
@@ -228,8 +228,10 @@ mod tests {
             progress: &NoProgress,
             events: &|_| {},
         };
-        let report = apply(conns, &["t-linear".into()], false, &opts, &run).unwrap();
-        assert_eq!(report.converted, 1);
+        let job = DeltaToFull { opts: &opts };
+        let report = dfck_core::write::run(&job, conns, &["t-linear".into()], &run).unwrap();
+        assert_eq!(report.len(), 1);
+        assert_eq!(report[0].status, PlanStatus::Converted);
         let expect = expected(&store, "t-linear");
         assert!(verify_raw(&store, "t-linear", "", &expect).is_ok());
         // The delta form itself fails verification (snapshots, markers, absent lists).

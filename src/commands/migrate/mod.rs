@@ -19,13 +19,10 @@ pub use plan::plan_thread;
 /// Every checkpoint's state fingerprint, shared with the other write commands' checks.
 pub(crate) use state::{StateFingerprints, compare as compare_states, fingerprints};
 
-use crate::commands::wiring::WriteRequest;
+use crate::commands::wiring::{CountsThreads, Sink, WriteRequest};
 use dfck_core::error::Error;
 use dfck_core::materialize::Reducer;
 use dfck_core::model::thread::LoadedThread;
-use dfck_core::progress::Progress;
-use dfck_core::store::Store;
-use dfck_core::write::{Connections, RunOptions};
 use serde::Serialize;
 
 /// Options of a migration plan.
@@ -117,58 +114,51 @@ pub struct MigrateReport {
 }
 
 impl MigrateReport {
-    fn new(dry_run: bool, threads: Vec<ThreadPlan>) -> Self {
-        let count = |s: PlanStatus| threads.iter().filter(|p| p.status == s).count();
+    /// A report of no threads, its totals counted in by [`CountsThreads::count`].
+    fn empty(dry_run: bool) -> Self {
         MigrateReport {
             dry_run,
-            converted: count(PlanStatus::Converted),
-            refused: count(PlanStatus::Refused),
-            skipped: count(PlanStatus::Skipped),
-            threads,
+            threads: Vec::new(),
+            converted: 0,
+            refused: 0,
+            skipped: 0,
         }
     }
 }
 
-/// The dry run: every given thread (or every thread with `all`) planned by the engine
-/// ([`dfck_core::write::dry_run`]) inside a read transaction, nothing written.
-pub fn plan(
-    store: &dyn Store,
-    threads: &[String],
-    all: bool,
-    opts: &MigrateOptions,
-    progress: &dyn Progress,
-) -> Result<MigrateReport, Error> {
-    let job = DeltaToFull { opts };
-    let conn = dfck_core::store::ReadOnly(store);
-    let out = dfck_core::write::dry_run(&job, &conn, if all { &[] } else { threads }, progress)?;
-    Ok(MigrateReport::new(true, out))
-}
-
-/// `migrate delta-to-full --apply`: the conversion, one engine transaction per thread
-/// (see [`dfck_core::write::run`]). Killing the process at any moment leaves each thread old
-/// or new. On SQLite, pass a second connection as `conns.spare`: WAL frames are then
-/// copied into the file in the background while the next thread converts, and the WAL is
-/// checkpointed and truncated once at the end. On PostgreSQL, `run.jobs` threads convert
-/// concurrently, each over its own connection.
-pub fn apply<C: ConvertStore + Send>(
-    conns: Connections<'_, C>,
-    threads: &[String],
-    all: bool,
-    opts: &MigrateOptions,
-    run: &RunOptions<'_>,
-) -> Result<MigrateReport, Error> {
-    let job = DeltaToFull { opts };
-    let out = dfck_core::write::run(&job, conns, if all { &[] } else { threads }, run)?;
-    Ok(MigrateReport::new(false, out))
+impl CountsThreads<ThreadPlan> for MigrateReport {
+    fn count(&mut self, p: &ThreadPlan) {
+        match p.status {
+            PlanStatus::Converted => self.converted += 1,
+            PlanStatus::Refused => self.refused += 1,
+            PlanStatus::Skipped => self.skipped += 1,
+        }
+    }
 }
 
 /// `dfck migrate delta-to-full`: the dry run, or with `req.apply` the conversion (see
 /// [`WriteRequest`]).
 pub fn run(req: &WriteRequest<'_>, opts: &MigrateOptions) -> Result<MigrateReport, Error> {
-    req.dry_or_apply(
+    let mut threads = Vec::new();
+    let mut report = run_each(req, opts, &mut |p| {
+        threads.push(p);
+        Ok(())
+    })?;
+    report.threads = threads;
+    Ok(report)
+}
+
+/// [`run`], each thread's report handed to `sink` in thread order as it is done, so that
+/// the caller holds none: the report returned has the totals and no threads.
+pub fn run_each(
+    req: &WriteRequest<'_>,
+    opts: &MigrateOptions,
+    sink: Sink<'_, ThreadPlan>,
+) -> Result<MigrateReport, Error> {
+    req.run_counted(
         "converting threads",
-        |store| plan(store, req.threads, req.all, opts, req.progress),
-        |c, run| apply(c, req.threads, req.all, opts, run),
-        |c, run| apply(c, req.threads, req.all, opts, run),
+        &DeltaToFull { opts },
+        MigrateReport::empty(!req.apply),
+        sink,
     )
 }

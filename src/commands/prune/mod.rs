@@ -304,38 +304,19 @@ pub fn run_each(
             "internal: a prune by age is reported whole, not streamed".into(),
         ));
     }
-    let report = std::sync::Mutex::new(PruneReport::empty(!req.apply));
-    {
-        let counted = std::sync::Mutex::new(|p: ThreadPrune| {
-            if let Ok(mut r) = report.lock() {
-                r.count(&p);
-            }
-            sink(p)
-        });
-        let sink = || {
-            counted
-                .lock()
-                .map_err(|_| Error::Render("a report sink panicked".into()))
-        };
-        req.dry_or_apply(
-            "pruning threads",
-            |store| {
-                plan_each(
-                    store,
-                    req.threads,
-                    req.all,
-                    opts,
-                    req.progress,
-                    &mut *sink()?,
-                )
-            },
-            |c, run| apply_each(c, req.threads, req.all, opts, run, &mut *sink()?),
-            |c, run| apply_each(c, req.threads, req.all, opts, run, &mut *sink()?),
-        )?;
-    }
-    report
-        .into_inner()
-        .map_err(|_| Error::Render("a report sink panicked".into()))
+    let mut report = PruneReport::empty(!req.apply);
+    let mut counted = |p: ThreadPrune| {
+        report.count(&p);
+        sink(p)
+    };
+    req.dry_or_apply_each(
+        "pruning threads",
+        &mut counted,
+        |store, sink| plan_each(store, req.threads, req.all, opts, req.progress, sink),
+        |c, run, sink| apply_each(c, req.threads, req.all, opts, run, sink),
+        |c, run, sink| apply_each(c, req.threads, req.all, opts, run, sink),
+    )?;
+    Ok(report)
 }
 
 /// `dfck prune`: the dry run, or with `req.apply` the deletion (see [`WriteRequest`]). On a

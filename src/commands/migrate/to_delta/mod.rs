@@ -16,14 +16,14 @@ pub use job::{DeltaStore, FullToDelta};
 
 use super::checks::digest;
 use super::state::StateFingerprints;
-use crate::commands::wiring::WriteRequest;
+use crate::commands::wiring::{CountsThreads, Sink, WriteRequest};
 use dfck_core::error::Error;
 use dfck_core::materialize::Reducer;
 use dfck_core::model::thread::LoadedThread;
 use dfck_core::progress::Progress;
 use dfck_core::store::Store;
+use dfck_core::write::Refusal;
 use dfck_core::write::preamble::{self, Preamble};
-use dfck_core::write::{Connections, Refusal, RunOptions};
 use serde::Serialize;
 
 /// Why a snapshot is placed.
@@ -186,15 +186,33 @@ pub struct ToDeltaReport {
 
 impl ToDeltaReport {
     fn new(dry_run: bool, frequency: u64, threads: Vec<ToDeltaThread>) -> Self {
-        let count = |s: ToDeltaStatus| threads.iter().filter(|p| p.status == s).count();
+        let mut r = ToDeltaReport::empty(dry_run, frequency);
+        threads.iter().for_each(|p| r.count(p));
+        r.threads = threads;
+        r
+    }
+
+    /// A report of no threads, its totals counted in by [`CountsThreads::count`].
+    fn empty(dry_run: bool, frequency: u64) -> Self {
         ToDeltaReport {
             dry_run,
             snapshot_frequency: frequency,
-            done: count(ToDeltaStatus::Done),
-            would: count(ToDeltaStatus::Would),
-            refused: count(ToDeltaStatus::Refused),
-            skipped: count(ToDeltaStatus::Skipped),
-            threads,
+            threads: Vec::new(),
+            done: 0,
+            would: 0,
+            refused: 0,
+            skipped: 0,
+        }
+    }
+}
+
+impl CountsThreads<ToDeltaThread> for ToDeltaReport {
+    fn count(&mut self, p: &ToDeltaThread) {
+        match p.status {
+            ToDeltaStatus::Done => self.done += 1,
+            ToDeltaStatus::Would => self.would += 1,
+            ToDeltaStatus::Refused => self.refused += 1,
+            ToDeltaStatus::Skipped => self.skipped += 1,
         }
     }
 }
@@ -349,26 +367,29 @@ pub fn plan(
     Ok(ToDeltaReport::new(true, opts.frequency, out))
 }
 
-/// `migrate full-to-delta --apply`: one engine transaction per thread.
-pub fn apply<C: DeltaStore + Send>(
-    conns: Connections<'_, C>,
-    threads: &[String],
-    all: bool,
-    opts: &ToDeltaOptions,
-    run: &RunOptions<'_>,
-) -> Result<ToDeltaReport, Error> {
-    let job = FullToDelta { opts };
-    let out = dfck_core::write::run(&job, conns, if all { &[] } else { threads }, run)?;
-    Ok(ToDeltaReport::new(false, opts.frequency, out))
-}
-
 /// `dfck migrate full-to-delta`: the dry run, or with `req.apply` the conversion (see
 /// [`WriteRequest`]).
 pub fn run(req: &WriteRequest<'_>, opts: &ToDeltaOptions) -> Result<ToDeltaReport, Error> {
-    req.dry_or_apply(
+    let mut threads = Vec::new();
+    let mut report = run_each(req, opts, &mut |p| {
+        threads.push(p);
+        Ok(())
+    })?;
+    report.threads = threads;
+    Ok(report)
+}
+
+/// [`run`], each thread's report handed to `sink` in thread order as it is done, so that
+/// the caller holds none: the report returned has the totals and no threads.
+pub fn run_each(
+    req: &WriteRequest<'_>,
+    opts: &ToDeltaOptions,
+    sink: Sink<'_, ToDeltaThread>,
+) -> Result<ToDeltaReport, Error> {
+    req.run_counted(
         "converting threads",
-        |store| plan(store, req.threads, req.all, opts, req.progress),
-        |c, run| apply(c, req.threads, req.all, opts, run),
-        |c, run| apply(c, req.threads, req.all, opts, run),
+        &FullToDelta { opts },
+        ToDeltaReport::empty(!req.apply, opts.frequency),
+        sink,
     )
 }

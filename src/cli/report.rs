@@ -1,0 +1,42 @@
+//! How a write command's report reaches stdout: streamed as its threads come, or held and
+//! rendered whole (docs/performance.md, "Reports of many threads").
+
+use crate::render::{self, output};
+use dfck_core::error::Error;
+
+/// How a write command's report is written: as its threads come (`streamed`) where the
+/// format allows and nothing asks for it whole (`streamable`; the `report-held` failpoint in
+/// tests), else held and rendered whole (`held`, `table`).
+pub(crate) struct ReportWriting<R, T> {
+    /// The command's name, for the failpoints.
+    pub command: &'static str,
+    /// A stream of the command's rows ([`render::streams`]).
+    pub stream: fn(render::Format) -> Result<render::ReportStream<R>, Error>,
+    /// The lines above the table.
+    pub head: fn(&T) -> String,
+    /// The whole report as text.
+    pub table: fn(&T) -> String,
+}
+
+impl<R: serde::Serialize, T: serde::Serialize> ReportWriting<R, T> {
+    /// Runs the command (`each`: each thread's report to the sink, the totals returned;
+    /// `held`: the whole report) and writes its report in `format`.
+    pub fn write(
+        &self,
+        format: render::Format,
+        streamable: bool,
+        each: impl FnOnce(&mut (dyn FnMut(R) -> Result<(), Error> + Send)) -> Result<T, Error>,
+        held: impl FnOnce() -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        let failpoints = dfck_core::failpoint::Failpoints::from_env(self.command);
+        if streamable && render::streams(format) && !failpoints.report_held() {
+            let mut out = (self.stream)(format)?;
+            let report = each(&mut |r| out.push(&r))?;
+            out.finish((self.head)(&report), &report)?;
+            return Ok(report);
+        }
+        let report = held()?;
+        output(format, &report, self.table)?;
+        Ok(report)
+    }
+}
