@@ -515,14 +515,19 @@ pub fn verify_store<'s>(
     progress: &(dyn Progress + Sync),
     mut sink: Option<FindingSink<'_>>,
 ) -> Result<VerifyReport, Error> {
-    let ids = dfck_core::store::select_threads(store, threads)?;
-    dfck_core::failpoint::Failpoints::from_env("verify").after_listing();
-    progress.start("verifying threads", Some(ids.len() as u64));
-    // Connections the threads leave over split one thread's scan (docs/storage-format.md).
-    let split = dfck_core::pool::connections_per_item(ids.len(), opts.jobs);
-    store.split_scans(split);
+    // Every thread of the store is read a page at a time as the run goes, never all listed.
+    let conn = dfck_core::store::ReadOnly(store);
+    let selection = dfck_core::write::Selection::of(&conn, threads, false)?;
+    progress.start("verifying threads", selection.total(&conn, progress)?);
+    let failpoints = dfck_core::failpoint::Failpoints::from_env("verify");
+    // Connections the threads leave over split one thread's scan (docs/storage-format.md),
+    // as many as the first page leaves.
+    // (0 until the first page is read).
+    let split = std::sync::atomic::AtomicUsize::new(0);
+    let relaxed = std::sync::atomic::Ordering::Relaxed;
     // Extra workers' connections, as trait objects living as long as the caller's.
     let open_more = || {
+        let split = split.load(relaxed).max(1);
         open().map(|b| -> Box<dyn Store + 's> {
             b.split_scans(split);
             b
@@ -548,48 +553,56 @@ pub fn verify_store<'s>(
         }
     };
     let mut failure: Option<Error> = None;
-    // Threads go to the workers in chunks, small enough to keep every worker busy.
-    let chunk = match opts.jobs {
-        0 | 1 => BATCH_THREADS,
-        jobs => (ids.len() / (jobs * 8)).clamp(1, BATCH_THREADS),
-    };
-    let chunks: Vec<&[String]> = ids.chunks(chunk).collect();
-    let failpoints = dfck_core::failpoint::Failpoints::from_env("verify");
-    let result = dfck_core::pool::run_ordered(
-        chunks.len(),
-        opts.jobs,
-        store,
-        &open_more,
-        &|s, k| verify_chunk(s, chunks[k], opts, &failpoints, progress),
-        &mut |k, results| {
-            for (id, r) in chunks[k].iter().zip(results) {
-                match r {
-                    Some((findings, c)) => {
-                        report.threads_checked += 1;
-                        report.checkpoints_checked += c;
-                        for f in findings {
-                            if let Err(e) = take(&mut report, f) {
-                                failure = Some(e);
-                                return Err(StoreError::Query {
-                                    what: "writing findings".into(),
-                                    reason: "aborted".into(),
-                                });
+    let result = selection.each(&conn, &mut |ids| {
+        if split.load(relaxed) == 0 {
+            failpoints.after_listing();
+            let n = dfck_core::pool::connections_per_item(ids.len(), opts.jobs).max(1);
+            store.split_scans(n);
+            split.store(n, relaxed);
+        }
+        // Threads go to the workers in chunks, small enough to keep every worker busy.
+        let chunk = match opts.jobs {
+            0 | 1 => BATCH_THREADS,
+            jobs => (ids.len() / (jobs * 8)).clamp(1, BATCH_THREADS),
+        };
+        let chunks: Vec<&[String]> = ids.chunks(chunk).collect();
+        let ran = dfck_core::pool::run_ordered(
+            chunks.len(),
+            opts.jobs,
+            store,
+            &open_more,
+            &|s, k| verify_chunk(s, chunks[k], opts, &failpoints, progress),
+            &mut |k, results| {
+                for (id, r) in chunks[k].iter().zip(results) {
+                    match r {
+                        Some((findings, c)) => {
+                            report.threads_checked += 1;
+                            report.checkpoints_checked += c;
+                            for f in findings {
+                                if let Err(e) = take(&mut report, f) {
+                                    failure = Some(e);
+                                    return Err(StoreError::Query {
+                                        what: "writing findings".into(),
+                                        reason: "aborted".into(),
+                                    });
+                                }
                             }
                         }
+                        None => report.threads_gone.push(id.clone()),
                     }
-                    None => report.threads_gone.push(id.clone()),
                 }
-            }
-            Ok(())
-        },
-    );
+                Ok(())
+            },
+        );
+        ran.map_err(Error::from)
+    });
     progress.finish();
     if let Some(e) = failure {
         return Err(e);
     }
     result?;
     let now = dfck_core::time::now_micros() / 1_000_000;
-    for f in crate::commands::deerflow_view::findings(store, &ids, threads.is_empty(), now)? {
+    for f in crate::commands::deerflow_view::findings(store, threads, threads.is_empty(), now)? {
         take(&mut report, f)?;
     }
     Ok(report)

@@ -82,6 +82,10 @@ impl Progress for TerminalProgress {
         b.enable_steady_tick(Duration::from_millis(200));
     }
 
+    fn wants_total(&self) -> bool {
+        self.bar.is_some()
+    }
+
     fn inc(&self, n: u64) {
         if let Some(b) = &self.bar {
             b.inc(n);

@@ -66,6 +66,7 @@ mod sqlite_batch_reads;
 mod store_open;
 mod streamed_reports;
 mod structure;
+mod thread_pages;
 mod twins;
 mod usage_errors;
 mod vanished_thread;

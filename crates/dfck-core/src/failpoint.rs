@@ -29,6 +29,8 @@
 //!   streaming;
 //! - `spool-bytes:N` — a streamed report keeps N bytes of its rows in memory before it moves
 //!   them to a temporary file (`0`: straight to the file);
+//! - `thread-page:N` — a whole-store listing of threads reads pages of N thread ids (so a
+//!   test's few threads span several pages);
 //! - `hold:PATH` — with every connection of a write command open (inside the first thread
 //!   transaction that writes, its locks held; or after `reclaim`'s VACUUM), write the process
 //!   id to PATH and wait until a test removes it (at most two minutes): the test meanwhile
@@ -53,6 +55,7 @@ pub struct Failpoints {
     summary_wait_bytes: Option<u64>,
     report_held: bool,
     spool_bytes: Option<usize>,
+    thread_page: Option<usize>,
     #[cfg(feature = "failpoints")]
     hold: bool,
 }
@@ -85,6 +88,7 @@ impl Failpoints {
             summary_wait_bytes: parse(find("summary-wait-bytes:")),
             report_held: find("report-held:").is_some(),
             spool_bytes: parse(find("spool-bytes:")),
+            thread_page: parse(find("thread-page:")),
             hold: find("hold:").is_some(),
         }
     }
@@ -222,6 +226,11 @@ impl Failpoints {
     /// The bytes a streamed report keeps in memory: `default` unless injected.
     pub fn spool_bytes(&self, default: usize) -> usize {
         self.spool_bytes.unwrap_or(default)
+    }
+
+    /// Thread ids in a page of a whole-store listing: `default` unless injected.
+    pub fn thread_page(&self, default: usize) -> usize {
+        self.thread_page.unwrap_or(default).max(1)
     }
 
     /// Whether a thread of a batch read on its own fails the command.

@@ -8,6 +8,11 @@ pub trait Progress {
     fn inc(&self, n: u64);
     /// The phase is over.
     fn finish(&self);
+    /// Whether a phase's total is worth a count of its own before the work starts (a bar
+    /// is shown); without, a caller that cannot know it cheaply passes `None`.
+    fn wants_total(&self) -> bool {
+        false
+    }
 }
 
 /// Shows nothing.

@@ -205,30 +205,38 @@ pub fn audit_store<'s>(
     jobs: usize,
     progress: &(dyn Progress + Sync),
 ) -> Result<AuditReport, Error> {
-    let ids = dfck_core::store::select_threads(store, threads)?;
-    progress.start("auditing threads", Some(ids.len() as u64));
+    // Every thread of the store is read a page at a time as the run goes, never all listed.
+    let conn = dfck_core::store::ReadOnly(store);
+    let selection = dfck_core::write::Selection::of(&conn, threads, false)?;
+    progress.start("auditing threads", selection.total(&conn, progress)?);
     let open_more = || open().map(|b| -> Box<dyn Store + 's> { b });
     let total = Mutex::new(Tally::default());
-    let results = dfck_core::pool::run(ids.len(), jobs, store, &open_more, &|s, i| {
-        let r = audit_thread(s, &ids[i])?;
-        progress.inc(1);
-        Ok(match r {
-            Some(t) => {
-                if let Ok(mut total) = total.lock() {
-                    total.merge(t);
+    let mut gone: Vec<String> = Vec::new();
+    let audited = selection.each(&conn, &mut |ids| {
+        let results = dfck_core::pool::run(ids.len(), jobs, store, &open_more, &|s, i| {
+            let r = audit_thread(s, &ids[i])?;
+            progress.inc(1);
+            Ok(match r {
+                Some(t) => {
+                    if let Ok(mut total) = total.lock() {
+                        total.merge(t);
+                    }
+                    false
                 }
-                false
-            }
-            None => true,
-        })
+                None => true,
+            })
+        })?;
+        gone.extend(
+            results
+                .into_iter()
+                .zip(ids)
+                .filter(|(gone, _)| *gone)
+                .map(|(_, id)| id.clone()),
+        );
+        Ok(())
     });
     progress.finish();
-    let gone: Vec<String> = results?
-        .into_iter()
-        .zip(&ids)
-        .filter(|(gone, _)| *gone)
-        .map(|(_, id)| id.clone())
-        .collect();
+    audited?;
     let total = total.into_inner().unwrap_or_else(|p| p.into_inner());
     let info = store.info();
     Ok(report(info.location.clone(), info.backend, total, gone))

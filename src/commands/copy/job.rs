@@ -55,6 +55,10 @@ impl PlanStore for CopyConn {
         dfck_core::store::select_threads(self.source.as_ref(), given)
     }
 
+    fn thread_page(&self, after: Option<&str>, limit: usize) -> Result<Vec<String>, StoreError> {
+        self.source.thread_ids_after(after, limit)
+    }
+
     fn begin_read(&self) -> Result<(), StoreError> {
         self.target.write().begin_read()
     }

@@ -12,11 +12,13 @@ pub mod postgres;
 pub mod schema;
 pub mod space;
 pub mod sqlite;
+mod threads;
 pub(crate) mod tls;
 mod writing;
 mod x509;
 
 use crate::error::StoreError;
+pub use threads::{THREAD_PAGE, for_each_page, select_threads, thread_not_found};
 pub use writing::{BackupPlan, BatchTuning, PlanStore, ReadOnly, ThreadLock, WalLeft, WriteStore};
 
 /// How a checkpoint's body is stored.
@@ -143,56 +145,6 @@ pub struct StoredValue {
     /// checkpoints whose `channel_versions` name a blob's version (none when no checkpoint
     /// does: LangGraph never reads that blob), the checkpoint a write is stored on.
     pub checkpoint_ids: Vec<String>,
-}
-
-/// The threads a command works on: the given ones (each once, in first-seen order), or
-/// every thread of the store when none are given.
-pub fn select_threads(store: &dyn Store, given: &[String]) -> Result<Vec<String>, StoreError> {
-    if !given.is_empty() {
-        // Named threads must exist now (a typo is an error, exit 2); one that vanishes later,
-        // between this listing and its transaction, is the command's to skip and name.
-        let mut seen = std::collections::HashSet::new();
-        let mut out = Vec::new();
-        for t in given.iter().filter(|t| seen.insert(t.as_str())) {
-            if store.namespaces(t)?.is_empty() {
-                return Err(thread_not_found(store, t, ""));
-            }
-            out.push(t.clone());
-        }
-        return Ok(out);
-    }
-    let mut v = Vec::new();
-    store.scan_thread_ids(&mut |t| {
-        v.push(t);
-        Ok(())
-    })?;
-    Ok(v)
-}
-
-/// [`StoreError::ThreadNotFound`] for `thread_id`, with the nearest existing thread ids as a
-/// "did you mean" ([`StoreError::Suggested`]) when some are close; the thread ids are
-/// streamed, never all held.
-pub fn thread_not_found(store: &dyn Store, thread_id: &str, ns: &str) -> StoreError {
-    let error = StoreError::ThreadNotFound {
-        thread_id: thread_id.to_owned(),
-        checkpoint_ns: ns.to_owned(),
-    };
-    let mut best: Vec<String> = Vec::new();
-    let scanned = store.scan_thread_ids(&mut |t| {
-        best.push(t);
-        best = crate::suggest::nearest(thread_id, best.iter().map(String::as_str))
-            .into_iter()
-            .map(str::to_owned)
-            .collect();
-        Ok(())
-    });
-    if scanned.is_err() || best.is_empty() {
-        return error;
-    }
-    StoreError::Suggested {
-        error: Box::new(error),
-        hint: best.join(", "),
-    }
 }
 
 /// Sorts writes in LangGraph's canonical order.
@@ -432,6 +384,14 @@ pub trait Store {
         &self,
         f: &mut dyn FnMut(String) -> Result<(), StoreError>,
     ) -> Result<(), StoreError>;
+
+    /// Up to `limit` thread ids with checkpoints after `after` (from the first with `None`),
+    /// in the store's order: one page of [`for_each_page`].
+    fn thread_ids_after(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError>;
 
     /// Every pending write of (thread, ns), in no particular order.
     fn thread_writes(&self, thread_id: &str, ns: &str) -> Result<Vec<WriteRow>, StoreError>;

@@ -62,6 +62,12 @@ pub trait PlanStore {
         select_threads(self.store(), given)
     }
 
+    /// One page of every thread of the store ([`Store::thread_ids_after`]), read outside
+    /// any write transaction.
+    fn thread_page(&self, after: Option<&str>, limit: usize) -> Result<Vec<String>, StoreError> {
+        self.store().thread_ids_after(after, limit)
+    }
+
     /// Opens a read transaction (one snapshot, no write lock) for planning without writing.
     fn begin_read(&self) -> Result<(), StoreError>;
 

@@ -36,8 +36,12 @@ where
     C: PlanStore + ?Sized,
     J: ThreadPlan<C>,
 {
-    let ids = conn.list_threads(threads)?;
-    plan_into(job, conn, &ids, progress, sink)
+    let selection = super::Selection::of(conn, threads, false)?;
+    let total = selection.total(conn, progress)?;
+    progress.start("planning threads", total);
+    selection.each(conn, &mut |ids| plan_into(job, conn, ids, progress, sink))?;
+    progress.finish();
+    Ok(())
 }
 
 /// [`dry_run`] on exactly `ids`, without the check that each has checkpoints.
@@ -51,7 +55,10 @@ where
     C: PlanStore + ?Sized,
     J: ThreadPlan<C>,
 {
-    super::collect(|sink| plan_into(job, conn, ids, progress, sink))
+    progress.start("planning threads", Some(ids.len() as u64));
+    let reports = super::collect(|sink| plan_into(job, conn, ids, progress, sink))?;
+    progress.finish();
+    Ok(reports)
 }
 
 /// [`plan_each`], each report to `sink`.
@@ -66,7 +73,6 @@ where
     C: PlanStore + ?Sized,
     J: ThreadPlan<C>,
 {
-    progress.start("planning threads", Some(ids.len() as u64));
     let budget = crate::failpoint::Failpoints::from_env("plan").batch_bytes(AHEAD_BYTES);
     let ahead = ahead_of(job, ids.len(), budget);
     let planned = (|| -> Result<(), Error> {
@@ -94,7 +100,6 @@ where
     let forgotten = forget_ahead(conn.store(), ahead);
     planned?;
     forgotten?;
-    progress.finish();
     Ok(())
 }
 

@@ -17,9 +17,11 @@ mod dry_run;
 mod group;
 mod job;
 pub mod preamble;
+mod select;
 
 pub use dry_run::{dry_run, dry_run_each, plan_each};
 pub use job::{ApplyContext, Planned, Refusal, ThreadJob, ThreadPlan};
+pub use select::Selection;
 
 use crate::error::{Error, StoreError};
 use crate::failpoint::Failpoints;
@@ -129,23 +131,20 @@ where
 {
     let first = conns.first;
     let cx = ApplyContext::new(job.name());
-    let ids = if opts.exact_threads {
-        threads.to_vec()
-    } else {
-        first.list_threads(threads)?
-    };
+    let selection = Selection::of(first, threads, opts.exact_threads)?;
     if let Some(dest) = opts.backup {
         let plan = first.backup_plan(dest)?;
-        if let Some(reason) = backup_space(job, first, &ids, &plan, &cx)? {
-            for id in &ids {
-                sink(job.refuse(job.untouched(id), Refusal(reason.clone())))?;
-            }
-            return Ok(());
+        if let Some(reason) = backup_space(job, first, &selection, &plan, &cx)? {
+            return selection.each(first, &mut |ids| {
+                ids.iter()
+                    .try_for_each(|id| sink(job.refuse(job.untouched(id), Refusal(reason.clone()))))
+            });
         }
         backup(first, dest, &cx.failpoints)?;
         (opts.events)(WriteEvent::BackupWritten(dest));
     }
-    opts.progress.start(opts.phase, Some(ids.len() as u64));
+    let total = selection.total(first, opts.progress)?;
+    opts.progress.start(opts.phase, total);
     let tuning = first.begin_batch(conns.spare.is_some());
     let done = AtomicBool::new(false);
     let open = || (conns.open)().map_err(Error::from);
@@ -159,36 +158,39 @@ where
                 }
             });
         }
-        let r = if job.groups() && first.groups_threads() {
-            // Each worker takes a share of at most a group's threads at a time.
-            let share = ids
-                .len()
-                .div_ceil(opts.jobs.max(1))
-                .clamp(1, group::GROUP_THREADS);
-            let shares: Vec<&[String]> = ids.chunks(share).collect();
-            crate::pool::run_ordered(
-                shares.len(),
-                opts.jobs,
-                first,
-                &open,
-                &|conn: &C, i| group::run_groups(job, conn, shares[i], &cx, opts),
-                &mut |_, reports| reports.into_iter().try_for_each(&mut *sink),
-            )
-        } else {
-            crate::pool::run_ordered(
-                ids.len(),
-                opts.jobs,
-                first,
-                &open,
-                &|conn: &C, i| {
-                    let report = run_thread(job, conn, &ids[i], &cx, opts)?;
-                    conn.between_threads();
-                    opts.progress.inc(1);
-                    Ok(report)
-                },
-                &mut |_, report| sink(report),
-            )
-        };
+        // A page of threads at a time, each over the worker pool.
+        let r = selection.each(first, &mut |ids| {
+            if job.groups() && first.groups_threads() {
+                // Each worker takes a share of at most a group's threads at a time.
+                let share = ids
+                    .len()
+                    .div_ceil(opts.jobs.max(1))
+                    .clamp(1, group::GROUP_THREADS);
+                let shares: Vec<&[String]> = ids.chunks(share).collect();
+                crate::pool::run_ordered(
+                    shares.len(),
+                    opts.jobs,
+                    first,
+                    &open,
+                    &|conn: &C, i| group::run_groups(job, conn, shares[i], &cx, opts),
+                    &mut |_, reports| reports.into_iter().try_for_each(&mut *sink),
+                )
+            } else {
+                crate::pool::run_ordered(
+                    ids.len(),
+                    opts.jobs,
+                    first,
+                    &open,
+                    &|conn: &C, i| {
+                        let report = run_thread(job, conn, &ids[i], &cx, opts)?;
+                        conn.between_threads();
+                        opts.progress.inc(1);
+                        Ok(report)
+                    },
+                    &mut |_, report| sink(report),
+                )
+            }
+        });
         done.store(true, Ordering::SeqCst);
         r
     });
@@ -245,7 +247,7 @@ fn space_needed(growth: u64, written: u64) -> u64 {
 fn backup_space<C, J>(
     job: &J,
     conn: &C,
-    ids: &[String],
+    selection: &Selection,
     plan: &BackupPlan,
     cx: &ApplyContext,
 ) -> Result<Option<String>, Error>
@@ -254,20 +256,23 @@ where
     J: ThreadJob<C>,
 {
     let (mut growth, mut written) = (0u64, 0u64);
-    for id in ids {
-        conn.begin_read()?;
-        let planned = job.plan(conn, id);
-        conn.end_read()?;
-        if let Planned::Write {
-            growth: g,
-            written: w,
-            ..
-        } = planned?
-        {
-            growth = growth.saturating_add(g);
-            written = written.max(w);
+    selection.each(conn, &mut |ids| {
+        for id in ids {
+            conn.begin_read()?;
+            let planned = job.plan(conn, id);
+            conn.end_read()?;
+            if let Planned::Write {
+                growth: g,
+                written: w,
+                ..
+            } = planned?
+            {
+                growth = growth.saturating_add(g);
+                written = written.max(w);
+            }
         }
-    }
+        Ok(())
+    })?;
     let work = space_needed(growth, written);
     let mib = |b: u64| b.div_ceil(1 << 20);
     let store_free = cx.failpoints.free_space(conn.free_space());

@@ -386,6 +386,10 @@ impl Store for PostgresStore {
         )
     }
 
+    fn thread_ids_after(&self, after: Option<&str>, n: usize) -> Result<Vec<String>, StoreError> {
+        self.thread_ids_page(after, n)
+    }
+
     fn scan_thread_values(
         &self,
         thread_id: &str,

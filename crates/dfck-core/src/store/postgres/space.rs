@@ -290,3 +290,30 @@ impl PostgresStore {
         )
     }
 }
+
+impl PostgresStore {
+    /// One page of [`crate::store::Store::thread_ids_after`].
+    pub(super) fn thread_ids_page(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        let what = "listing threads";
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        // Two statements, so that the page seeks the index from `after`.
+        let rows = match after {
+            None => self.query(
+                what,
+                "SELECT DISTINCT thread_id FROM checkpoints ORDER BY thread_id LIMIT $1",
+                &[&limit],
+            )?,
+            Some(a) => self.query(
+                what,
+                "SELECT DISTINCT thread_id FROM checkpoints WHERE thread_id > $1 \
+                 ORDER BY thread_id LIMIT $2",
+                &[&a, &limit],
+            )?,
+        };
+        rows.iter().map(|r| get(r, 0, what)).collect()
+    }
+}

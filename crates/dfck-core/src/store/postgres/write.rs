@@ -342,6 +342,13 @@ impl PlanStore for PostgresStore {
         ids
     }
 
+    fn thread_page(&self, after: Option<&str>, limit: usize) -> Result<Vec<String>, StoreError> {
+        PostgresStore::begin_read(self)?;
+        let ids = self.thread_ids_page(after, limit);
+        self.end_transaction(false)?;
+        ids
+    }
+
     fn begin_read(&self) -> Result<(), StoreError> {
         PostgresStore::begin_read(self)
     }

@@ -426,6 +426,31 @@ impl Store for SqliteStore {
         Ok(())
     }
 
+    fn thread_ids_after(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        let what = "listing threads";
+        // Two statements, so that the page seeks the index from `after`.
+        let sql = match after {
+            None => {
+                "SELECT DISTINCT thread_id FROM checkpoints WHERE ?1 IS NULL ORDER BY thread_id LIMIT ?2"
+            }
+            Some(_) => {
+                "SELECT DISTINCT thread_id FROM checkpoints WHERE thread_id > ?1 ORDER BY thread_id LIMIT ?2"
+            }
+        };
+        let mut st = self.conn.prepare_cached(sql).map_err(q(what))?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let mut rows = st.query(params![after, limit]).map_err(q(what))?;
+        let mut out = Vec::new();
+        while let Some(r) = rows.next().map_err(q(what))? {
+            out.push(text_col(r, 0).map_err(q(what))?);
+        }
+        Ok(out)
+    }
+
     fn thread_writes(&self, thread_id: &str, ns: &str) -> Result<Vec<WriteRow>, StoreError> {
         if let Some(rows) = self.ahead.borrow_mut().take_writes(thread_id, ns) {
             return Ok(rows);

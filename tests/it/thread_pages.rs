@@ -1,0 +1,158 @@
+//! Whole-store runs read their threads a page at a time as they go, never all listed
+//! (docs/write-engine.md, "Threads"). With pages of one, two and three thread ids
+//! (`thread-page:N`), so that a fixture's few threads span several pages, every command
+//! that works on every thread reports and writes exactly what it does with one page, on
+//! every SQLite and PostgreSQL fixture and defect store.
+
+use crate::common::*;
+use std::process::Output;
+
+/// The whole-store runs compared.
+const RUNS: [&[&str]; 10] = [
+    &["verify", "--format", "ndjson"],
+    &["verify", "--format", "json"],
+    &["verify", "--jobs", "2", "--format", "json"],
+    &["prune", "--all", "--branches", "--format", "json"],
+    &[
+        "prune",
+        "--all",
+        "--keep-last-turns",
+        "1",
+        "--format",
+        "ndjson",
+    ],
+    &["prune", "--all", "--branches", "--jobs", "2"],
+    &["migrate", "delta-to-full", "--all", "--format", "json"],
+    &["migrate", "full-to-delta", "--all"],
+    &["audit", "--format", "json"],
+    &["inspect", "--format", "json"],
+];
+
+const PAGES: [&str; 3] = ["thread-page:1", "thread-page:2", "thread-page:3"];
+
+fn run(target: &str, args: &[&str], failpoint: &str) -> Output {
+    crate::common::dfck_command()
+        .arg("--db")
+        .arg(target)
+        .args(args)
+        .env_remove("DFCK_DB")
+        .env_remove("COLUMNS")
+        .env("DFCK_FAILPOINT", failpoint)
+        .output()
+        .expect("run dfck")
+}
+
+/// Compares the paged runs of `target` with one page; how many threads the store has.
+fn compare(target: &str) -> usize {
+    for args in RUNS {
+        let whole = run(target, args, "");
+        for failpoint in PAGES {
+            let out = run(target, args, failpoint);
+            assert_eq!(
+                (out.status.code(), String::from_utf8_lossy(&out.stdout)),
+                (whole.status.code(), String::from_utf8_lossy(&whole.stdout)),
+                "{target} {args:?} {failpoint}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+    let out = run(target, &["inspect", "--format", "json"], "");
+    serde_json::from_slice::<serde_json::Value>(&out.stdout)
+        .ok()
+        .and_then(|v| v["threads"].as_array().map(Vec::len))
+        .unwrap_or(0)
+}
+
+#[test]
+fn paged_runs_are_the_one_page_runs_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut spanned = 0;
+    for db in crate::sqlite_batch_reads::stores(dir.path()) {
+        spanned += usize::from(compare(db.to_str().unwrap()) > 3);
+    }
+    // Stores of more threads than the largest page: every size splits them.
+    assert!(spanned >= 3, "{spanned} stores of more than 3 threads");
+}
+
+#[test]
+fn paged_runs_are_the_one_page_runs_on_postgres() {
+    let Some(uri) = require_postgres("the paged runs") else {
+        return;
+    };
+    let mut spanned = 0;
+    for db in crate::pg_batch_reads::databases() {
+        spanned += usize::from(compare(&with_db(&uri, &db)) > 3);
+    }
+    assert!(spanned >= 3, "{spanned} databases of more than 3 threads");
+}
+
+/// `--apply` over pages writes the same rows and reports the same as over one page, with
+/// and without `--backup` (its space check plans every page first).
+#[test]
+fn applied_runs_over_pages_write_what_one_page_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let commands: [&[&str]; 3] = [
+        &[
+            "prune",
+            "--all",
+            "--branches",
+            "--apply",
+            "--format",
+            "json",
+        ],
+        &[
+            "migrate",
+            "delta-to-full",
+            "--all",
+            "--apply",
+            "--format",
+            "json",
+        ],
+        &[
+            "prune",
+            "--all",
+            "--keep-last-turns",
+            "1",
+            "--apply",
+            "--backup",
+        ],
+    ];
+    let (mut n, mut wrote) = (0, [false; 3]);
+    for stem in ["delta_k3", "retention", "deerflow", "full"] {
+        for (c, args) in commands.iter().enumerate() {
+            let mut results = Vec::new();
+            let mut before = Vec::new();
+            for failpoint in ["", "thread-page:1", "thread-page:2,group-threads:2"] {
+                n += 1;
+                let into = dir.path().join(n.to_string());
+                std::fs::create_dir_all(&into).unwrap();
+                let db = crate::sqlite_batch_reads::copy_store("sqlite", stem, &into);
+                let db = db.to_str().unwrap();
+                before = crate::common::store_rows::sqlite_rows(db);
+                let mut args = args.to_vec();
+                let backup = into.join("backup.db");
+                if args.last() == Some(&"--backup") {
+                    args.push(backup.to_str().unwrap());
+                }
+                let out = run(db, &args, failpoint);
+                assert!(
+                    matches!(out.status.code(), Some(0 | 1)),
+                    "{stem} {args:?} {failpoint}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                let report = String::from_utf8(out.stdout).unwrap();
+                let rows = crate::common::store_rows::sqlite_rows(db);
+                results.push((
+                    out.status.code(),
+                    report.replace(backup.to_str().unwrap(), "B"),
+                    rows,
+                ));
+            }
+            wrote[c] |= results[0].2 != before;
+            for r in &results[1..] {
+                assert_eq!(r, &results[0], "{stem} {args:?}");
+            }
+        }
+    }
+    assert_eq!(wrote, [true; 3], "each command changed rows on some store");
+}
