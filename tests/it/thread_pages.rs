@@ -42,10 +42,13 @@ fn run(target: &str, args: &[&str], failpoint: &str) -> Output {
         .expect("run dfck")
 }
 
-/// Compares the paged runs of `target` with one page; how many threads the store has.
-fn compare(target: &str) -> usize {
+/// Compares the paged runs of `target` with one page; how many threads the store has, and
+/// how many runs compared worked (exit 0, or 1 for findings or refused threads).
+fn compare(target: &str) -> (usize, usize) {
+    let mut worked = 0;
     for args in RUNS {
         let whole = run(target, args, "");
+        worked += usize::from(matches!(whole.status.code(), Some(0 | 1)));
         for failpoint in PAGES {
             let out = run(target, args, failpoint);
             assert_eq!(
@@ -57,21 +60,26 @@ fn compare(target: &str) -> usize {
         }
     }
     let out = run(target, &["inspect", "--format", "json"], "");
-    serde_json::from_slice::<serde_json::Value>(&out.stdout)
+    let threads = serde_json::from_slice::<serde_json::Value>(&out.stdout)
         .ok()
         .and_then(|v| v["threads"].as_array().map(Vec::len))
-        .unwrap_or(0)
+        .unwrap_or(0);
+    (threads, worked)
 }
 
 #[test]
 fn paged_runs_are_the_one_page_runs_on_sqlite() {
     let dir = tempfile::tempdir().unwrap();
-    let mut spanned = 0;
+    let (mut spanned, mut worked) = (0, 0);
     for db in crate::sqlite_batch_reads::stores(dir.path()) {
-        spanned += usize::from(compare(db.to_str().unwrap()) > 3);
+        let (threads, ok) = compare(db.to_str().unwrap());
+        spanned += usize::from(threads > 3);
+        worked += ok;
     }
     // Stores of more threads than the largest page: every size splits them.
     assert!(spanned >= 3, "{spanned} stores of more than 3 threads");
+    // The runs compared are runs that worked, not the same error.
+    assert!(worked >= 250, "{worked} runs worked");
 }
 
 #[test]
@@ -79,11 +87,14 @@ fn paged_runs_are_the_one_page_runs_on_postgres() {
     let Some(uri) = require_postgres("the paged runs") else {
         return;
     };
-    let mut spanned = 0;
+    let (mut spanned, mut worked) = (0, 0);
     for db in crate::pg_batch_reads::databases() {
-        spanned += usize::from(compare(&with_db(&uri, &db)) > 3);
+        let (threads, ok) = compare(&with_db(&uri, &db));
+        spanned += usize::from(threads > 3);
+        worked += ok;
     }
     assert!(spanned >= 3, "{spanned} databases of more than 3 threads");
+    assert!(worked >= 200, "{worked} runs worked");
 }
 
 /// `--apply` over pages writes the same rows and reports the same as over one page, with

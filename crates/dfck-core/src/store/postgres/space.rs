@@ -299,18 +299,19 @@ impl PostgresStore {
         limit: usize,
     ) -> Result<Vec<String>, StoreError> {
         let what = "listing threads";
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        // Every parameter goes as text (`PostgresStore::query`).
+        let limit = limit.to_string();
         // Two statements, so that the page seeks the index from `after`.
         let rows = match after {
             None => self.query(
                 what,
-                "SELECT DISTINCT thread_id FROM checkpoints ORDER BY thread_id LIMIT $1",
+                "SELECT DISTINCT thread_id FROM checkpoints ORDER BY thread_id LIMIT $1::text::bigint",
                 &[&limit],
             )?,
             Some(a) => self.query(
                 what,
                 "SELECT DISTINCT thread_id FROM checkpoints WHERE thread_id > $1 \
-                 ORDER BY thread_id LIMIT $2",
+                 ORDER BY thread_id LIMIT $2::text::bigint",
                 &[&a, &limit],
             )?,
         };
