@@ -217,3 +217,43 @@ fn writes_without_checkpoints_count_in_the_stores_bytes() {
         assert_eq!(bytes(failpoint), (before + 1337, writes + 2), "{failpoint}");
     }
 }
+
+/// The store summary counts its rows on a second thread while the scan reads on; rows past
+/// a budget are counted on the scan's own thread. Either way the summary is the same.
+#[test]
+fn the_summary_is_the_same_whichever_thread_counts_its_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut targets: Vec<String> = crate::sqlite_batch_reads::stores(dir.path())
+        .iter()
+        .map(|p| p.to_str().unwrap().to_owned())
+        .collect();
+    if let Some(uri) = require_postgres("the summary's counting thread") {
+        targets.extend(
+            crate::pg_batch_reads::databases()
+                .iter()
+                .map(|db| with_db(&uri, db)),
+        );
+    }
+    let mut compared = 0;
+    for target in &targets {
+        for args in [
+            &["inspect", "--format", "json"][..],
+            &["inspect", "--top", "2"],
+        ] {
+            let given = run(target, args, "", None);
+            if given.status.code() != Some(0) {
+                continue;
+            }
+            compared += 1;
+            for failpoint in ["summary-pending-bytes:0", "summary-pending-bytes:3000"] {
+                let out = run(target, args, failpoint, None);
+                assert_eq!(
+                    (out.status.code(), String::from_utf8_lossy(&out.stdout)),
+                    (given.status.code(), String::from_utf8_lossy(&given.stdout)),
+                    "{target} {args:?} {failpoint}"
+                );
+            }
+        }
+    }
+    assert!(compared >= 60, "{compared} summaries compared");
+}

@@ -29,6 +29,8 @@
 //!   streaming;
 //! - `spool-bytes:N` — a streamed report keeps N bytes of its rows in memory before it moves
 //!   them to a temporary file (`0`: straight to the file);
+//! - `summary-pending-bytes:N` — the store summary's scan keeps N bytes of rows for its
+//!   counting thread before it counts them itself (`0`: every row at once);
 //! - `thread-page:N` — a whole-store listing of threads reads pages of N thread ids (so a
 //!   test's few threads span several pages);
 //! - `hold:PATH` — with every connection of a write command open (inside the first thread
@@ -56,6 +58,7 @@ pub struct Failpoints {
     report_held: bool,
     spool_bytes: Option<usize>,
     thread_page: Option<usize>,
+    summary_pending_bytes: Option<u64>,
     #[cfg(feature = "failpoints")]
     hold: bool,
 }
@@ -89,6 +92,7 @@ impl Failpoints {
             report_held: find("report-held:").is_some(),
             spool_bytes: parse(find("spool-bytes:")),
             thread_page: parse(find("thread-page:")),
+            summary_pending_bytes: parse(find("summary-pending-bytes:")),
             hold: find("hold:").is_some(),
         }
     }
@@ -226,6 +230,12 @@ impl Failpoints {
     /// The bytes a streamed report keeps in memory: `default` unless injected.
     pub fn spool_bytes(&self, default: usize) -> usize {
         self.spool_bytes.unwrap_or(default)
+    }
+
+    /// The bytes of rows the store summary's scan keeps for its counting thread:
+    /// `default` unless injected.
+    pub fn summary_pending_bytes(&self, default: u64) -> u64 {
+        self.summary_pending_bytes.unwrap_or(default)
     }
 
     /// Thread ids in a page of a whole-store listing: `default` unless injected.

@@ -5,6 +5,7 @@
 //! Where the scan reads whole rows cheaply (SQLite), those facts come from the rows
 //! themselves (`whole`).
 
+mod pipeline;
 mod whole;
 
 use crate::commands::inspect::{Counts, HeadInfo, StoreSummary, SummaryOptions, ThreadSummary};
@@ -58,6 +59,8 @@ struct ThreadAcc {
     eager: bool,
     /// The last row, while it may be its namespace's last ([`whole::settle`]).
     last_row: Option<CheckpointRow>,
+    /// Rows handed over by the scan, not yet counted in ([`pipeline`]).
+    pending: Vec<pipeline::Pending>,
 }
 
 impl ThreadAcc {
@@ -80,6 +83,7 @@ impl ThreadAcc {
             undecided_bytes: 0,
             eager: false,
             last_row: None,
+            pending: Vec::new(),
         }
     }
 
@@ -572,61 +576,64 @@ pub fn summarize_each(
     progress.start("scanning checkpoints", None);
     let failpoints = dfck_core::failpoint::Failpoints::from_env("inspect");
     let wait = failpoints.summary_wait_bytes(whole::UNDECIDED_BYTES);
-    // Each row in, the batch finished at a thread boundary once full; `row`: the whole row
-    // when the scan read it (its facts are kept).
-    let mut push = |meta: CheckpointMetaRow, row: Option<CheckpointRow>, whole: bool| {
-        progress.inc(1);
-        if batch.last().is_none_or(|a| a.thread_id != meta.thread_id) {
-            if let Some(done) = batch.last_mut() {
-                whole::end(done);
-            }
-            if batch.len() == BATCH_THREADS {
-                let done = finish_batch(store, std::mem::take(&mut batch), &mut held_bytes)
-                    .and_then(&mut emit);
-                if let Err(e) = done {
-                    failure = Some(e);
-                    return Err(StoreError::Query {
-                        what: "summarizing".into(),
-                        reason: "aborted".into(),
-                    });
+    let pending_limit = failpoints.summary_pending_bytes(pipeline::PENDING_BYTES);
+    let mut finish =
+        |accs: Vec<ThreadAcc>| finish_batch(store, accs, &mut held_bytes).and_then(&mut emit);
+    // The scan hands each batch over at a thread boundary once full; a worker counts its
+    // rows in while the scan reads on ([`pipeline`]).
+    std::thread::scope(|scope| -> Result<(), Error> {
+        let mut counting = pipeline::Counting::start(scope, wait);
+        let mut pending_bytes = 0u64;
+        // Each row in; `row`: the whole row when the scan read it.
+        let mut push = |meta: CheckpointMetaRow, row: Option<CheckpointRow>, whole: bool| {
+            progress.inc(1);
+            if batch.last().is_none_or(|a| a.thread_id != meta.thread_id) {
+                if batch.len() == BATCH_THREADS {
+                    pending_bytes = 0;
+                    let done = counting
+                        .hand_over(std::mem::take(&mut batch))
+                        .and_then(|ready| ready.map_or(Ok(()), &mut finish));
+                    if let Err(e) = done {
+                        failure = Some(e);
+                        return Err(StoreError::Query {
+                            what: "summarizing".into(),
+                            reason: "aborted".into(),
+                        });
+                    }
                 }
+                let mut acc = ThreadAcc::new(meta.thread_id.clone());
+                acc.whole = whole;
+                batch.push(acc);
             }
-            let mut acc = ThreadAcc::new(meta.thread_id.clone());
-            acc.whole = whole;
-            batch.push(acc);
-        }
-        if let Some(acc) = batch.last_mut() {
-            let delta = acc.add(meta);
-            match row {
-                Some(row) if acc.whole => whole::add_row(acc, row, delta, wait),
-                // A row too large to read in the scan: the thread takes the point reads.
-                _ => {
-                    acc.whole = false;
-                    acc.rows = Vec::new();
-                    acc.last_row = None;
-                    acc.undecided = Vec::new();
-                }
+            pending_bytes += pipeline::weight(&meta, row.as_ref());
+            if let Some(acc) = batch.last_mut() {
+                acc.pending.push((meta, row));
             }
-        }
-        Ok(())
-    };
-    store
-        .scan_checkpoints_whole(
-            failpoints.scan_body_bytes(whole::MAX_BODY),
-            &mut |meta, row| push(meta, row, true),
-        )
-        .and_then(|whole| {
-            if !whole {
-                store.scan_checkpoint_meta(&mut |meta| push(meta, None, false))?;
+            if pending_bytes > pending_limit {
+                pending_bytes = 0;
+                batch
+                    .iter_mut()
+                    .for_each(|acc| pipeline::count_pending(acc, wait));
             }
             Ok(())
-        })
-        .map_err(|e| failure.take().unwrap_or(Error::Store(e)))?;
-    if let Some(done) = batch.last_mut() {
-        whole::end(done);
-    }
-    let done = finish_batch(store, batch, &mut held_bytes)?;
-    emit(done)?;
+        };
+        store
+            .scan_checkpoints_whole(
+                failpoints.scan_body_bytes(whole::MAX_BODY),
+                &mut |meta, row| push(meta, row, true),
+            )
+            .and_then(|whole| {
+                if !whole {
+                    store.scan_checkpoint_meta(&mut |meta| push(meta, None, false))?;
+                }
+                Ok(())
+            })
+            .map_err(|e| failure.take().unwrap_or(Error::Store(e)))?;
+        if let Some(done) = counting.hand_over(std::mem::take(&mut batch))? {
+            finish(done)?;
+        }
+        counting.finish()?.into_iter().try_for_each(&mut finish)
+    })?;
     progress.finish();
     // Writes and blobs of threads without checkpoints still occupy the store.
     let bytes = thread_bytes + (write_bytes + blob_bytes).saturating_sub(held_bytes);
