@@ -53,9 +53,12 @@ fn count_batch(batch: &mut [ThreadAcc], wait: u64) {
     }
 }
 
+/// The way to the counting thread and back.
+type Worker = (SyncSender<Vec<ThreadAcc>>, Receiver<Vec<ThreadAcc>>);
+
 /// The counting stage: a worker thread, or the scan's own when none could be started.
 pub(super) struct Counting {
-    worker: Option<(SyncSender<Vec<ThreadAcc>>, Receiver<Vec<ThreadAcc>>)>,
+    worker: Option<Worker>,
     in_flight: usize,
     wait: u64,
 }
