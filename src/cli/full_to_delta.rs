@@ -47,7 +47,8 @@ pub struct FullToDeltaArgs {
     /// protection (docs/security.md).
     #[arg(long)]
     pub encrypt_all: bool,
-    /// PostgreSQL: convert this many threads at once, each over its own connection.
+    /// Threads at once, each over its own connection: with --apply, PostgreSQL converts this
+    /// many at once (SQLite has one writer); a dry run plans this many on either backend.
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
     pub jobs: u16,
     /// SQLite: write a consistent copy here before converting (with --apply).

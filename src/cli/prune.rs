@@ -50,7 +50,8 @@ pub struct PruneArgs {
     /// Delete: one transaction per thread, verified before commit.
     #[arg(long)]
     pub apply: bool,
-    /// PostgreSQL: prune this many threads at once, each over its own connection.
+    /// Threads at once, each over its own connection: with --apply, PostgreSQL prunes this
+    /// many at once (SQLite has one writer); a dry run plans this many on either backend.
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
     pub jobs: u16,
     /// SQLite: write a consistent copy here before deleting (with --apply).

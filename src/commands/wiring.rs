@@ -175,7 +175,18 @@ impl WriteRequest<'_> {
             phase,
             sink,
             |store, sink| {
-                dfck_core::write::dry_run_each(job, &ReadOnly(store), threads, self.progress, sink)
+                // `--jobs N` plans over N read-only connections.
+                let open = || self.target.open_read_only();
+                let jobs = usize::from(self.jobs);
+                dfck_core::write::dry_run_jobs(
+                    job,
+                    store,
+                    &open,
+                    jobs,
+                    threads,
+                    self.progress,
+                    sink,
+                )
             },
             |c, run, sink| dfck_core::write::run_each(job, c, threads, run, sink),
             |c, run, sink| dfck_core::write::run_each(job, c, threads, run, sink),

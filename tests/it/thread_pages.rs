@@ -2,7 +2,9 @@
 //! (docs/write-engine.md, "Threads"). With pages of one, two and three thread ids
 //! (`thread-page:N`), so that a fixture's few threads span several pages, every command
 //! that works on every thread reports and writes exactly what it does with one page, on
-//! every SQLite and PostgreSQL fixture and defect store.
+//! every SQLite and PostgreSQL fixture and defect store. The dry runs of `prune` and
+//! `migrate` with `--jobs N` (N read-only connections, on either backend) report exactly what
+//! one connection reports.
 
 use crate::common::*;
 use std::process::Output;
@@ -40,6 +42,62 @@ fn run(target: &str, args: &[&str], failpoint: &str) -> Output {
         .env("DFCK_FAILPOINT", failpoint)
         .output()
         .expect("run dfck")
+}
+
+/// The dry runs compared over several connections (`--jobs` is added).
+const DRY_RUNS: [&[&str]; 5] = [
+    &["prune", "--all", "--branches", "--format", "json"],
+    &[
+        "prune",
+        "--all",
+        "--keep-last-turns",
+        "1",
+        "--format",
+        "ndjson",
+    ],
+    &["prune", "--all", "--branches", "--format", "csv"],
+    &["migrate", "delta-to-full", "--all", "--format", "json"],
+    &["migrate", "full-to-delta", "--all", "--format", "json"],
+];
+
+/// Compares the dry runs of `target` over 2 and 3 connections with one; how many worked.
+fn compare_jobs(target: &str) -> usize {
+    let mut worked = 0;
+    for args in DRY_RUNS {
+        let one = run(target, args, "");
+        worked += usize::from(matches!(one.status.code(), Some(0 | 1)));
+        for (jobs, failpoint) in [("2", ""), ("3", "thread-page:2"), ("2", "batch-bytes:0")] {
+            let mut with = args.to_vec();
+            with.extend(["--jobs", jobs]);
+            let out = run(target, &with, failpoint);
+            assert_eq!(
+                (out.status.code(), String::from_utf8_lossy(&out.stdout)),
+                (one.status.code(), String::from_utf8_lossy(&one.stdout)),
+                "{target} {with:?} {failpoint}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+    worked
+}
+
+#[test]
+fn dry_runs_over_several_connections_are_the_one_connection_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut targets: Vec<String> = crate::sqlite_batch_reads::stores(dir.path())
+        .iter()
+        .map(|p| p.to_str().unwrap().to_owned())
+        .collect();
+    let sqlite = targets.len();
+    if let Some(uri) = require_postgres("dry runs over several connections") {
+        targets.extend(
+            crate::pg_batch_reads::databases()
+                .iter()
+                .map(|db| with_db(&uri, db)),
+        );
+    }
+    let worked: usize = targets.iter().map(|t| compare_jobs(t)).sum();
+    assert!(worked >= sqlite * 3, "{worked} dry runs worked");
 }
 
 /// Compares the paged runs of `target` with one page; how many threads the store has, and

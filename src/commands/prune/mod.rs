@@ -15,7 +15,6 @@ pub use job::{Prune, plan_thread};
 use crate::commands::delete::{CacheReport, DeleteOptions, DeleteReport};
 use crate::commands::wiring::WriteRequest;
 use dfck_core::error::Error;
-use dfck_core::progress::Progress;
 use dfck_core::store::Store;
 use dfck_core::store::delete::DeleteRows;
 use dfck_core::write::{Connections, RunOptions};
@@ -238,30 +237,26 @@ fn resolve_protect(
 /// planned by the engine ([`dfck_core::write::dry_run`]) inside a read transaction.
 pub fn plan(
     store: &dyn Store,
-    threads: &[String],
-    all: bool,
+    req: &WriteRequest<'_>,
     opts: &PruneOptions,
-    progress: &dyn Progress,
 ) -> Result<PruneReport, Error> {
-    let out =
-        dfck_core::write::collect(|sink| plan_each(store, threads, all, opts, progress, sink))?;
+    let out = dfck_core::write::collect(|sink| plan_each(store, req, opts, sink))?;
     Ok(PruneReport::new(true, out))
 }
 
-/// [`plan`], each thread's report to `sink` as it is planned.
+/// [`plan`], each thread's report to `sink` as it is planned (`--jobs N`: over N read-only
+/// connections).
 fn plan_each(
     store: &dyn Store,
-    threads: &[String],
-    all: bool,
+    req: &WriteRequest<'_>,
     opts: &PruneOptions,
-    progress: &dyn Progress,
-    sink: &mut dyn FnMut(ThreadPrune) -> Result<(), Error>,
+    sink: &mut (dyn FnMut(ThreadPrune) -> Result<(), Error> + Send),
 ) -> Result<(), Error> {
-    let opts = &resolve_protect(store, threads, all, opts)?;
+    let opts = &resolve_protect(store, req.threads, req.all, opts)?;
     let job = Prune { opts };
-    let conn = dfck_core::store::ReadOnly(store);
-    let selected = if all { &[] } else { threads };
-    dfck_core::write::dry_run_each(&job, &conn, selected, progress, sink)
+    let open = || req.target.open_read_only();
+    let jobs = usize::from(req.jobs);
+    dfck_core::write::dry_run_jobs(&job, store, &open, jobs, req.selected(), req.progress, sink)
 }
 
 /// `prune --apply`: one engine transaction per thread (see [`dfck_core::write::run`]).
@@ -312,7 +307,7 @@ pub fn run_each(
     req.dry_or_apply_each(
         "pruning threads",
         &mut counted,
-        |store, sink| plan_each(store, req.threads, req.all, opts, req.progress, sink),
+        |store, sink| plan_each(store, req, opts, sink),
         |c, run, sink| apply_each(c, req.threads, req.all, opts, run, sink),
         |c, run, sink| apply_each(c, req.threads, req.all, opts, run, sink),
     )?;
@@ -401,7 +396,7 @@ pub fn run(
 fn prune_threads(req: &WriteRequest<'_>, opts: &PruneOptions) -> Result<PruneReport, Error> {
     req.dry_or_apply(
         "pruning threads",
-        |store| plan(store, req.threads, req.all, opts, req.progress),
+        |store| plan(store, req, opts),
         |c, run| apply(c, req.threads, req.all, opts, run),
         |c, run| apply(c, req.threads, req.all, opts, run),
     )

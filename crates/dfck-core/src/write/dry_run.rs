@@ -5,7 +5,7 @@ use super::{Planned, ThreadPlan, active_run_refusal};
 use crate::error::Error;
 use crate::error::StoreError;
 use crate::progress::Progress;
-use crate::store::{PlanStore, Store};
+use crate::store::{PlanStore, ReadOnly, Store};
 
 /// Plans `job` on the given threads (every thread of the store when none are given) and
 /// returns each thread's report in thread order: a thread the command would write shows as
@@ -40,6 +40,48 @@ where
     let total = selection.total(conn, progress)?;
     progress.start("planning threads", total);
     selection.each(conn, &mut |ids| plan_into(job, conn, ids, progress, sink))?;
+    progress.finish();
+    Ok(())
+}
+
+/// [`dry_run_each`] on a read-only store over `jobs` connections (`open` makes each one
+/// past the first): each page of threads in chunks, a chunk to a worker at a time, the
+/// reports handed to `sink` in thread order.
+pub fn dry_run_jobs<'s, J, R>(
+    job: &J,
+    store: &'s (dyn Store + 's),
+    open: &(dyn Fn() -> Result<Box<dyn Store + 's>, StoreError> + Sync),
+    jobs: usize,
+    threads: &[String],
+    progress: &(dyn Progress + Sync),
+    sink: &mut (dyn FnMut(R) -> Result<(), Error> + Send),
+) -> Result<(), Error>
+where
+    J: for<'a> ThreadPlan<ReadOnly<'a>, Report = R> + Sync,
+    R: Send,
+{
+    let first = ReadOnly(store);
+    if jobs <= 1 {
+        return dry_run_each(job, &first, threads, progress, sink);
+    }
+    let selection = super::Selection::of(&first, threads, false)?;
+    progress.start("planning threads", selection.total(&first, progress)?);
+    let open = || open().map_err(Error::from);
+    selection.each(&first, &mut |ids| {
+        // Chunks small enough to keep every worker busy.
+        let chunk = (ids.len() / (jobs * 8)).clamp(1, AHEAD_THREADS);
+        let chunks: Vec<&[String]> = ids.chunks(chunk).collect();
+        crate::pool::run_ordered(
+            chunks.len(),
+            jobs,
+            store,
+            &open,
+            &|s: &(dyn Store + 's), k| {
+                super::collect(|out| plan_into(job, &ReadOnly(s), chunks[k], progress, out))
+            },
+            &mut |_, reports| reports.into_iter().try_for_each(&mut *sink),
+        )
+    })?;
     progress.finish();
     Ok(())
 }

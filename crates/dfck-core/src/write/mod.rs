@@ -19,7 +19,7 @@ mod job;
 pub mod preamble;
 mod select;
 
-pub use dry_run::{dry_run, dry_run_each, plan_each};
+pub use dry_run::{dry_run, dry_run_each, dry_run_jobs, plan_each};
 pub use job::{ApplyContext, Planned, Refusal, ThreadJob, ThreadPlan};
 pub use select::Selection;
 
