@@ -81,7 +81,7 @@ sqlite_section() {
     local floor_cmd="sqlite3 $db \"SELECT sum(instr(checkpoint, x'c7c7c7c7c7')) + sum(instr(metadata, x'c7c7c7c7c7')) FROM checkpoints; SELECT sum(instr(value, x'c7c7c7c7c7')) FROM writes\""
     table "$1" "sqlite3 read floor" "$floor_cmd" "$db" \
         "inspect" "verify --format ndjson" "verify --format ndjson --jobs 2" \
-        "prune --all --branches"
+        "prune --all --branches" "prune --all --branches --jobs 2"
     local w="$D/work.db" apply="prune --all --branches --apply" m rss
     rm -f "$w" "$w-wal" "$w-shm" && cp "$db" "$w"
     # shellcheck disable=SC2086
