@@ -229,7 +229,7 @@ fn full_plain(store: &dyn Store, accs: &[ThreadAcc]) -> Result<Vec<bool>, StoreE
                 break;
             }
             store.checkpoints_at(std::slice::from_ref(&key), &mut |row| {
-                plain[t] |= messages_encoding_of(row) == Some(MessagesEncoding::Plain);
+                plain[t] |= messages_encoding_of(&row) == Some(MessagesEncoding::Plain);
                 Ok(())
             })?;
         }

@@ -6,9 +6,7 @@
 use super::{KEYS_PER_READ, ThreadAcc};
 use dfck_core::error::StoreError;
 use dfck_core::model::MessagesEncoding;
-use dfck_core::model::facts::{
-    CheckpointFacts, FactsRow, FactsWanted, checkpoint_ts, messages_encoding_of,
-};
+use dfck_core::model::facts::{CheckpointFacts, FactsWanted, checkpoint_ts, messages_encoding_of};
 use dfck_core::store::{CheckpointKey, CheckpointRow, Store};
 use std::collections::{HashMap, HashSet};
 
@@ -32,25 +30,35 @@ pub(super) fn add_row(acc: &mut ThreadAcc, row: CheckpointRow, delta: bool, wait
     } else {
         None
     };
-    // The row before in its namespace was not its last.
-    acc.last_row = (!first_in_ns).then(|| row.clone());
     // How it stores `messages` when its metadata is not delta: a `mixed` candidate once the
     // thread is known to be delta. The full rows before its first delta row wait (up to
     // `wait` bytes of them, UNDECIDED_BYTES by default; then they are decided at once): a
     // full thread decodes none.
     let undecided = !delta && !acc.any_delta && !acc.eager;
-    let waiting = undecided.then(|| row.clone());
     let want = FactsWanted {
         encoding: !delta && !undecided,
         head: false,
         writes: false,
     };
-    let mut facts = CheckpointFacts::of(read_of(row), want);
+    let mut facts = CheckpointFacts::of_row(&row, want);
     facts.ts = ts;
     acc.rows.push(facts);
-    if let Some(row) = waiting {
-        acc.undecided_bytes += row.read_bytes();
-        acc.undecided.push((acc.rows.len() - 1, row));
+    // The row is kept, not copied, where it is still needed: while it may be its
+    // namespace's last (a first row is not: its `ts` is read), and while it waits.
+    let waiting = undecided.then(|| acc.rows.len() - 1);
+    acc.last_row = None;
+    match (waiting, first_in_ns) {
+        (Some(i), true) => {
+            acc.undecided_bytes += row.read_bytes();
+            acc.undecided.push((i, row));
+        }
+        (Some(i), false) => {
+            acc.undecided_bytes += row.read_bytes();
+            acc.undecided.push((i, row.clone()));
+            acc.last_row = Some(row);
+        }
+        (None, true) => {}
+        (None, false) => acc.last_row = Some(row),
     }
     if acc.any_delta || acc.undecided_bytes > wait {
         acc.eager |= !acc.any_delta;
@@ -61,21 +69,12 @@ pub(super) fn add_row(acc: &mut ThreadAcc, row: CheckpointRow, delta: bool, wait
 /// The bytes of full rows a thread keeps before it is known to be delta.
 pub(super) const UNDECIDED_BYTES: u64 = 1 << 20;
 
-fn read_of(row: CheckpointRow) -> FactsRow {
-    FactsRow {
-        row,
-        write_bytes: 0,
-        blob_lengths: None,
-        whole: true,
-    }
-}
-
 /// Reads how each waiting full row stores `messages`.
 fn decide(acc: &mut ThreadAcc) {
     acc.undecided_bytes = 0;
     for (i, row) in std::mem::take(&mut acc.undecided) {
         if let Some(f) = acc.rows.get_mut(i) {
-            f.messages = messages_encoding_of(row);
+            f.messages = messages_encoding_of(&row);
         }
     }
 }

@@ -372,19 +372,19 @@ pub fn checkpoint_messages_slice(body: &[u8]) -> Result<(Option<&[u8]>, bool), C
     let mut slice = None;
     let mut versioned = false;
     // Keys are strings in every checkpoint dict; a container key would need a full skip.
-    let key = |cur: &mut Cur<'_>| -> Result<Option<String>, CodecError> {
+    fn key<'a>(cur: &mut Cur<'a>) -> Result<Option<&'a str>, CodecError> {
         let at = cur.pos;
         match cur.token()? {
-            Token::Str(s) => Ok(Some(s.to_owned())),
+            Token::Str(s) => Ok(Some(s)),
             Token::Array(_) | Token::Map(_) | Token::Ext(..) => Err(CodecError::InvalidMarker {
                 offset: at,
                 byte: cur.buf[at],
             }),
             _ => Ok(None),
         }
-    };
+    }
     for _ in 0..n {
-        match key(&mut cur)?.as_deref() {
+        match key(&mut cur)? {
             Some(k @ ("channel_values" | "channel_versions")) => {
                 let at = cur.pos;
                 let Token::Map(m) = cur.token()? else {
@@ -393,7 +393,7 @@ pub fn checkpoint_messages_slice(body: &[u8]) -> Result<(Option<&[u8]>, bool), C
                     continue;
                 };
                 for _ in 0..m {
-                    let is_messages = key(&mut cur)?.as_deref() == Some("messages");
+                    let is_messages = key(&mut cur)? == Some("messages");
                     let v = cur.value_slice()?;
                     if is_messages {
                         if k == "channel_values" {

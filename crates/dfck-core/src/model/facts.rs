@@ -11,6 +11,7 @@ use crate::store::{CheckpointBody, CheckpointKey, CheckpointRow};
 pub use crate::store::{FactsRow, FactsWanted};
 use serde::Deserialize;
 use serde_json::Value as Json;
+use std::borrow::Cow;
 
 /// What a store summary reads of checkpoint metadata.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -137,30 +138,44 @@ pub fn checkpoint_ts(row: &CheckpointRow) -> Option<String> {
 
 /// How `row` stores `messages`, as [`Checkpoint::messages_encoding`] gives it; `None` when
 /// the row cannot be decoded. msgpack bodies are scanned, not decoded.
-pub fn messages_encoding_of(row: CheckpointRow) -> Option<MessagesEncoding> {
+pub fn messages_encoding_of(row: &CheckpointRow) -> Option<MessagesEncoding> {
+    encoding_of(Cow::Borrowed(row))
+}
+
+/// [`messages_encoding_of`], the row decoded (when it must be) without a copy when owned.
+fn encoding_of(row: Cow<'_, CheckpointRow>) -> Option<MessagesEncoding> {
     if let CheckpointBody::Serialized {
         type_tag: Some(t),
         bytes,
     } = &row.body
     {
         if t == "msgpack" {
-            if !codec::is_document(bytes) || parse_metadata(&row.metadata, "").is_err() {
-                return None;
-            }
-            let (slice, versioned) = codec::checkpoint_messages_slice(bytes).ok()?;
-            return Some(match slice {
-                Some(v) if codec::ext_code(v) == Some(EXT_DELTA_SNAPSHOT) => {
-                    MessagesEncoding::Snapshot
-                }
-                Some(_) => MessagesEncoding::Plain,
-                None if versioned => MessagesEncoding::Absent,
-                None => MessagesEncoding::Unversioned,
-            });
+            let scanned = codec::checkpoint_messages_slice(bytes);
+            return msgpack_encoding(bytes, &row.metadata, scanned);
         }
     }
-    Checkpoint::from_row(row)
+    Checkpoint::from_row(row.into_owned())
         .ok()
         .map(|c| c.messages_encoding())
+}
+
+/// How a msgpack body stores `messages`, from its scan ([`codec::checkpoint_messages_slice`]):
+/// `None` unless the body and the metadata are well formed.
+fn msgpack_encoding(
+    bytes: &[u8],
+    metadata: &[u8],
+    scanned: Result<(Option<&[u8]>, bool), crate::error::CodecError>,
+) -> Option<MessagesEncoding> {
+    if !codec::is_document(bytes) || parse_metadata(metadata, "").is_err() {
+        return None;
+    }
+    let (slice, versioned) = scanned.ok()?;
+    Some(match slice {
+        Some(v) if codec::ext_code(v) == Some(EXT_DELTA_SNAPSHOT) => MessagesEncoding::Snapshot,
+        Some(_) => MessagesEncoding::Plain,
+        None if versioned => MessagesEncoding::Absent,
+        None => MessagesEncoding::Unversioned,
+    })
 }
 
 /// What a store summary needs of one checkpoint to count the bytes its state reads
@@ -200,6 +215,21 @@ impl CheckpointFacts {
             blob_lengths,
             whole,
         } = read;
+        Self::build(Cow::Owned(row), write_bytes, blob_lengths, whole, want)
+    }
+
+    /// [`CheckpointFacts::of`] on a borrowed row read whole by the scan.
+    pub fn of_row(row: &CheckpointRow, want: FactsWanted) -> Self {
+        Self::build(Cow::Borrowed(row), 0, None, true, want)
+    }
+
+    fn build(
+        row: Cow<'_, CheckpointRow>,
+        write_bytes: u64,
+        blob_lengths: Option<(u64, u64)>,
+        whole: bool,
+        want: FactsWanted,
+    ) -> Self {
         let (blob_bytes, messages_blob_bytes) = blob_lengths.unwrap_or_else(|| {
             let (mut all, mut messages) = (0, 0);
             if let CheckpointBody::Postgres { blobs, .. } = &row.body {
@@ -220,21 +250,22 @@ impl CheckpointFacts {
             checkpoint_id: row.checkpoint_id.clone(),
         };
         let (parent_checkpoint_id, bytes) = (row.parent_checkpoint_id.clone(), row.bytes);
-        // msgpack: only lengths are read, as the reader's delta walk does; else decoded.
-        let msgpack_absent = match &row.body {
+        // msgpack: only lengths are read, as the reader's delta walk does (one scan for
+        // both facts); else decoded.
+        let (msgpack_absent, decoded) = match &row.body {
             CheckpointBody::Serialized {
                 type_tag: Some(t),
                 bytes,
-            } if t == "msgpack" => Some(matches!(
-                codec::checkpoint_messages_slice(bytes),
-                Ok((None, true))
-            )),
-            _ => None,
-        };
-        let decoded = if want.encoding || msgpack_absent.is_none() {
-            messages_encoding_of(row)
-        } else {
-            None
+            } if t == "msgpack" => {
+                let scanned = codec::checkpoint_messages_slice(bytes);
+                let absent = matches!(scanned, Ok((None, true)));
+                let decoded = want
+                    .encoding
+                    .then(|| msgpack_encoding(bytes, &row.metadata, scanned))
+                    .flatten();
+                (Some(absent), decoded)
+            }
+            _ => (None, encoding_of(row)),
         };
         let messages_absent = msgpack_absent.unwrap_or(decoded == Some(MessagesEncoding::Absent));
         let messages = if want.encoding { decoded } else { None };
@@ -326,7 +357,7 @@ mod tests {
                 let slow = Checkpoint::from_row(row.clone())
                     .ok()
                     .map(|c| c.messages_encoding());
-                assert_eq!(messages_encoding_of(row), slow, "{path:?} {t} {id}");
+                assert_eq!(messages_encoding_of(&row), slow, "{path:?} {t} {id}");
                 rows += 1;
             }
         }
