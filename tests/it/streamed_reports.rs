@@ -122,7 +122,6 @@ fn streamed_reports_are_the_held_ones_on_postgres() {
 /// same rows.
 #[test]
 fn applied_reports_stream_what_they_would_hold() {
-    let dir = tempfile::tempdir().unwrap();
     let commands: [&[&str]; 4] = [
         &["prune", "--all", "--branches", "--apply"],
         &[
@@ -144,40 +143,51 @@ fn applied_reports_stream_what_they_would_hold() {
             "json",
         ],
     ];
-    let mut wrote = [false; 4];
-    let mut n = 0;
+    let failpoints = ["report-held:1", "", "spool-bytes:0,group-threads:2"];
+    // Each command changed rows on some store: the reports compared are of real writes.
+    assert_eq!(applied_alike(&commands, &failpoints), [true; 4]);
+}
+
+/// Runs each of `commands` on fresh copies of four fixtures, once per failpoint, and asserts
+/// that every failpoint gives the first one's exit code, report and rows; which commands
+/// changed rows on some store. A command ending in `--backup` gets a path beside its copy
+/// (`B` in the report).
+pub(crate) fn applied_alike(commands: &[&[&str]], failpoints: &[&str]) -> Vec<bool> {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut n, mut wrote) = (0, vec![false; commands.len()]);
     for stem in ["delta_k3", "retention", "deerflow", "full"] {
-        for (c, args) in commands.iter().enumerate() {
-            let mut reports = Vec::new();
-            let mut before = Vec::new();
-            for failpoint in ["report-held:1", "", "spool-bytes:0,group-threads:2"] {
+        for (c, given) in commands.iter().enumerate() {
+            let (mut results, mut before) = (Vec::new(), Vec::new());
+            for failpoint in failpoints {
                 n += 1;
                 let into = dir.path().join(n.to_string());
                 std::fs::create_dir_all(&into).unwrap();
                 let db = crate::sqlite_batch_reads::copy_store("sqlite", stem, &into);
                 let db = db.to_str().unwrap();
                 before = crate::common::store_rows::sqlite_rows(db);
-                let out = run(db, args, failpoint, None);
+                let backup = into.join("backup.db");
+                let backup = backup.to_str().unwrap();
+                let mut args = given.to_vec();
+                if args.last() == Some(&"--backup") {
+                    args.push(backup);
+                }
+                let out = run(db, &args, failpoint, None);
                 assert!(
                     matches!(out.status.code(), Some(0 | 1)),
                     "{stem} {args:?} {failpoint}: {}",
                     String::from_utf8_lossy(&out.stderr)
                 );
+                let report = String::from_utf8(out.stdout).unwrap().replace(backup, "B");
                 let rows = crate::common::store_rows::sqlite_rows(db);
-                reports.push((
-                    out.status.code(),
-                    String::from_utf8(out.stdout).unwrap(),
-                    rows,
-                ));
+                results.push((out.status.code(), report, rows));
             }
-            wrote[c] |= reports[0].2 != before;
-            for r in &reports[1..] {
-                assert_eq!(r, &reports[0], "{stem} {args:?}");
+            wrote[c] |= results[0].2 != before;
+            for r in &results[1..] {
+                assert_eq!(r, &results[0], "{stem} {given:?}");
             }
         }
     }
-    // Each command changed rows on some store: the reports compared are of real writes.
-    assert_eq!(wrote, [true; 4]);
+    wrote
 }
 
 /// The store's bytes count the writes of threads without checkpoints (they occupy the

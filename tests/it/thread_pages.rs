@@ -159,7 +159,6 @@ fn paged_runs_are_the_one_page_runs_on_postgres() {
 /// and without `--backup` (its space check plans every page first).
 #[test]
 fn applied_runs_over_pages_write_what_one_page_writes() {
-    let dir = tempfile::tempdir().unwrap();
     let commands: [&[&str]; 3] = [
         &[
             "prune",
@@ -186,42 +185,7 @@ fn applied_runs_over_pages_write_what_one_page_writes() {
             "--backup",
         ],
     ];
-    let (mut n, mut wrote) = (0, [false; 3]);
-    for stem in ["delta_k3", "retention", "deerflow", "full"] {
-        for (c, args) in commands.iter().enumerate() {
-            let mut results = Vec::new();
-            let mut before = Vec::new();
-            for failpoint in ["", "thread-page:1", "thread-page:2,group-threads:2"] {
-                n += 1;
-                let into = dir.path().join(n.to_string());
-                std::fs::create_dir_all(&into).unwrap();
-                let db = crate::sqlite_batch_reads::copy_store("sqlite", stem, &into);
-                let db = db.to_str().unwrap();
-                before = crate::common::store_rows::sqlite_rows(db);
-                let mut args = args.to_vec();
-                let backup = into.join("backup.db");
-                if args.last() == Some(&"--backup") {
-                    args.push(backup.to_str().unwrap());
-                }
-                let out = run(db, &args, failpoint);
-                assert!(
-                    matches!(out.status.code(), Some(0 | 1)),
-                    "{stem} {args:?} {failpoint}: {}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
-                let report = String::from_utf8(out.stdout).unwrap();
-                let rows = crate::common::store_rows::sqlite_rows(db);
-                results.push((
-                    out.status.code(),
-                    report.replace(backup.to_str().unwrap(), "B"),
-                    rows,
-                ));
-            }
-            wrote[c] |= results[0].2 != before;
-            for r in &results[1..] {
-                assert_eq!(r, &results[0], "{stem} {args:?}");
-            }
-        }
-    }
+    let failpoints = ["", "thread-page:1", "thread-page:2,group-threads:2"];
+    let wrote = crate::streamed_reports::applied_alike(&commands, &failpoints);
     assert_eq!(wrote, [true; 3], "each command changed rows on some store");
 }
