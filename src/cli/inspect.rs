@@ -202,10 +202,16 @@ fn stream_summary(
     let app = crate::commands::deerflow_view::view_each(store)?;
     let mut out = render::SummaryStream::new(format, opts.top, app.is_some())?;
     let mut s = summarize_each(store, opts, progress, &mut |batch| {
-        for mut t in batch {
-            if let Some((_, data)) = &app {
-                t.deerflow = Some(Box::new(data.thread(&t.thread_id)));
+        let mut apps = match &app {
+            Some((_, data)) => {
+                let ids: Vec<&str> = batch.iter().map(|t| t.thread_id.as_str()).collect();
+                data.threads(store, &ids)?.into_iter().map(Some).collect()
             }
+            None => Vec::new(),
+        }
+        .into_iter();
+        for mut t in batch {
+            t.deerflow = apps.next().flatten().map(Box::new);
             out.push(&t)?;
         }
         Ok(())

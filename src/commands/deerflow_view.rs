@@ -4,10 +4,10 @@
 //! runs whose lease expired.
 
 use dfck_core::deerflow::{ActiveRun, AppSchema, RunSummary, TableSpace, ThreadMeta};
-use dfck_core::error::Error;
+use dfck_core::error::{Error, StoreError};
 use dfck_core::store::Store;
 use serde::Serialize;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// DeerFlow's tables and thread list, summed up.
 #[derive(Debug, Clone, Serialize)]
@@ -49,20 +49,20 @@ pub struct ThreadApp {
     pub tokens: u64,
 }
 
-/// What the store holds of DeerFlow's: its schema, threads and runs (`None` when DeerFlow
-/// lists no threads here).
+/// What the store holds of DeerFlow's beside its threads: its schema and active runs
+/// (`None` when DeerFlow lists no threads here). Threads are read a few at a time
+/// ([`AppData::threads`]), never all held.
 pub struct AppData {
     /// The schema.
     pub schema: AppSchema,
-    /// `threads_meta` by thread id.
-    pub metas: HashMap<String, ThreadMeta>,
-    /// Runs by thread id.
-    pub runs: HashMap<String, RunSummary>,
     /// Active runs.
     pub active: Vec<ActiveRun>,
 }
 
-/// Reads DeerFlow's tables, when the store has its thread list.
+/// Threads whose DeerFlow rows one read takes.
+const THREADS_PER_READ: usize = 512;
+
+/// Reads DeerFlow's schema and active runs, when the store has its thread list.
 pub fn load(store: &dyn Store) -> Result<Option<AppData>, Error> {
     let Some(app) = store.app() else {
         return Ok(None);
@@ -71,37 +71,52 @@ pub fn load(store: &dyn Store) -> Result<Option<AppData>, Error> {
     if !schema.lists_threads() {
         return Ok(None);
     }
-    let metas = app
-        .thread_metas()?
-        .into_iter()
-        .map(|m| (m.thread_id.clone(), m))
-        .collect();
-    let runs = app.run_summaries(&schema)?.into_iter().collect();
     let active = app.active_runs(&schema)?;
-    Ok(Some(AppData {
-        schema,
-        metas,
-        runs,
-        active,
-    }))
+    Ok(Some(AppData { schema, active }))
 }
 
 impl AppData {
-    /// One checkpoint thread as DeerFlow shows it.
-    pub fn thread(&self, thread_id: &str) -> ThreadApp {
-        let meta = self.metas.get(thread_id);
-        let runs = self.runs.get(thread_id).cloned().unwrap_or_default();
-        ThreadApp {
-            listed: meta.is_some(),
-            title: meta.and_then(|m| m.display_name.clone()),
-            user_id: meta.and_then(|m| m.user_id.clone()),
-            status: meta.and_then(|m| m.status.clone()),
-            pinned: meta.is_some_and(|m| m.pinned),
-            runs: runs.runs,
-            last_run_status: runs.last_status,
-            last_run_at: runs.last_at,
-            tokens: runs.tokens,
+    /// Each of `threads` as DeerFlow lists and runs it, in that order; their rows read a
+    /// few hundred threads at a time.
+    pub fn threads(&self, store: &dyn Store, threads: &[&str]) -> Result<Vec<ThreadApp>, Error> {
+        let Some(app) = store.app() else {
+            return Ok(threads.iter().map(|_| thread_app(None, None)).collect());
+        };
+        let mut out = Vec::with_capacity(threads.len());
+        for chunk in threads.chunks(THREADS_PER_READ) {
+            let ids: Vec<String> = chunk.iter().map(|t| (*t).to_owned()).collect();
+            let metas: HashMap<String, ThreadMeta> = app
+                .thread_metas(Some(&ids))?
+                .into_iter()
+                .map(|m| (m.thread_id.clone(), m))
+                .collect();
+            let runs: HashMap<String, RunSummary> = app
+                .run_summaries(&self.schema, Some(&ids))?
+                .into_iter()
+                .collect();
+            out.extend(
+                chunk
+                    .iter()
+                    .map(|t| thread_app(metas.get(*t), runs.get(*t))),
+            );
         }
+        Ok(out)
+    }
+}
+
+/// One checkpoint thread as DeerFlow shows it, from its `threads_meta` row and runs.
+fn thread_app(meta: Option<&ThreadMeta>, runs: Option<&RunSummary>) -> ThreadApp {
+    let runs = runs.cloned().unwrap_or_default();
+    ThreadApp {
+        listed: meta.is_some(),
+        title: meta.and_then(|m| m.display_name.clone()),
+        user_id: meta.and_then(|m| m.user_id.clone()),
+        status: meta.and_then(|m| m.status.clone()),
+        pinned: meta.is_some_and(|m| m.pinned),
+        runs: runs.runs,
+        last_run_status: runs.last_status,
+        last_run_at: runs.last_at,
+        tokens: runs.tokens,
     }
 }
 
@@ -111,14 +126,15 @@ pub fn view(
     store: &dyn Store,
     threads: &[&str],
 ) -> Result<Option<(AppSummary, Vec<ThreadApp>)>, Error> {
-    Ok(view_each(store)?.map(|(summary, data)| {
-        let per_thread = threads.iter().map(|t| data.thread(t)).collect();
-        (summary, per_thread)
-    }))
+    let Some((summary, data)) = view_each(store)? else {
+        return Ok(None);
+    };
+    let per_thread = data.threads(store, threads)?;
+    Ok(Some((summary, per_thread)))
 }
 
 /// DeerFlow's view of a store (`None`: no DeerFlow tables): the summary's part, and the
-/// data each thread's part is read from ([`AppData::thread`]) as a report takes them.
+/// data each thread's part is read from ([`AppData::threads`]) as a report takes them.
 pub fn view_each(store: &dyn Store) -> Result<Option<(AppSummary, AppData)>, Error> {
     let Some(mut data) = load(store)? else {
         return Ok(None);
@@ -127,24 +143,25 @@ pub fn view_each(store: &dyn Store) -> Result<Option<(AppSummary, AppData)>, Err
         Some(app) => app.app_space(&data.schema)?,
         None => Vec::new(),
     };
-    let checkpointed = store_thread_ids(store)?;
-    let mut listed_without: Vec<String> = data
-        .metas
-        .keys()
-        .filter(|t| !checkpointed.contains(t.as_str()))
-        .cloned()
-        .collect();
-    listed_without.sort();
-    let mut unlisted: Vec<String> = checkpointed
+    let listed_threads = tables
         .iter()
-        .filter(|t| !data.metas.contains_key(t.as_str()))
-        .cloned()
-        .collect();
-    unlisted.sort();
+        .find(|t| t.table == "threads_meta")
+        .map_or(0, |t| t.rows);
+    let (mut listed_without, mut unlisted) = (Vec::new(), Vec::new());
+    if let Some(app) = store.app() {
+        app.listed_without_checkpoints(&mut |t, _| {
+            listed_without.push(t);
+            Ok(())
+        })?;
+        app.unlisted_threads(&mut |t| {
+            unlisted.push(t);
+            Ok(())
+        })?;
+    }
     let summary = AppSummary {
         revision: data.schema.revision.clone(),
         tables,
-        listed_threads: data.metas.len() as u64,
+        listed_threads,
         listed_without_checkpoints: listed_without,
         unlisted_threads: unlisted,
         active_runs: std::mem::take(&mut data.active),
@@ -152,69 +169,70 @@ pub fn view_each(store: &dyn Store) -> Result<Option<(AppSummary, AppData)>, Err
     Ok(Some((summary, data)))
 }
 
-/// Every thread id with checkpoints.
-fn store_thread_ids(store: &dyn Store) -> Result<std::collections::BTreeSet<String>, Error> {
-    let mut out = std::collections::BTreeSet::new();
-    store.scan_thread_ids(&mut |t| {
-        out.insert(t);
-        Ok(())
-    })?;
-    Ok(out)
-}
-
 /// `verify`'s findings about DeerFlow's tables for the given threads (every thread with
-/// `all`): listed threads without checkpoints (whole-store runs only), checkpoint threads
-/// DeerFlow does not list, active runs whose lease is NULL or expired. `now` in Unix seconds.
+/// `all`), each to `take` as the store gives it (none held): listed threads without
+/// checkpoints (whole-store runs only), checkpoint threads DeerFlow does not list, active
+/// runs whose lease is NULL or expired. `now` in Unix seconds.
 pub fn findings(
     store: &dyn Store,
     threads: &[String],
     all: bool,
     now: i64,
-) -> Result<Vec<dfck_core::finding::Finding>, Error> {
+    take: &mut dyn FnMut(dfck_core::finding::Finding) -> Result<(), Error>,
+) -> Result<(), Error> {
     use dfck_core::finding::{Finding, FindingCode};
-    let Some(data) = load(store)? else {
-        return Ok(Vec::new());
+    let Some(app) = store.app() else {
+        return Ok(());
     };
-    let mut out = Vec::new();
-    let checkpointed = store_thread_ids(store)?;
-    if all {
-        let mut listed: Vec<&ThreadMeta> = data
-            .metas
-            .values()
-            .filter(|m| !checkpointed.contains(&m.thread_id))
-            .collect();
-        listed.sort_by(|a, b| a.thread_id.cmp(&b.thread_id));
-        for m in listed {
-            out.push(Finding::new(
-                FindingCode::DeerflowListedWithoutCheckpoints,
-                &m.thread_id,
-                "",
-                None,
-                format!(
-                    "DeerFlow lists this thread{} but it has no checkpoints: opening it shows an empty conversation",
-                    m.display_name
-                        .as_deref()
-                        .map(|t| format!(" (\"{t}\")"))
-                        .unwrap_or_default()
-                ),
-            ));
-        }
+    let schema = app.app_schema()?;
+    if !schema.lists_threads() {
+        return Ok(());
     }
-    let wanted = |t: &str| all || threads.iter().any(|x| x == t);
-    for t in checkpointed.iter().filter(|t| wanted(t)) {
-        if !data.metas.contains_key(t) {
-            out.push(Finding::new(
+    let wanted: HashSet<&str> = threads.iter().map(String::as_str).collect();
+    let wanted = |t: &str| all || wanted.contains(t);
+    // A finding `take` refused ends the stream; its error is the one returned.
+    let mut failure = None;
+    let mut give = |f: Finding| {
+        take(f).map_err(|e| {
+            failure = Some(e);
+            StoreError::Query {
+                what: "writing findings".into(),
+                reason: "aborted".into(),
+            }
+        })
+    };
+    let mut streamed = || -> Result<(), StoreError> {
+        if all {
+            app.listed_without_checkpoints(&mut |thread_id, title| {
+                give(Finding::new(
+                    FindingCode::DeerflowListedWithoutCheckpoints,
+                    &thread_id,
+                    "",
+                    None,
+                    format!(
+                        "DeerFlow lists this thread{} but it has no checkpoints: opening it shows an empty conversation",
+                        title.map(|t| format!(" (\"{t}\")")).unwrap_or_default()
+                    ),
+                ))
+            })?;
+        }
+        app.unlisted_threads(&mut |t| {
+            if !wanted(&t) {
+                return Ok(());
+            }
+            give(Finding::new(
                 FindingCode::DeerflowUnlistedThread,
-                t,
+                &t,
                 "",
                 None,
                 "checkpoints without a threads_meta row: DeerFlow's thread list cannot show this thread and its API cannot delete it (`dfck delete` can)".into(),
-            ));
-        }
-    }
-    for r in data.active.iter().filter(|r| wanted(&r.thread_id)) {
-        if r.lease_expired(now) {
-            out.push(Finding::new(
+            ))
+        })?;
+        for r in app.active_runs(&schema)? {
+            if !wanted(&r.thread_id) || !r.lease_expired(now) {
+                continue;
+            }
+            give(Finding::new(
                 FindingCode::DeerflowStaleRunLease,
                 &r.thread_id,
                 "",
@@ -227,10 +245,12 @@ pub fn findings(
                         None => "no lease".into(),
                     }
                 ),
-            ));
+            ))?;
         }
-    }
-    Ok(out)
+        Ok(())
+    };
+    let result = streamed();
+    result.map_err(|e| failure.take().unwrap_or(Error::Store(e)))
 }
 
 /// The threads `user_id` owns (DeerFlow's `threads_meta.user_id`) that have checkpoints, for
@@ -243,11 +263,18 @@ pub fn user_threads(store: &dyn Store, user_id: &str) -> Result<Vec<String>, Err
         return Err(no_thread_list(user_id));
     }
     let owned = app.user_thread_ids(user_id)?;
-    let checkpointed = store_thread_ids(store)?;
-    let ids: Vec<String> = owned
-        .into_iter()
-        .filter(|t| checkpointed.contains(t))
-        .collect();
+    // The user's threads without checkpoints (the store's threads are not held).
+    let mut empty = HashSet::new();
+    {
+        let mine: HashSet<&str> = owned.iter().map(String::as_str).collect();
+        app.listed_without_checkpoints(&mut |t, _| {
+            if mine.contains(t.as_str()) {
+                empty.insert(t);
+            }
+            Ok(())
+        })?;
+    }
+    let ids: Vec<String> = owned.into_iter().filter(|t| !empty.contains(t)).collect();
     if ids.is_empty() {
         return Err(Error::Usage(format!(
             "--user {user_id}: the user owns no thread with checkpoints in DeerFlow's thread list"

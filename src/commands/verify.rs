@@ -602,8 +602,8 @@ pub fn verify_store<'s>(
     }
     result?;
     let now = dfck_core::time::now_micros() / 1_000_000;
-    for f in crate::commands::deerflow_view::findings(store, threads, threads.is_empty(), now)? {
-        take(&mut report, f)?;
-    }
+    crate::commands::deerflow_view::findings(store, threads, threads.is_empty(), now, &mut |f| {
+        take(&mut report, f)
+    })?;
     Ok(report)
 }

@@ -86,7 +86,7 @@ pub fn plan_thread(
     let app = store.app();
     let meta = match app {
         Some(a) if op.schema.lists_threads() => a
-            .thread_metas()?
+            .thread_metas(Some(&[thread_id.to_owned()]))?
             .into_iter()
             .find(|m| m.thread_id == thread_id),
         _ => None,
@@ -183,7 +183,7 @@ impl<C: DeleteRows + ?Sized> ThreadJob<C> for Delete<'_> {
     fn before(&self, conn: &C, thread_id: &str) -> Result<(), Refusal> {
         let user = match conn.store().app() {
             Some(a) if self.op.schema.lists_threads() => a
-                .thread_metas()
+                .thread_metas(Some(&[thread_id.to_owned()]))
                 .map_err(refusal)?
                 .into_iter()
                 .find(|m| m.thread_id == thread_id)

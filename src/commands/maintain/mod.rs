@@ -247,7 +247,7 @@ fn sweep(
     let t = Instant::now();
     let summary = crate::commands::summary::summarize(store.as_ref(), req.progress)?;
     let metas = match store.app() {
-        Some(a) if a.app_schema()?.lists_threads() => a.thread_metas()?,
+        Some(a) if a.app_schema()?.lists_threads() => a.thread_metas(None)?,
         _ => Vec::new(),
     };
     report.steps.push(StepReport {

@@ -10,11 +10,30 @@ pub trait AppTables {
     /// Which DeerFlow tables the store holds, and its alembic revision.
     fn app_schema(&self) -> Result<AppSchema, StoreError>;
 
-    /// Every `threads_meta` row, by thread id.
-    fn thread_metas(&self) -> Result<Vec<ThreadMeta>, StoreError>;
+    /// The threads `threads_meta` lists that have no checkpoints, with their titles
+    /// (`display_name`), in byte order of their ids; streamed, none held.
+    fn listed_without_checkpoints(
+        &self,
+        f: &mut dyn FnMut(String, Option<String>) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError>;
 
-    /// Each thread's runs (`operation_kind = 'run'`), by thread id.
-    fn run_summaries(&self, schema: &AppSchema) -> Result<Vec<(String, RunSummary)>, StoreError>;
+    /// The threads with checkpoints that `threads_meta` does not list, in byte order of
+    /// their ids; streamed, none held.
+    fn unlisted_threads(
+        &self,
+        f: &mut dyn FnMut(String) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError>;
+
+    /// The `threads_meta` rows of `ids` (every row when `None`), by thread id.
+    fn thread_metas(&self, ids: Option<&[String]>) -> Result<Vec<ThreadMeta>, StoreError>;
+
+    /// The runs (`operation_kind = 'run'`) of each thread of `ids` (every thread when
+    /// `None`), by thread id.
+    fn run_summaries(
+        &self,
+        schema: &AppSchema,
+        ids: Option<&[String]>,
+    ) -> Result<Vec<(String, RunSummary)>, StoreError>;
 
     /// Every active `runs` row (`pending` or `running`), of any operation kind, by thread id.
     fn active_runs(&self, schema: &AppSchema) -> Result<Vec<ActiveRun>, StoreError>;

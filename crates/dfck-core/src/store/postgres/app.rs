@@ -2,6 +2,7 @@
 //! (shown in UTC), `json`, `boolean`; the schema is the session's `search_path`.
 
 use super::PostgresStore;
+use super::batch::{IN_BATCH, json_list};
 use super::read::get;
 use crate::deerflow::{
     self, ActiveRun, AppSchema, RunSummary, THREAD_TABLES, TableSpace, ThreadMeta, ThreadRows,
@@ -90,14 +91,17 @@ impl AppTables for PostgresStore {
         Ok(AppSchema { revision, tables })
     }
 
-    fn thread_metas(&self) -> Result<Vec<ThreadMeta>, StoreError> {
+    fn thread_metas(&self, ids: Option<&[String]>) -> Result<Vec<ThreadMeta>, StoreError> {
         let what = "reading DeerFlow's thread list";
+        let list = ids.map(|ids| json_list(ids.iter()));
         let sql = format!(
             "SELECT thread_id, user_id, display_name, status, {}, metadata_json::text \
-             FROM threads_meta ORDER BY thread_id",
-            iso("updated_at")
+             FROM threads_meta {} ORDER BY thread_id",
+            iso("updated_at"),
+            if list.is_some() { "WHERE " } else { "" }.to_owned()
+                + list.as_ref().map_or("", |_| IN_BATCH)
         );
-        self.query(what, &sql, &[])?
+        self.query(what, &sql, &params_of(&list))?
             .iter()
             .map(|r| {
                 let (pinned, metadata_keys) =
@@ -115,15 +119,23 @@ impl AppTables for PostgresStore {
             .collect()
     }
 
-    fn run_summaries(&self, schema: &AppSchema) -> Result<Vec<(String, RunSummary)>, StoreError> {
+    fn run_summaries(
+        &self,
+        schema: &AppSchema,
+        ids: Option<&[String]>,
+    ) -> Result<Vec<(String, RunSummary)>, StoreError> {
         if !schema.has("runs") {
             return Ok(Vec::new());
         }
         let what = "reading DeerFlow's runs";
-        let filter = if self.has_column("runs", "operation_kind")? {
-            "WHERE operation_kind = 'run'"
-        } else {
-            ""
+        let list = ids.map(|ids| json_list(ids.iter()));
+        let mut filter: Vec<&str> = list.iter().map(|_| IN_BATCH).collect();
+        if self.has_column("runs", "operation_kind")? {
+            filter.push("operation_kind = 'run'");
+        }
+        let filter = match filter.is_empty() {
+            true => String::new(),
+            false => format!("WHERE {}", filter.join(" AND ")),
         };
         let sql = format!(
             "SELECT thread_id, count(*)::bigint, coalesce(sum(total_tokens), 0)::bigint, \
@@ -131,7 +143,7 @@ impl AppTables for PostgresStore {
              FROM runs {filter} GROUP BY thread_id ORDER BY thread_id",
             iso("max(created_at)")
         );
-        self.query(what, &sql, &[])?
+        self.query(what, &sql, &params_of(&list))?
             .iter()
             .map(|r| {
                 Ok((
@@ -206,6 +218,39 @@ impl AppTables for PostgresStore {
             });
         }
         Ok(out)
+    }
+
+    fn listed_without_checkpoints(
+        &self,
+        f: &mut dyn FnMut(String, Option<String>) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let what = "matching DeerFlow's thread list with the checkpoints";
+        // Byte order of the ids (`COLLATE "C"`), whatever the database's collation.
+        self.cursor(
+            what,
+            "SELECT m.thread_id::text, m.display_name FROM threads_meta m WHERE NOT EXISTS \
+             (SELECT 1 FROM checkpoints c WHERE c.thread_id = m.thread_id) \
+             ORDER BY m.thread_id COLLATE \"C\"",
+            &[],
+            2000,
+            &mut |r| f(get(r, 0, what)?, get(r, 1, what)?),
+        )
+    }
+
+    fn unlisted_threads(
+        &self,
+        f: &mut dyn FnMut(String) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let what = "matching the checkpoints with DeerFlow's thread list";
+        self.cursor(
+            what,
+            "SELECT t.thread_id FROM (SELECT DISTINCT thread_id FROM checkpoints) t \
+             WHERE NOT EXISTS (SELECT 1 FROM threads_meta m WHERE m.thread_id = t.thread_id) \
+             ORDER BY t.thread_id COLLATE \"C\"",
+            &[],
+            2000,
+            &mut |r| f(get(r, 0, what)?),
+        )
     }
 
     fn user_thread_ids(&self, user_id: &str) -> Result<Vec<String>, StoreError> {
@@ -319,4 +364,11 @@ impl AppTables for PostgresStore {
         }
         Ok(out)
     }
+}
+
+/// The parameters of a query filtered by [`IN_BATCH`] when `list` is given.
+fn params_of(list: &Option<String>) -> Vec<&(dyn tokio_postgres::types::ToSql + Sync)> {
+    list.iter()
+        .map(|l| l as &(dyn tokio_postgres::types::ToSql + Sync))
+        .collect()
 }

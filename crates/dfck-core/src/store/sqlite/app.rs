@@ -91,17 +91,18 @@ impl AppTables for SqliteStore {
         Ok(AppSchema { revision, tables })
     }
 
-    fn thread_metas(&self) -> Result<Vec<ThreadMeta>, StoreError> {
+    fn thread_metas(&self, ids: Option<&[String]>) -> Result<Vec<ThreadMeta>, StoreError> {
         let what = "reading DeerFlow's thread list";
         let mut st = self
             .conn
-            .prepare(
+            .prepare_cached(&format!(
                 "SELECT thread_id, user_id, display_name, status, CAST(updated_at AS TEXT), \
-                 CAST(metadata_json AS TEXT) FROM threads_meta ORDER BY thread_id",
-            )
+                 CAST(metadata_json AS TEXT) FROM threads_meta {} ORDER BY thread_id",
+                of_ids(ids, "thread_id")
+            ))
             .map_err(q(what))?;
         let rows = st
-            .query_map([], |r| {
+            .query_map(rusqlite::params_from_iter(ids_param(ids)), |r| {
                 let (pinned, metadata_keys) =
                     metadata_flags(r.get::<_, Option<String>>(5)?.as_deref());
                 Ok(ThreadMeta {
@@ -119,7 +120,11 @@ impl AppTables for SqliteStore {
         Ok(rows)
     }
 
-    fn run_summaries(&self, schema: &AppSchema) -> Result<Vec<(String, RunSummary)>, StoreError> {
+    fn run_summaries(
+        &self,
+        schema: &AppSchema,
+        ids: Option<&[String]>,
+    ) -> Result<Vec<(String, RunSummary)>, StoreError> {
         if !schema.has("runs") {
             return Ok(Vec::new());
         }
@@ -132,11 +137,12 @@ impl AppTables for SqliteStore {
             "runs"
         };
         let sql = format!(
-            "SELECT r.thread_id, count(*), sum(r.total_tokens),              (SELECT l.status FROM {runs} l WHERE l.thread_id = r.thread_id               ORDER BY l.created_at DESC, l.run_id DESC LIMIT 1),              CAST(max(r.created_at) AS TEXT) FROM {runs} r GROUP BY r.thread_id ORDER BY r.thread_id"
+            "SELECT r.thread_id, count(*), sum(r.total_tokens),              (SELECT l.status FROM {runs} l WHERE l.thread_id = r.thread_id               ORDER BY l.created_at DESC, l.run_id DESC LIMIT 1),              CAST(max(r.created_at) AS TEXT) FROM {runs} r {} GROUP BY r.thread_id ORDER BY r.thread_id",
+            of_ids(ids, "r.thread_id")
         );
-        let mut st = self.conn.prepare(&sql).map_err(q(what))?;
+        let mut st = self.conn.prepare_cached(&sql).map_err(q(what))?;
         let rows = st
-            .query_map([], |r| {
+            .query_map(rusqlite::params_from_iter(ids_param(ids)), |r| {
                 Ok((
                     r.get::<_, String>(0)?,
                     RunSummary {
@@ -229,6 +235,46 @@ impl AppTables for SqliteStore {
             });
         }
         Ok(out)
+    }
+
+    fn listed_without_checkpoints(
+        &self,
+        f: &mut dyn FnMut(String, Option<String>) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let what = "matching DeerFlow's thread list with the checkpoints";
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT m.thread_id, m.display_name FROM threads_meta m WHERE NOT EXISTS \
+                 (SELECT 1 FROM checkpoints c WHERE c.thread_id = m.thread_id) \
+                 ORDER BY m.thread_id",
+            )
+            .map_err(q(what))?;
+        let mut rows = st.query([]).map_err(q(what))?;
+        while let Some(r) = rows.next().map_err(q(what))? {
+            f(r.get(0).map_err(q(what))?, r.get(1).map_err(q(what))?)?;
+        }
+        Ok(())
+    }
+
+    fn unlisted_threads(
+        &self,
+        f: &mut dyn FnMut(String) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let what = "matching the checkpoints with DeerFlow's thread list";
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT DISTINCT c.thread_id FROM checkpoints c WHERE NOT EXISTS \
+                 (SELECT 1 FROM threads_meta m WHERE m.thread_id = c.thread_id) \
+                 ORDER BY c.thread_id",
+            )
+            .map_err(q(what))?;
+        let mut rows = st.query([]).map_err(q(what))?;
+        while let Some(r) = rows.next().map_err(q(what))? {
+            f(super::rows::text_col(r, 0).map_err(q(what))?)?;
+        }
+        Ok(())
     }
 
     fn user_thread_ids(&self, user_id: &str) -> Result<Vec<String>, StoreError> {
@@ -356,4 +402,19 @@ impl AppTables for SqliteStore {
         }
         Ok(out)
     }
+}
+
+/// The `WHERE` clause keeping the rows of `ids` ([`ids_param`]), none for every row.
+fn of_ids(ids: Option<&[String]>, column: &str) -> String {
+    match ids {
+        Some(_) => format!("WHERE {column} IN (SELECT value FROM json_each(?1))"),
+        None => String::new(),
+    }
+}
+
+/// The parameter of [`of_ids`]: `ids` as a JSON array.
+fn ids_param(ids: Option<&[String]>) -> Vec<String> {
+    ids.map(|ids| serde_json::Value::from(ids.to_vec()).to_string())
+        .into_iter()
+        .collect()
 }
