@@ -41,8 +41,9 @@ fn pgbouncer() -> Option<PathBuf> {
     found
 }
 
-/// Starts PgBouncer in transaction mode in front of database `db` of the test server.
-fn start(bin: &Path, server: &str, db: &str) -> Bouncer {
+/// Starts PgBouncer in transaction mode in front of database `db` of the test server, with
+/// `pool` server connections.
+fn start(bin: &Path, server: &str, db: &str, pool: usize) -> Bouncer {
     // postgresql://USER:PASSWORD@HOST:PORT/...
     let rest = server.split_once("://").unwrap().1;
     let (auth, hostport) = rest.split_once('@').unwrap();
@@ -63,7 +64,7 @@ fn start(bin: &Path, server: &str, db: &str) -> Bouncer {
     std::fs::write(
         &ini,
         format!(
-            "[databases]\n{db} = host={host} port={port} dbname={db}\n[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {listen}\nauth_type = plain\nauth_file = {}\npool_mode = transaction\nmax_client_conn = 100\ndefault_pool_size = 8\nunix_socket_dir =\n",
+            "[databases]\n{db} = host={host} port={port} dbname={db}\n[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {listen}\nauth_type = plain\nauth_file = {}\npool_mode = transaction\nmax_client_conn = 100\ndefault_pool_size = {pool}\nunix_socket_dir =\n",
             dir.path().join("users.txt").display()
         ),
     )
@@ -114,7 +115,7 @@ fn behind_a_transaction_pooling_proxy_one_sweeper_at_a_time() {
     };
     let dir = tempfile::tempdir().unwrap();
     let direct = Db::pg(&server, "deerflow_app", "dfck_maint_bouncer");
-    let bouncer = start(&bin, &server, "dfck_maint_bouncer");
+    let bouncer = start(&bin, &server, "dfck_maint_bouncer", 8);
     let through = Db::Pg(bouncer.uri.clone());
     // Two runs at once through the proxy while the winner's VACUUM waits on a lock.
     race_behind_a_lock(&through, &direct, dir.path());
@@ -126,4 +127,53 @@ fn behind_a_transaction_pooling_proxy_one_sweeper_at_a_time() {
     let (r, _, _) = maintain(&through, &p, &["--apply"]);
     assert_eq!(r["resumed_after"], T02);
     assert_eq!(r["run"]["threads_deleted"], 1);
+}
+
+/// The statements the write engine prepares in a transaction are closed before it ends, and
+/// never used in another: `prune --apply --jobs 2` through a pool of two server connections
+/// (each transaction may land on either) does what it does directly, and leaves no prepared
+/// statement on the server connections.
+#[test]
+fn writes_through_a_transaction_pooling_proxy_prepare_per_transaction() {
+    let Some(server) = require_postgres("writes behind PgBouncer") else {
+        return;
+    };
+    let Some(bin) = pgbouncer() else {
+        return;
+    };
+    let direct = Db::pg(&server, "forks_delta_k4", "dfck_bounce_direct");
+    let proxied = Db::pg(&server, "forks_delta_k4", "dfck_bounce_writes");
+    let before = proxied.dump();
+    let bouncer = start(&bin, &server, "dfck_bounce_writes", 2);
+    let args = ["prune", "--all", "--branches", "--apply", "--jobs", "2"];
+    let run = |target: &str| {
+        let out = dfck_command()
+            .env_remove("DFCK_FAILPOINT")
+            .args(["--db", target, "--format", "json"])
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(0), "{err}");
+        serde_json::from_slice::<Json>(&out.stdout).unwrap()
+    };
+    let (a, b) = (run(&direct.target()), run(&bouncer.uri));
+    assert_eq!(a, b);
+    assert!(a["pruned"].as_u64().unwrap() > 0, "{a}");
+    let after = proxied.dump();
+    assert_ne!(before, after, "the run changed nothing");
+    assert_eq!(direct.dump(), after);
+    // Both server connections of the pool, asked through the proxy.
+    let rt = runtime();
+    for _ in 0..2 {
+        let client = connect(&rt, &bouncer.uri);
+        let left = rt
+            .block_on(client.simple_query("SELECT count(*) FROM pg_prepared_statements"))
+            .unwrap();
+        let n = left.iter().find_map(|m| match m {
+            tokio_postgres::SimpleQueryMessage::Row(r) => r.get(0).map(str::to_owned),
+            _ => None,
+        });
+        assert_eq!(n.as_deref(), Some("0"));
+    }
 }

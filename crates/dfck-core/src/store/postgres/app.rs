@@ -10,6 +10,7 @@ use crate::deerflow::{
 use crate::error::StoreError;
 use crate::store::app::{AppTables, known, metadata_flags};
 use tokio_postgres::error::SqlState;
+use tokio_postgres::types::Type;
 
 /// A timestamptz column as ISO 8601 UTC text, in SQL.
 fn iso(col: &str) -> String {
@@ -63,6 +64,45 @@ impl PostgresStore {
             }
         });
         rows.map_err(|e| self.err(what, e))
+    }
+}
+
+impl PostgresStore {
+    /// [`crate::store::Store::active_run`]: whether DeerFlow has an active run on the thread.
+    pub(super) fn active_run_of(&self, thread_id: &str) -> Result<bool, StoreError> {
+        let what = "checking DeerFlow's runs table";
+        // Asked once per write transaction (a whole-store run asks for every thread).
+        let has_runs = match self.has_runs.get() {
+            Some(has) => has,
+            None => {
+                let rows = self.query(
+                    what,
+                    "SELECT count(*) = 2 FROM pg_attribute \
+                     WHERE attrelid = to_regclass('runs') AND attname IN ('thread_id', 'status') AND NOT attisdropped",
+                    &[],
+                )?;
+                let has = rows
+                    .first()
+                    .and_then(|r| r.try_get::<_, bool>(0).ok())
+                    .unwrap_or(false);
+                if self.in_write.get() {
+                    self.has_runs.set(Some(has));
+                }
+                has
+            }
+        };
+        if !has_runs {
+            return Ok(false);
+        }
+        let rows = self.query_reused(
+            what,
+            "SELECT EXISTS (SELECT 1 FROM runs WHERE thread_id = $1 AND status IN ('pending', 'running'))",
+            &[(&thread_id, Type::TEXT)],
+        )?;
+        Ok(rows
+            .first()
+            .and_then(|r| r.try_get::<_, bool>(0).ok())
+            .unwrap_or(false))
     }
 }
 

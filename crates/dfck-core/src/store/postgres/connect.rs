@@ -59,6 +59,10 @@ impl PostgresStore {
             fetching_ahead: Cell::new(false),
             ahead: Default::default(),
             group_busy: Default::default(),
+            prepared: Default::default(),
+            in_write: Cell::new(false),
+            to_close: Default::default(),
+            has_runs: Cell::new(None),
         })
     }
 

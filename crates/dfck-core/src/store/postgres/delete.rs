@@ -29,10 +29,7 @@ impl PostgresStore {
         sql: &str,
         args: &[(&(dyn ToSql + Sync), Type)],
     ) -> Result<[(u64, u64); N], StoreError> {
-        let rows = self
-            .rt
-            .block_on(self.client.query_typed(sql, args))
-            .map_err(|e| self.err(what, e))?;
+        let rows = self.query_reused(what, sql, args)?;
         let mut out = [(0u64, 0u64); N];
         for r in &rows {
             let kind = r.try_get::<_, i32>(0).map_err(|e| self.err(what, e))?;

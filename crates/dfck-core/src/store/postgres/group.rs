@@ -23,6 +23,7 @@ impl PostgresStore {
                 "BEGIN ISOLATION LEVEL REPEATABLE READ; SET LOCAL lock_timeout = '1s'",
             ))
             .map_err(|e| self.err("starting a write transaction", e))?;
+        self.write_began();
         match self.lock_threads(ids) {
             Ok(Some(busy)) => {
                 *self.group_busy.borrow_mut() = busy;

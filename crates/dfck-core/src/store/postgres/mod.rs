@@ -32,7 +32,7 @@ use std::time::Duration;
 use tokio::runtime::Runtime;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{ToSql, Type};
-use tokio_postgres::{Client, Row};
+use tokio_postgres::{Client, Row, Statement};
 
 /// The newest `checkpoint_migrations` version this build knows (langgraph-checkpoint-postgres 3.x).
 pub const MAX_KNOWN_MIGRATION: i32 = 9;
@@ -59,6 +59,16 @@ pub struct PostgresStore {
     ahead: std::cell::RefCell<crate::store::batch::ReadAhead>,
     /// The threads of the open group transaction another dfck holds.
     group_busy: Box<std::cell::RefCell<std::collections::HashSet<String>>>,
+    /// The statements prepared in the open write transaction ([`Self::query_reused`]).
+    prepared: Box<std::cell::RefCell<std::collections::HashMap<String, Statement>>>,
+    /// Whether a write transaction is open.
+    in_write: Cell<bool>,
+    /// The cursors of the open write transaction still open: closed in the same round trip
+    /// as the thread's savepoint ([`Self::end_savepoint`]), else by the transaction's end.
+    to_close: Box<std::cell::RefCell<Vec<String>>>,
+    /// Whether DeerFlow's `runs` table can be asked for a thread's active run, once asked
+    /// in the open write transaction.
+    has_runs: Cell<Option<bool>>,
 }
 
 /// dfck's own session limits, whatever the database or role defaults say: a statement
@@ -241,6 +251,62 @@ impl PostgresStore {
             .map_err(|e| self.err(what, e))
     }
 
+    /// `sql` with typed parameters. Inside a write transaction the statement is prepared
+    /// once and then reused, so that the server parses and plans it once per transaction
+    /// instead of once per thread; the transaction's statements are closed before it ends
+    /// ([`Self::write_ended`]), so none is left on a server connection a transaction-pooling
+    /// proxy hands to another client.
+    pub(super) fn query_reused(
+        &self,
+        what: &str,
+        sql: &str,
+        args: &[(&(dyn ToSql + Sync), Type)],
+    ) -> Result<Vec<Row>, StoreError> {
+        self.not_busy(what)?;
+        if !self.in_write.get() {
+            return self
+                .rt
+                .block_on(self.client.query_typed(sql, args))
+                .map_err(|e| self.err(what, e));
+        }
+        let cached = self.prepared.borrow().get(sql).cloned();
+        let statement = match cached {
+            Some(st) => st,
+            None => {
+                let types: Vec<Type> = args.iter().map(|(_, t)| t.clone()).collect();
+                let st = self
+                    .rt
+                    .block_on(self.client.prepare_typed(sql, &types))
+                    .map_err(|e| self.err(what, e))?;
+                self.prepared
+                    .borrow_mut()
+                    .insert(sql.to_owned(), st.clone());
+                st
+            }
+        };
+        let params: Vec<&(dyn ToSql + Sync)> = args.iter().map(|(p, _)| *p).collect();
+        self.rt
+            .block_on(self.client.query(&statement, &params))
+            .map_err(|e| self.err(what, e))
+    }
+
+    /// A write transaction began: [`Self::query_reused`] may prepare statements.
+    pub(super) fn write_began(&self) {
+        self.prepared.borrow_mut().clear();
+        self.to_close.borrow_mut().clear();
+        self.has_runs.set(None);
+        self.in_write.set(true);
+    }
+
+    /// The write transaction is about to end: its statements are closed (the Close goes
+    /// before the `COMMIT` or `ROLLBACK`, on the same server connection).
+    pub(super) fn write_ended(&self) {
+        self.prepared.borrow_mut().clear();
+        self.to_close.borrow_mut().clear();
+        self.has_runs.set(None);
+        self.in_write.set(false);
+    }
+
     /// Runs `sql` through a server-side cursor, `batch` rows at a time; `f` may run further
     /// queries between rows.
     pub(super) fn cursor(
@@ -283,18 +349,30 @@ impl PostgresStore {
         let typed: Vec<(&(dyn ToSql + Sync), Type)> =
             params.iter().map(|p| (*p, Type::TEXT)).collect();
         self.not_busy(what)?;
-        self.rt
-            .block_on(self.client.execute_typed(
-                &format!("DECLARE {name} NO SCROLL CURSOR FOR {sql}"),
-                &typed,
-            ))
-            .map_err(|e| self.err(what, e))?;
+        let declare = format!("DECLARE {name} NO SCROLL CURSOR FOR {sql}");
         let fetch = format!("FETCH {batch} FROM {name}");
+        let mut first = None;
+        if ahead {
+            self.rt
+                .block_on(self.client.execute_typed(&declare, &typed))
+                .map_err(|e| self.err(what, e))?;
+        } else {
+            // The first FETCH goes out with the DECLARE: one round trip for a short result.
+            let (declared, fetched) = self.rt.block_on(both(
+                self.client.execute_typed(&declare, &typed),
+                self.client.query_typed(&fetch, &[]),
+            ));
+            declared.map_err(|e| self.err(what, e))?;
+            first = Some(fetched.map_err(|e| self.err(what, e)));
+        }
         let result = if ahead {
             self.fetch_ahead(what, &fetch, f)
         } else {
             (|| loop {
-                let rows = self.query(what, &fetch, &[])?;
+                let rows = match first.take() {
+                    Some(rows) => rows?,
+                    None => self.query(what, &fetch, &[])?,
+                };
                 if rows.is_empty() {
                     return Ok(());
                 }
@@ -307,10 +385,15 @@ impl PostgresStore {
                 }
             })()
         };
-        // Closing is best-effort: the transaction ends with the connection anyway.
-        let _ = self
-            .rt
-            .block_on(self.client.batch_execute(&format!("CLOSE {name}")));
+        if self.in_write.get() {
+            // Closed with the thread's savepoint, or by the transaction's end.
+            self.to_close.borrow_mut().push(name);
+        } else {
+            // Closing is best-effort: the transaction ends with the connection anyway.
+            let _ = self
+                .rt
+                .block_on(self.client.batch_execute(&format!("CLOSE {name}")));
+        }
         result
     }
 
@@ -351,4 +434,31 @@ impl PostgresStore {
             }
         }
     }
+}
+
+/// Runs `a` and `b` together, `a` polled first each time, so that both requests are sent
+/// before either answer is awaited: two statements in one round trip, answered in order.
+async fn both<A: Future, B: Future>(a: A, b: B) -> (A::Output, B::Output) {
+    let (mut a, mut b) = (std::pin::pin!(a), std::pin::pin!(b));
+    let (mut ra, mut rb) = (None, None);
+    std::future::poll_fn(move |cx| {
+        if ra.is_none() {
+            if let std::task::Poll::Ready(v) = a.as_mut().poll(cx) {
+                ra = Some(v);
+            }
+        }
+        if rb.is_none() {
+            if let std::task::Poll::Ready(v) = b.as_mut().poll(cx) {
+                rb = Some(v);
+            }
+        }
+        match (ra.take(), rb.take()) {
+            (Some(x), Some(y)) => std::task::Poll::Ready((x, y)),
+            (x, y) => {
+                (ra, rb) = (x, y);
+                std::task::Poll::Pending
+            }
+        }
+    })
+    .await
 }

@@ -347,29 +347,7 @@ impl Store for PostgresStore {
     }
 
     fn active_run(&self, thread_id: &str) -> Result<bool, StoreError> {
-        let what = "checking DeerFlow's runs table";
-        let rows = self.query(
-            what,
-            "SELECT count(*) = 2 FROM pg_attribute \
-             WHERE attrelid = to_regclass('runs') AND attname IN ('thread_id', 'status') AND NOT attisdropped",
-            &[],
-        )?;
-        if !rows
-            .first()
-            .and_then(|r| r.try_get::<_, bool>(0).ok())
-            .unwrap_or(false)
-        {
-            return Ok(false);
-        }
-        let rows = self.query(
-            what,
-            "SELECT EXISTS (SELECT 1 FROM runs WHERE thread_id = $1 AND status IN ('pending', 'running'))",
-            &[&thread_id],
-        )?;
-        Ok(rows
-            .first()
-            .and_then(|r| r.try_get::<_, bool>(0).ok())
-            .unwrap_or(false))
+        self.active_run_of(thread_id)
     }
 
     fn scan_thread_ids(

@@ -57,6 +57,7 @@ impl PostgresStore {
                 "BEGIN ISOLATION LEVEL REPEATABLE READ; SET LOCAL lock_timeout = '1s'",
             ))
             .map_err(|e| self.err("starting a write transaction", e))?;
+        self.write_began();
         let locked = self
             .query(
                 "taking the thread's advisory lock",
@@ -105,14 +106,18 @@ impl PostgresStore {
 
     /// Ends the thread's savepoint inside a group: released into the group's transaction
     /// (`keep`), or rolled back first.
+    /// The thread's cursors are closed in the same round trip (a rollback closes them).
     pub(super) fn end_savepoint(&self, keep: bool) -> Result<(), StoreError> {
+        let cursors = std::mem::take(&mut *self.to_close.borrow_mut());
         let sql = if keep {
-            "RELEASE SAVEPOINT dfck_thread"
+            let mut sql: String = cursors.iter().map(|c| format!("CLOSE {c}; ")).collect();
+            sql.push_str("RELEASE SAVEPOINT dfck_thread");
+            sql
         } else {
-            "ROLLBACK TO SAVEPOINT dfck_thread; RELEASE SAVEPOINT dfck_thread"
+            "ROLLBACK TO SAVEPOINT dfck_thread; RELEASE SAVEPOINT dfck_thread".to_owned()
         };
         self.rt
-            .block_on(self.client.batch_execute(sql))
+            .block_on(self.client.batch_execute(&sql))
             .map_err(|e| self.err("closing the thread's savepoint", e))
     }
 
@@ -153,6 +158,7 @@ impl PostgresStore {
         } else {
             ("ROLLBACK", "rollback the transaction")
         };
+        self.write_ended();
         self.rt
             .block_on(self.client.batch_execute(sql))
             .map_err(|e| self.err(what, e))
