@@ -71,7 +71,7 @@ impl PostgresStore {
     /// [`crate::store::Store::active_run`]: whether DeerFlow has an active run on the thread.
     pub(super) fn active_run_of(&self, thread_id: &str) -> Result<bool, StoreError> {
         let what = "checking DeerFlow's runs table";
-        // Asked once per write transaction (a whole-store run asks for every thread).
+        // Asked once per transaction (a whole-store run asks for every thread).
         let has_runs = match self.has_runs.get() {
             Some(has) => has,
             None => {
@@ -85,9 +85,7 @@ impl PostgresStore {
                     .first()
                     .and_then(|r| r.try_get::<_, bool>(0).ok())
                     .unwrap_or(false);
-                if self.in_write.get() {
-                    self.has_runs.set(Some(has));
-                }
+                self.has_runs.set(Some(has));
                 has
             }
         };

@@ -67,7 +67,7 @@ pub struct PostgresStore {
     /// as the thread's savepoint ([`Self::end_savepoint`]), else by the transaction's end.
     to_close: Box<std::cell::RefCell<Vec<String>>>,
     /// Whether DeerFlow's `runs` table can be asked for a thread's active run, once asked
-    /// in the open write transaction.
+    /// in the open transaction (forgotten when a transaction begins or ends).
     has_runs: Cell<Option<bool>>,
 }
 
@@ -215,6 +215,7 @@ impl PostgresStore {
     }
 
     pub(super) fn begin(&self, schema: Option<&str>) -> Result<(), StoreError> {
+        self.has_runs.set(None);
         let mut sql = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;".to_owned();
         if let Some(s) = schema {
             sql.push_str(&format!(" SET LOCAL search_path TO {};", quote_ident(s)));

@@ -15,6 +15,7 @@ const LOCK_WAIT: Duration = Duration::from_secs(10);
 impl PostgresStore {
     /// Opens a short read-only transaction (listing threads on a read-write session).
     pub fn begin_read(&self) -> Result<(), StoreError> {
+        self.has_runs.set(None);
         self.rt
             .block_on(
                 self.client
