@@ -155,7 +155,7 @@ impl ThreadAcc {
     }
 }
 
-pub(super) type Totals = HashMap<String, (u64, u64)>;
+type Totals = HashMap<String, (u64, u64)>;
 
 /// Reads `keys` in calls of at most [`KEYS_PER_READ`], each row to `f` with its position.
 fn read_keys(
@@ -372,8 +372,7 @@ fn finish_batch(
     accs: Vec<ThreadAcc>,
     held: &mut u64,
 ) -> Result<Vec<ThreadSummary>, Error> {
-    let (read, at) = whole::write_sums(store, &accs)?.unzip();
-    let (mut w, mut b) = batch_totals(store, &accs, read)?;
+    let (mut w, mut b) = batch_totals(store, &accs)?;
     *held += w
         .values()
         .chain(b.values())
@@ -382,23 +381,17 @@ fn finish_batch(
     let (writes, blobs) = (&mut w, &mut b);
     if accs.iter().all(|a| a.whole) || accs.iter().all(|a| !a.whole) {
         let whole = accs.first().is_some_and(|a| a.whole);
-        return finish_group(store, accs, writes, blobs, (whole, at.as_ref()));
+        return finish_group(store, accs, writes, blobs, whole);
     }
     let (w, p): (Vec<_>, Vec<_>) = accs.into_iter().enumerate().partition(|(_, a)| a.whole);
     let (wi, w): (Vec<usize>, Vec<ThreadAcc>) = w.into_iter().unzip();
     let (pi, p): (Vec<usize>, Vec<ThreadAcc>) = p.into_iter().unzip();
     let mut done: Vec<(usize, ThreadSummary)> = wi
         .into_iter()
-        .zip(finish_group(
-            store,
-            w,
-            &mut *writes,
-            &mut *blobs,
-            (true, None),
-        )?)
+        .zip(finish_group(store, w, &mut *writes, &mut *blobs, true)?)
         .chain(
             pi.into_iter()
-                .zip(finish_group(store, p, writes, blobs, (false, None))?),
+                .zip(finish_group(store, p, writes, blobs, false)?),
         )
         .collect();
     done.sort_by_key(|(i, _)| *i);
@@ -411,7 +404,7 @@ fn finish_group(
     accs: Vec<ThreadAcc>,
     writes: &mut Totals,
     blobs: &mut Totals,
-    (whole, at): (bool, Option<&whole::WriteBytes>),
+    whole: bool,
 ) -> Result<Vec<ThreadSummary>, Error> {
     let summary_heads: Vec<(String, String)> = accs
         .iter()
@@ -426,7 +419,7 @@ fn finish_group(
         })
         .collect();
     let (plain, needed, mut head_ts, mut activity) = if whole {
-        whole::finish(store, &accs, &summary_heads, at)?
+        whole::finish(store, &accs, &summary_heads)?
     } else {
         let plain = full_plain(store, &accs)?;
         let (needed, head_ts) = head_needs(store, &accs, &summary_heads)?;
@@ -497,25 +490,17 @@ fn totals(
     Ok((rows, bytes))
 }
 
-/// The write and blob totals of a batch's threads (the write totals read with the write
-/// bytes, when they were: [`whole::write_sums`]).
-fn batch_totals(
-    store: &dyn Store,
-    accs: &[ThreadAcc],
-    read: Option<Totals>,
-) -> Result<(Totals, Totals), StoreError> {
+/// The write and blob totals of a batch's threads.
+fn batch_totals(store: &dyn Store, accs: &[ThreadAcc]) -> Result<(Totals, Totals), StoreError> {
     let ids: Vec<String> = accs.iter().map(|a| a.thread_id.clone()).collect();
     let (mut writes, mut blobs) = (Totals::new(), Totals::new());
     if ids.is_empty() {
         return Ok((writes, blobs));
     }
-    match read {
-        Some(read) => writes = read,
-        None => store.write_totals_of(&ids, &mut |t| {
-            writes.insert(t.thread_id, (t.writes, t.bytes));
-            Ok(())
-        })?,
-    }
+    store.write_totals_of(&ids, &mut |t| {
+        writes.insert(t.thread_id, (t.writes, t.bytes));
+        Ok(())
+    })?;
     store.blob_totals_of(&ids, &mut |t| {
         blobs.insert(t.thread_id, (t.writes, t.bytes));
         Ok(())

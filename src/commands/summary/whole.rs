@@ -3,7 +3,7 @@
 //! its batch is open; only the pending-write bytes of the checkpoints those states read
 //! are looked up, for the whole batch in one call. Gives what the point reads give.
 
-use super::{KEYS_PER_READ, ThreadAcc, Totals};
+use super::{KEYS_PER_READ, ThreadAcc};
 use dfck_core::error::StoreError;
 use dfck_core::model::MessagesEncoding;
 use dfck_core::model::facts::{CheckpointFacts, FactsWanted, checkpoint_ts, messages_encoding_of};
@@ -94,50 +94,13 @@ pub(super) fn settle(acc: &mut ThreadAcc) {
     }
 }
 
-/// The pending-write bytes of the checkpoints of a batch that have writes, by key.
-pub(super) type WriteBytes = HashMap<CheckpointKey, u64>;
-
-/// The write totals of a batch's threads and the write bytes of their checkpoints, from one
-/// range read of the writes, when every thread was read whole and the store reads them so
-/// ([`Store::write_sums_between`]). A batch with an id that may not be its stored bytes
-/// (one with U+FFFD, which a lossy read gives) is left to the per-key reads.
-pub(super) fn write_sums(
-    store: &dyn Store,
-    accs: &[ThreadAcc],
-) -> Result<Option<(Totals, WriteBytes)>, StoreError> {
-    let ids = || accs.iter().map(|a| a.thread_id.as_str());
-    let (Some(first), Some(last)) = (ids().min(), ids().max()) else {
-        return Ok(None);
-    };
-    if !accs.iter().all(|a| a.whole) || ids().any(|id| id.contains('\u{FFFD}')) {
-        return Ok(None);
-    }
-    let batch: HashSet<&str> = ids().collect();
-    let (mut totals, mut bytes) = (Totals::new(), WriteBytes::new());
-    let read = store.write_sums_between(first, last, &mut |s| {
-        if !batch.contains(s.key.thread_id.as_str()) {
-            return Ok(());
-        }
-        let t = totals.entry(s.key.thread_id.clone()).or_default();
-        t.0 += s.writes;
-        t.1 += s.bytes;
-        if s.keyed {
-            bytes.insert(s.key, s.read_bytes);
-        }
-        Ok(())
-    })?;
-    Ok(read.then_some((totals, bytes)))
-}
-
 /// Per thread of the batch: whether it is `mixed`-plain, the bytes rebuilding its heads
-/// reads (the write bytes from `at` when given, else read), its summary head's `ts`, and
-/// its first and last activity.
+/// reads, its summary head's `ts`, and its first and last activity.
 #[allow(clippy::type_complexity)]
 pub(super) fn finish(
     store: &dyn Store,
     accs: &[ThreadAcc],
     summary_heads: &[(String, String)],
-    at: Option<&WriteBytes>,
 ) -> Result<
     (
         Vec<bool>,
@@ -203,12 +166,6 @@ pub(super) fn finish(
                 None => None,
             };
         }
-    }
-    if let Some(at) = at {
-        for (t, k) in &walked {
-            needed[*t] += at.get(k).copied().unwrap_or(0);
-        }
-        return Ok((plain, needed, head_ts, activity));
     }
     for chunk in walked.chunks(KEYS_PER_READ) {
         let keys: Vec<CheckpointKey> = chunk.iter().map(|(_, k)| k.clone()).collect();

@@ -172,19 +172,3 @@ impl ReadAhead {
             .find(|n| n.checkpoint_ns == ns)
     }
 }
-
-/// The pending writes of one checkpoint, summed ([`crate::store::Store::write_sums_between`]).
-#[derive(Debug, Clone, Default)]
-pub struct WriteSums {
-    /// Where the writes are.
-    pub key: super::CheckpointKey,
-    /// Rows.
-    pub writes: u64,
-    /// Bytes as [`crate::store::Store::write_totals_of`] counts them.
-    pub bytes: u64,
-    /// Bytes as [`crate::store::Store::write_bytes_at`] counts them.
-    pub read_bytes: u64,
-    /// Whether [`crate::store::Store::write_bytes_at`] finds these writes by `key`: its
-    /// namespace and id are stored as text, which `key` spells exactly.
-    pub keyed: bool,
-}

@@ -195,7 +195,7 @@ pub struct WriteTotals {
 }
 
 /// Where one checkpoint is: thread, namespace, id.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct CheckpointKey {
     /// Thread id.
     pub thread_id: String,
@@ -342,19 +342,6 @@ pub trait Store {
         threads: &[String],
         f: &mut dyn FnMut(WriteTotals) -> Result<(), StoreError>,
     ) -> Result<(), StoreError>;
-
-    /// The pending writes of the threads whose ids lie from `first` to `last` (inclusive,
-    /// in byte order), summed per checkpoint, for a caller that reads them instead of
-    /// [`Store::write_totals_of`] and [`Store::write_bytes_at`]: `Ok(false)` where the
-    /// store does not (the default). Threads whose ids are not UTF-8 are left out.
-    fn write_sums_between(
-        &self,
-        _first: &str,
-        _last: &str,
-        _f: &mut dyn FnMut(batch::WriteSums) -> Result<(), StoreError>,
-    ) -> Result<bool, StoreError> {
-        Ok(false)
-    }
 
     /// [`Store::scan_blob_totals`] of `threads` only (nothing for SQLite).
     fn blob_totals_of(

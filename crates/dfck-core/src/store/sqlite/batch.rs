@@ -12,7 +12,7 @@ use super::rows::{
 };
 use super::{CHECKPOINT_COLS, SqliteStore, q};
 use crate::error::StoreError;
-use crate::store::batch::{NamespaceRows, ReadAhead, ThreadRows, WriteSums, add_gone, row_bytes};
+use crate::store::batch::{NamespaceRows, ReadAhead, ThreadRows, add_gone, row_bytes};
 use crate::store::{CheckpointMetaRow, CheckpointRow, WriteTotals};
 use std::collections::{HashMap, HashSet};
 
@@ -51,76 +51,6 @@ impl SqliteStore {
             })?;
         }
         Ok(())
-    }
-
-    /// [`crate::store::Store::write_sums_between`]: one range scan of `writes` in key order,
-    /// summed per checkpoint as the rows come.
-    pub(super) fn write_sums_range(
-        &self,
-        first: &str,
-        last: &str,
-        f: &mut dyn FnMut(WriteSums) -> Result<(), StoreError>,
-    ) -> Result<(), StoreError> {
-        let what = "summing writes";
-        // -1: a value of a storage class `write_row` cannot read (UNDECODABLE).
-        let mut st = self
-            .conn
-            .prepare_cached(
-                "SELECT thread_id, checkpoint_ns, checkpoint_id, idx, length(value), \
-                 CASE typeof(value) WHEN 'null' THEN 0 WHEN 'blob' THEN octet_length(value) \
-                 WHEN 'text' THEN octet_length(value) ELSE -1 END \
-                 FROM writes WHERE thread_id >= ?1 AND thread_id <= ?2 \
-                 ORDER BY thread_id, checkpoint_ns, checkpoint_id",
-            )
-            .map_err(q(what))?;
-        let mut rows = st.query([first, last]).map_err(q(what))?;
-        let mut group: Option<(RawKey, WriteSums)> = None;
-        while let Some(r) = rows.next().map_err(q(what))? {
-            let cols = [0, 1, 2].map(|i| r.get_ref(i).map(raw));
-            let [Ok(thread), Ok(ns), Ok(id)] = cols else {
-                return Err(StoreError::Query {
-                    what: what.into(),
-                    reason: "unreadable key".into(),
-                });
-            };
-            let Ok(thread_id) = std::str::from_utf8(thread.1) else {
-                continue;
-            };
-            let same = group.as_ref().is_some_and(|(k, _)| k.is(&thread, &ns, &id));
-            if !same {
-                if let Some((_, done)) = group.take() {
-                    f(done)?;
-                }
-                group = Some((
-                    RawKey::of(&thread, &ns, &id),
-                    WriteSums {
-                        key: crate::store::CheckpointKey {
-                            thread_id: thread_id.to_owned(),
-                            checkpoint_ns: text_col(r, 1).map_err(q(what))?,
-                            checkpoint_id: text_col(r, 2).map_err(q(what))?,
-                        },
-                        keyed: [&ns, &id]
-                            .iter()
-                            .all(|c| c.0 == TEXT && std::str::from_utf8(c.1).is_ok()),
-                        ..WriteSums::default()
-                    },
-                ));
-            }
-            let Some((_, sums)) = group.as_mut() else {
-                continue;
-            };
-            let serialized = r.get::<_, i64>(5).map_err(q(what))?;
-            sums.writes += 1;
-            sums.bytes += len_col(r, 4).map_err(q(what))?;
-            sums.read_bytes += match (idx_col(r, 3).map_err(q(what))?, serialized) {
-                (Some(_), n) if n >= 0 => n as u64,
-                _ => UNDECODABLE.len() as u64,
-            };
-        }
-        match group {
-            Some((_, done)) => f(done),
-            None => Ok(()),
-        }
     }
 
     /// The threads of `ids` read whole within about `budget` bytes (see
@@ -356,41 +286,3 @@ impl SqliteStore {
             .collect()
     }
 }
-
-/// SQLite's storage class of a text value.
-const TEXT: u8 = 3;
-
-/// A column as stored: its storage class and bytes (numbers as their bits).
-type RawCol<'a> = (u8, &'a [u8], [u8; 8]);
-
-fn raw(v: rusqlite::types::ValueRef<'_>) -> RawCol<'_> {
-    use rusqlite::types::ValueRef;
-    match v {
-        ValueRef::Null => (0, &[], [0; 8]),
-        ValueRef::Integer(n) => (1, &[], n.to_le_bytes()),
-        ValueRef::Real(x) => (2, &[], x.to_bits().to_le_bytes()),
-        ValueRef::Text(b) => (TEXT, b, [0; 8]),
-        ValueRef::Blob(b) => (4, b, [0; 8]),
-    }
-}
-
-/// The stored key of the checkpoint whose writes are being summed: thread, namespace and
-/// id exactly as stored, so that values that only read alike are not summed together.
-struct RawKey([(u8, Vec<u8>, [u8; 8]); 3]);
-
-impl RawKey {
-    fn of(thread: &RawCol<'_>, ns: &RawCol<'_>, id: &RawCol<'_>) -> Self {
-        RawKey([thread, ns, id].map(|c| (c.0, c.1.to_vec(), c.2)))
-    }
-
-    fn is(&self, thread: &RawCol<'_>, ns: &RawCol<'_>, id: &RawCol<'_>) -> bool {
-        self.0
-            .iter()
-            .zip([thread, ns, id])
-            .all(|(k, c)| k.0 == c.0 && k.1 == c.1 && k.2 == c.2)
-    }
-}
-
-#[cfg(test)]
-#[path = "batch_tests.rs"]
-mod tests;

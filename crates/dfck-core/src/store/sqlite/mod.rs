@@ -312,15 +312,6 @@ impl Store for SqliteStore {
         self.read_batch_ahead(ids, budget)
     }
 
-    fn write_sums_between(
-        &self,
-        first: &str,
-        last: &str,
-        f: &mut dyn FnMut(crate::store::batch::WriteSums) -> Result<(), StoreError>,
-    ) -> Result<bool, StoreError> {
-        self.write_sums_range(first, last, f).map(|()| true)
-    }
-
     fn write_bytes_at(&self, keys: &[crate::store::CheckpointKey]) -> Result<Vec<u64>, StoreError> {
         self.write_bytes_each(keys)
     }
