@@ -358,8 +358,10 @@ impl PostgresStore {
                 .block_on(self.client.execute_typed(&declare, &typed))
                 .map_err(|e| self.err(what, e))?;
         } else {
-            // The first FETCH goes out with the DECLARE: one round trip for a short result.
-            let (declared, fetched) = self.rt.block_on(both(
+            // The first FETCH goes out with the DECLARE: one round trip for a short result
+            // (`join` polls the DECLARE first, so both requests are sent before either
+            // answer is awaited, and answered in order).
+            let (declared, fetched) = self.rt.block_on(futures_util::future::join(
                 self.client.execute_typed(&declare, &typed),
                 self.client.query_typed(&fetch, &[]),
             ));
@@ -435,31 +437,4 @@ impl PostgresStore {
             }
         }
     }
-}
-
-/// Runs `a` and `b` together, `a` polled first each time, so that both requests are sent
-/// before either answer is awaited: two statements in one round trip, answered in order.
-async fn both<A: Future, B: Future>(a: A, b: B) -> (A::Output, B::Output) {
-    let (mut a, mut b) = (std::pin::pin!(a), std::pin::pin!(b));
-    let (mut ra, mut rb) = (None, None);
-    std::future::poll_fn(move |cx| {
-        if ra.is_none() {
-            if let std::task::Poll::Ready(v) = a.as_mut().poll(cx) {
-                ra = Some(v);
-            }
-        }
-        if rb.is_none() {
-            if let std::task::Poll::Ready(v) = b.as_mut().poll(cx) {
-                rb = Some(v);
-            }
-        }
-        match (ra.take(), rb.take()) {
-            (Some(x), Some(y)) => std::task::Poll::Ready((x, y)),
-            (x, y) => {
-                (ra, rb) = (x, y);
-                std::task::Poll::Pending
-            }
-        }
-    })
-    .await
 }
