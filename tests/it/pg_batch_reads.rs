@@ -187,3 +187,37 @@ fn applied_groups_read_their_threads_ahead_and_write_what_threads_alone_write() 
     }
     assert!(compared >= 8, "{compared} runs compared");
 }
+
+/// The summary reads each row's facts in its scan (the checkpoint JSON in part, blobs by
+/// their first bytes, joined by dfck; pending-write bytes by key range): it must equal the
+/// summary from point reads (`scan-body-bytes:0` leaves every row to them), on every
+/// fixture and defect database, with rows read both ways in one thread and full rows decided
+/// at once.
+#[test]
+fn the_summary_from_scanned_facts_equals_the_summary_from_point_reads() {
+    let Some(uri) = require_postgres("the summary from scanned facts") else {
+        return;
+    };
+    let mut compared = 0;
+    for db in databases() {
+        let target = with_db(&uri, &db);
+        let points = run(&target, &["inspect"], "scan-body-bytes:0");
+        if points.status.code() == Some(2) {
+            continue;
+        }
+        for failpoint in ["", "scan-body-bytes:700", "summary-wait-bytes:0"] {
+            let out = run(&target, &["inspect"], failpoint);
+            assert_eq!(
+                (out.status.code(), String::from_utf8_lossy(&out.stdout)),
+                (
+                    points.status.code(),
+                    String::from_utf8_lossy(&points.stdout)
+                ),
+                "{db} {failpoint}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        compared += 1;
+    }
+    assert!(compared >= 25, "{compared} databases compared");
+}

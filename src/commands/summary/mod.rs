@@ -16,7 +16,7 @@ use dfck_core::model::facts::{
 };
 use dfck_core::model::{MessagesEncoding, thread_mode};
 use dfck_core::progress::Progress;
-use dfck_core::store::{CheckpointKey, CheckpointMetaRow, CheckpointRow, Store};
+use dfck_core::store::{CheckpointKey, CheckpointMetaRow, CheckpointRow, FactsRow, Store};
 use std::collections::{HashMap, HashSet};
 
 /// Threads finished together.
@@ -222,6 +222,17 @@ fn full_plain(store: &dyn Store, accs: &[ThreadAcc]) -> Result<Vec<bool>, StoreE
             Ok(())
         })?;
     }
+    confirm_plain(store, confirm, &mut plain)?;
+    Ok(plain)
+}
+
+/// Decodes each thread's `confirm` candidates (facts read from the blobs' first bytes said
+/// `Plain`) in id order until one is: then the thread is `plain`.
+fn confirm_plain(
+    store: &dyn Store,
+    confirm: Vec<Vec<CheckpointKey>>,
+    plain: &mut [bool],
+) -> Result<(), StoreError> {
     for (t, mut candidates) in confirm.into_iter().enumerate() {
         candidates.sort();
         for key in candidates {
@@ -234,7 +245,7 @@ fn full_plain(store: &dyn Store, accs: &[ThreadAcc]) -> Result<Vec<bool>, StoreE
             })?;
         }
     }
-    Ok(plain)
+    Ok(())
 }
 
 /// One walk from a namespace head back over the checkpoints its state reads.
@@ -585,7 +596,7 @@ pub fn summarize_each(
         let mut counting = pipeline::Counting::start(scope, wait);
         let mut pending_bytes = 0u64;
         // Each row in; `row`: the whole row when the scan read it.
-        let mut push = |meta: CheckpointMetaRow, row: Option<CheckpointRow>, whole: bool| {
+        let mut push = |meta: CheckpointMetaRow, row: Option<FactsRow>, whole: bool| {
             progress.inc(1);
             if batch.last().is_none_or(|a| a.thread_id != meta.thread_id) {
                 if batch.len() == BATCH_THREADS {

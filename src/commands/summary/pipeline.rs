@@ -7,20 +7,20 @@
 
 use super::{ThreadAcc, whole};
 use dfck_core::error::Error;
-use dfck_core::store::{CheckpointMetaRow, CheckpointRow};
+use dfck_core::store::{CheckpointMetaRow, FactsRow};
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::thread::Scope;
 
 /// Bytes of rows a batch keeps before they are counted.
 pub(super) const PENDING_BYTES: u64 = 8 << 20;
 
-/// A row handed over: its metadata, and the whole row when the scan read it.
-pub(super) type Pending = (CheckpointMetaRow, Option<CheckpointRow>);
+/// A row handed over: its metadata, and the row's facts when the scan read them.
+pub(super) type Pending = (CheckpointMetaRow, Option<FactsRow>);
 
 /// What a pending row weighs against [`PENDING_BYTES`].
-pub(super) fn weight(meta: &CheckpointMetaRow, row: Option<&CheckpointRow>) -> u64 {
+pub(super) fn weight(meta: &CheckpointMetaRow, row: Option<&FactsRow>) -> u64 {
     let ids = meta.thread_id.len() + meta.checkpoint_ns.len() + meta.checkpoint_id.len();
-    (meta.metadata.len() + ids + 128) as u64 + row.map_or(0, CheckpointRow::read_bytes)
+    (meta.metadata.len() + ids + 128) as u64 + row.map_or(0, |r| r.row.read_bytes())
 }
 
 /// Counts one row into its thread; a row the scan did not read whole makes the thread take

@@ -1,13 +1,15 @@
-//! The store summary from whole rows read in its scan (SQLite): a thread's mode, the bytes
-//! its heads' states read, and its times come from the facts of its own rows, kept while
-//! its batch is open; only the pending-write bytes of the checkpoints those states read
-//! are looked up, for the whole batch in one call. Gives what the point reads give.
+//! The store summary from the facts of the rows its scan reads (SQLite: whole rows;
+//! PostgreSQL: rows with their blobs' lengths and first bytes). A thread's mode, the bytes its
+//! heads' states read, and its times come from the facts of its own rows, kept while its batch
+//! is open; only the pending-write bytes of the checkpoints those states read are looked up
+//! (where the scan did not read them), for the whole batch in one call. Gives what the point
+//! reads give.
 
 use super::{KEYS_PER_READ, ThreadAcc};
 use dfck_core::error::StoreError;
 use dfck_core::model::MessagesEncoding;
 use dfck_core::model::facts::{CheckpointFacts, FactsWanted, checkpoint_ts, messages_encoding_of};
-use dfck_core::store::{CheckpointKey, CheckpointRow, Store};
+use dfck_core::store::{CheckpointKey, FactsRow, Store};
 use std::collections::{HashMap, HashSet};
 
 /// The largest body the scan reads (a thread with a larger one takes the point reads: a
@@ -17,7 +19,8 @@ pub(super) const MAX_BODY: u64 = 64 << 10;
 /// Adds one row's facts to its thread. The `ts` is read only where a summary may use it:
 /// on the first and the last row of each namespace (rows come in id order), the last
 /// known once the next row, or the end of the thread, is reached ([`settle`]).
-pub(super) fn add_row(acc: &mut ThreadAcc, row: CheckpointRow, delta: bool, wait: u64) {
+pub(super) fn add_row(acc: &mut ThreadAcc, read: FactsRow, delta: bool, wait: u64) {
+    let row = &read.row;
     let first_in_ns = acc
         .rows
         .last()
@@ -26,7 +29,7 @@ pub(super) fn add_row(acc: &mut ThreadAcc, row: CheckpointRow, delta: bool, wait
         settle(acc);
     }
     let ts = if first_in_ns {
-        checkpoint_ts(&row)
+        checkpoint_ts(row)
     } else {
         None
     };
@@ -40,9 +43,10 @@ pub(super) fn add_row(acc: &mut ThreadAcc, row: CheckpointRow, delta: bool, wait
         head: false,
         writes: false,
     };
-    let mut facts = CheckpointFacts::of_row(&row, want);
+    let mut facts = CheckpointFacts::of_row(&read, want);
     facts.ts = ts;
     acc.rows.push(facts);
+    let row = read.row;
     // The row is kept, not copied, where it is still needed: while it may be its
     // namespace's last (a first row is not: its `ts` is read), and while it waits.
     let waiting = undecided.then(|| acc.rows.len() - 1);
@@ -113,7 +117,10 @@ pub(super) fn finish(
     let n = accs.len();
     let (mut plain, mut needed) = (vec![false; n], vec![0u64; n]);
     let (mut head_ts, mut activity) = (vec![None; n], vec![[None, None]; n]);
-    // The checkpoints each thread's walks read, for their write bytes.
+    let mut confirm: Vec<Vec<CheckpointKey>> = vec![Vec::new(); n];
+    let with_writes = store.scan_reads_write_bytes();
+    // The checkpoints each thread's walks read, for their write bytes (unless the scan
+    // read those).
     let mut walked: Vec<(usize, CheckpointKey)> = Vec::new();
     for (t, acc) in accs.iter().enumerate() {
         let at: HashMap<(&str, &str), &CheckpointFacts> = acc
@@ -126,11 +133,18 @@ pub(super) fn finish(
                 )
             })
             .collect();
-        plain[t] = acc.any_delta
-            && acc
-                .rows
-                .iter()
-                .any(|f| f.messages == Some(MessagesEncoding::Plain));
+        // Facts not read whole (PostgreSQL's blobs by their first bytes) are confirmed.
+        if acc.any_delta {
+            for f in acc.rows.iter() {
+                if f.messages == Some(MessagesEncoding::Plain) {
+                    if f.whole {
+                        plain[t] = true;
+                    } else {
+                        confirm[t].push(f.key.clone());
+                    }
+                }
+            }
+        }
         let (hns, hid) = &summary_heads[t];
         for (ns, head) in &acc.heads {
             let mut seen = HashSet::new();
@@ -147,7 +161,11 @@ pub(super) fn finish(
                     f.messages_blob_bytes
                 };
                 needed[t] += f.bytes + blobs;
-                walked.push((t, f.key.clone()));
+                if with_writes {
+                    needed[t] += f.write_bytes;
+                } else {
+                    walked.push((t, f.key.clone()));
+                }
                 if is_head && ns == hns && id == hid {
                     head_ts[t].clone_from(&f.ts);
                 }
@@ -173,5 +191,6 @@ pub(super) fn finish(
             needed[*t] += bytes;
         }
     }
+    super::confirm_plain(store, confirm, &mut plain)?;
     Ok((plain, needed, head_ts, activity))
 }

@@ -144,6 +144,11 @@ pub fn messages_encoding_of(row: &CheckpointRow) -> Option<MessagesEncoding> {
 
 /// [`messages_encoding_of`], the row decoded (when it must be) without a copy when owned.
 fn encoding_of(row: Cow<'_, CheckpointRow>) -> Option<MessagesEncoding> {
+    if let CheckpointBody::Postgres { checkpoint, blobs } = &row.body {
+        if blobs.iter().all(|b| !b.complete) {
+            return placeholders_encoding(checkpoint, blobs, &row.metadata);
+        }
+    }
     if let CheckpointBody::Serialized {
         type_tag: Some(t),
         bytes,
@@ -157,6 +162,43 @@ fn encoding_of(row: Cow<'_, CheckpointRow>) -> Option<MessagesEncoding> {
     Checkpoint::from_row(row.into_owned())
         .ok()
         .map(|c| c.messages_encoding())
+}
+
+/// How a PostgreSQL row whose blobs are all placeholders (their first bytes) stores
+/// `messages`, as [`Checkpoint::from_row`] and [`Checkpoint::messages_encoding`] give it
+/// (`None` where the first fails), without building the checkpoint: a blob (not `empty`)
+/// beats the inline value, and a placeholder is a snapshot or nothing.
+fn placeholders_encoding(
+    checkpoint: &Json,
+    blobs: &[crate::store::BlobRow],
+    metadata: &[u8],
+) -> Option<MessagesEncoding> {
+    let object = checkpoint.as_object()?;
+    let inline = match object.get("channel_values") {
+        None | Some(Json::Null) => None,
+        Some(Json::Object(values)) => values.get(MESSAGES),
+        Some(_) => return None,
+    };
+    let versioned = match object.get("channel_versions") {
+        None | Some(Json::Null) => false,
+        Some(Json::Object(versions)) => versions.contains_key(MESSAGES),
+        Some(_) => return None,
+    };
+    if parse_metadata(metadata, "").is_err() {
+        return None;
+    }
+    let blob = blobs
+        .iter()
+        .rev()
+        .find(|b| b.channel == MESSAGES && b.type_tag != "empty");
+    Some(match (blob, inline) {
+        (Some(b), _) if super::placeholder_is_snapshot(b.blob.as_deref()) => {
+            MessagesEncoding::Snapshot
+        }
+        (Some(_), _) | (None, Some(_)) => MessagesEncoding::Plain,
+        (None, None) if versioned => MessagesEncoding::Absent,
+        (None, None) => MessagesEncoding::Unversioned,
+    })
 }
 
 /// How a msgpack body stores `messages`, from its scan ([`codec::checkpoint_messages_slice`]):
@@ -218,9 +260,15 @@ impl CheckpointFacts {
         Self::build(Cow::Owned(row), write_bytes, blob_lengths, whole, want)
     }
 
-    /// [`CheckpointFacts::of`] on a borrowed row read whole by the scan.
-    pub fn of_row(row: &CheckpointRow, want: FactsWanted) -> Self {
-        Self::build(Cow::Borrowed(row), 0, None, true, want)
+    /// [`CheckpointFacts::of`] on a borrowed row ([`crate::store::Store::scan_checkpoints_whole`]).
+    pub fn of_row(read: &FactsRow, want: FactsWanted) -> Self {
+        Self::build(
+            Cow::Borrowed(&read.row),
+            read.write_bytes,
+            read.blob_lengths,
+            read.whole,
+            want,
+        )
     }
 
     fn build(
@@ -410,5 +458,71 @@ mod tests {
                 "{odd}"
             );
         }
+    }
+
+    #[test]
+    fn the_placeholder_encoding_equals_the_full_decode_on_every_shape() {
+        use crate::store::BlobRow;
+        let blob = |channel: &str, type_tag: &str, head: Option<&[u8]>| BlobRow {
+            channel: channel.into(),
+            type_tag: type_tag.into(),
+            blob: head.map(<[u8]>::to_vec),
+            complete: false,
+        };
+        let snapshot: &[u8] = &[0xc7, 0x10, 7, 0x92];
+        let heads: [Vec<BlobRow>; 7] = [
+            vec![],
+            vec![blob("messages", "msgpack", Some(snapshot))],
+            vec![blob("messages", "msgpack", Some(&[0x92, 1, 2]))],
+            vec![blob("messages", "empty", None)],
+            vec![blob("messages", "msgpack", None)],
+            vec![
+                blob("messages", "msgpack", Some(&[0x91])),
+                blob("title", "msgpack", Some(snapshot)),
+            ],
+            vec![blob("messages", "msgpack", Some(&[0xd5, 7, 0]))],
+        ];
+        let checkpoints = [
+            r#"{"v": 4, "channel_values": {}, "channel_versions": {"messages": "2.0.1"}}"#,
+            r#"{"channel_values": {"messages": true}, "channel_versions": {"messages": "1"}}"#,
+            r#"{"channel_values": {"messages": null}, "channel_versions": {}}"#,
+            r#"{"channel_values": null, "channel_versions": null}"#,
+            r#"{"channel_versions": {"messages": 3}}"#,
+            r#"{"channel_values": [1], "channel_versions": {"messages": "1"}}"#,
+            r#"{"channel_values": {}, "channel_versions": [1]}"#,
+            r#"{"channel_values": {}, "channel_versions": "x"}"#,
+            r#"{"channel_values": {"title": "t"}}"#,
+            r#"{"channel_values": {}, "channel_versions": {"title": "1"}}"#,
+            r#"{"versions_seen": 3, "ts": 1}"#,
+            "[1, 2]",
+            "null",
+        ];
+        let (mut cases, mut decoded) = (0, 0);
+        for checkpoint in checkpoints {
+            for blobs in &heads {
+                for metadata in [&b"{}"[..], br#"{"step": 1}"#, b"{", b"[1]"] {
+                    let row = CheckpointRow {
+                        thread_id: "t".into(),
+                        checkpoint_ns: String::new(),
+                        checkpoint_id: "c".into(),
+                        parent_checkpoint_id: None,
+                        body: CheckpointBody::Postgres {
+                            checkpoint: serde_json::from_str(checkpoint).unwrap(),
+                            blobs: blobs.clone(),
+                        },
+                        metadata: metadata.to_vec(),
+                        bytes: 0,
+                    };
+                    let full = Checkpoint::from_row(row.clone())
+                        .ok()
+                        .map(|c| c.messages_encoding());
+                    decoded += usize::from(full.is_some());
+                    assert_eq!(messages_encoding_of(&row), full, "{checkpoint} {blobs:?}");
+                    cases += 1;
+                }
+            }
+        }
+        assert_eq!(cases, 13 * 7 * 4);
+        assert!(decoded > 50, "{decoded}");
     }
 }

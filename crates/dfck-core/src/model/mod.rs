@@ -529,15 +529,7 @@ fn postgres_body_at(
         if !b.complete {
             // A scan's placeholder for a value the parent shares: keep only whether it is
             // a snapshot (ext 7), which is all structural analysis asks of it.
-            let head = b.blob.as_deref().unwrap_or_default();
-            let snapshot = matches!(
-                head,
-                [0xc7, _, 7, ..]
-                    | [0xc8, _, _, 7, ..]
-                    | [0xc9, _, _, _, _, 7, ..]
-                    | [0xd4..=0xd8, 7, ..]
-            );
-            let v = if snapshot {
+            let v = if placeholder_is_snapshot(b.blob.as_deref()) {
                 Value::new_ext(codec::EXT_DELTA_SNAPSHOT, Value::Array(Vec::new()))
             } else {
                 Value::Nil
@@ -573,6 +565,15 @@ fn postgres_body_at(
         None => entries.push((Value::Str("channel_values".into()), Value::Map(values))),
     }
     Ok(Value::Map(entries))
+}
+
+/// Whether a blob placeholder's first bytes ([`BlobRow::complete`] false) open a msgpack
+/// ext 7: a `DeltaChannel` snapshot.
+pub(crate) fn placeholder_is_snapshot(head: Option<&[u8]>) -> bool {
+    matches!(
+        head.unwrap_or_default(),
+        [0xc7, _, 7, ..] | [0xc8, _, _, 7, ..] | [0xc9, _, _, _, _, 7, ..] | [0xd4..=0xd8, 7, ..]
+    )
 }
 
 fn set_value(values: &mut Vec<(Value, Value)>, channel: &str, v: Value) {

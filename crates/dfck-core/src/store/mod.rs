@@ -221,7 +221,8 @@ pub struct FactsWanted {
 /// it into facts).
 #[derive(Debug, Clone)]
 pub struct FactsRow {
-    /// The row; when not `whole`, its blobs hold only their first bytes.
+    /// The row; when not `whole`, its blobs hold only their first bytes, and (PostgreSQL's
+    /// [`Store::scan_checkpoints_whole`]) its checkpoint JSON only the keys the facts read.
     pub row: CheckpointRow,
     /// Bytes of the pending-write values stored on it.
     pub write_bytes: u64,
@@ -305,15 +306,24 @@ pub trait Store {
     /// the store (SQLite maps the file into memory).
     fn prefer_point_reads(&self) {}
 
-    /// [`Store::scan_checkpoint_meta`] with each row whole as well, where one pass reads
-    /// them cheaply (SQLite): `None` for a row whose body is over `max_body` bytes (it is
-    /// not read); `false`, having read nothing, where the backend does not.
+    /// [`Store::scan_checkpoint_meta`] with each row's facts as well, where one pass reads
+    /// them cheaply: SQLite the whole row, PostgreSQL the row with its blobs' lengths and
+    /// first bytes (as [`Store::checkpoint_facts_at`] reads them, every channel's, no
+    /// write bytes). `None` for a row whose body is over `max_body` bytes (it is not read);
+    /// `false`, having read nothing, where the backend does not.
     fn scan_checkpoints_whole(
         &self,
         _max_body: u64,
-        _f: &mut dyn FnMut(CheckpointMetaRow, Option<CheckpointRow>) -> Result<(), StoreError>,
+        _f: &mut dyn FnMut(CheckpointMetaRow, Option<FactsRow>) -> Result<(), StoreError>,
     ) -> Result<bool, StoreError> {
         Ok(false)
+    }
+
+    /// Whether the rows [`Store::scan_checkpoints_whole`] gives carry their pending-write
+    /// bytes ([`FactsRow::write_bytes`]; PostgreSQL); else those are read with
+    /// [`Store::write_bytes_at`].
+    fn scan_reads_write_bytes(&self) -> bool {
+        false
     }
 
     /// Whether the checkpoint scans give threads in byte order of their ids (SQLite's

@@ -14,6 +14,7 @@ pub mod resolve;
 pub use connect::{ConnectError, PgClient, connect_client, describe_error, set_command};
 mod copy;
 mod delete;
+mod facts;
 mod group;
 mod maintenance;
 pub use copy::TargetState;

@@ -103,71 +103,8 @@ const KEYS_SELECT: &str = point_select!(
      JOIN checkpoints c ON c.thread_id = k.t AND c.checkpoint_ns = k.n AND c.checkpoint_id = k.i"
 );
 
-/// What [`Store::checkpoint_facts_at`] needs of the checkpoints $1 names, without their blob
-/// values: each blob's length and first bytes (enough to tell a snapshot; every channel's
-/// when $2 is `all`, else `messages`'s), and when $3 is `writes` the bytes of the pending
-/// writes stored on each.
-const FACTS_SELECT: &str = concat!(
-    "SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, \
-     c.checkpoint, c.metadata::text, \
-     (pg_column_size(c.checkpoint) + pg_column_size(c.metadata))::int8, \
-     b.channels, b.types, b.heads, b.lens, \
-     CASE WHEN $3::text = 'writes' THEN \
-     (SELECT coalesce(sum(octet_length(w.blob)), 0)::int8 FROM checkpoint_writes w \
-      WHERE w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns \
-      AND w.checkpoint_id = c.checkpoint_id) ELSE 0 END \
-     FROM json_to_recordset($1::text::json) AS k(o int8, t text, n text, i text) \
-     JOIN checkpoints c ON c.thread_id = k.t AND c.checkpoint_ns = k.n AND c.checkpoint_id = k.i \
-     LEFT JOIN LATERAL ( \
-        SELECT array_agg(bl.channel) AS channels, array_agg(bl.type) AS types, \
-               array_agg(substring(bl.blob from 1 for 8)) AS heads, \
-               array_agg(coalesce(octet_length(bl.blob), 0)::int8) AS lens \
-        FROM ",
-    versions_of_c!(),
-    " cv JOIN LATERAL (",
-    blob_at!(),
-    ") bl ON true WHERE $2::text = 'all' OR cv.key = 'messages' \
-     ) b ON true"
-);
-
-/// One row of [`FACTS_SELECT`] as facts: the blobs stand in by their first bytes, which
-/// is all telling whether `messages` is absent asks of them.
-fn facts_row(r: &Row, what: &str) -> Result<FactsRow, StoreError> {
-    let channels: Option<Vec<String>> = get(r, 7, what)?;
-    let types: Option<Vec<String>> = get(r, 8, what)?;
-    let heads: Option<Vec<Option<Vec<u8>>>> = get(r, 9, what)?;
-    let lens: Option<Vec<Option<i64>>> = get(r, 10, what)?;
-    let (mut blob_bytes, mut messages_blob_bytes) = (0, 0);
-    let mut blobs = Vec::new();
-    for (((channel, type_tag), blob), len) in channels
-        .unwrap_or_default()
-        .into_iter()
-        .zip(types.unwrap_or_default())
-        .zip(heads.unwrap_or_default())
-        .zip(lens.unwrap_or_default())
-    {
-        let len = nonneg(len);
-        blob_bytes += len;
-        if channel == "messages" {
-            messages_blob_bytes += len;
-        }
-        blobs.push(BlobRow {
-            channel,
-            type_tag,
-            blob,
-            complete: false,
-        });
-    }
-    Ok(FactsRow {
-        row: row_with_blobs(r, what, blobs)?,
-        write_bytes: nonneg(get(r, 11, what)?),
-        blob_lengths: Some((blob_bytes, messages_blob_bytes)),
-        whole: false,
-    })
-}
-
 /// `keys` as the JSON array [`KEYS_SELECT`] reads, each with its position `o`.
-fn keys_json(keys: &[CheckpointKey]) -> String {
+pub(super) fn keys_json(keys: &[CheckpointKey]) -> String {
     let rows = keys
         .iter()
         .enumerate()
@@ -521,16 +458,19 @@ impl Store for PostgresStore {
         want: FactsWanted,
         f: &mut dyn FnMut(FactsRow) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
-        if keys.is_empty() {
-            return Ok(());
-        }
-        let what = "reading checkpoints";
-        let blobs = if want.head { "all" } else { "messages" };
-        let writes = if want.writes { "writes" } else { "" };
-        for r in &self.query(what, FACTS_SELECT, &[&keys_json(keys), &blobs, &writes])? {
-            f(facts_row(r, what)?)?;
-        }
-        Ok(())
+        self.facts_at(keys, want, f)
+    }
+
+    fn scan_checkpoints_whole(
+        &self,
+        max_body: u64,
+        f: &mut dyn FnMut(CheckpointMetaRow, Option<FactsRow>) -> Result<(), StoreError>,
+    ) -> Result<bool, StoreError> {
+        self.scan_facts(max_body, f).map(|()| true)
+    }
+
+    fn scan_reads_write_bytes(&self) -> bool {
+        true
     }
 
     fn write_bytes_at(&self, keys: &[CheckpointKey]) -> Result<Vec<u64>, StoreError> {

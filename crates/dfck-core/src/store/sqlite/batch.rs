@@ -13,7 +13,7 @@ use super::rows::{
 use super::{CHECKPOINT_COLS, SqliteStore, q};
 use crate::error::StoreError;
 use crate::store::batch::{NamespaceRows, ReadAhead, ThreadRows, add_gone, row_bytes};
-use crate::store::{CheckpointMetaRow, CheckpointRow, WriteTotals};
+use crate::store::{CheckpointMetaRow, FactsRow, WriteTotals};
 use std::collections::{HashMap, HashSet};
 
 const WHAT: &str = "reading a batch of threads";
@@ -219,7 +219,7 @@ impl SqliteStore {
     pub(super) fn scan_whole(
         &self,
         max_body: u64,
-        f: &mut dyn FnMut(CheckpointMetaRow, Option<CheckpointRow>) -> Result<(), StoreError>,
+        f: &mut dyn FnMut(CheckpointMetaRow, Option<FactsRow>) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
         let what = "scanning checkpoints";
         let mut st = self
@@ -245,7 +245,15 @@ impl SqliteStore {
                 metadata: row.metadata.clone(),
                 ts: None,
             };
-            f(meta, whole.then_some(row))?;
+            f(
+                meta,
+                whole.then_some(FactsRow {
+                    row,
+                    write_bytes: 0,
+                    blob_lengths: None,
+                    whole: true,
+                }),
+            )?;
         }
         Ok(())
     }

@@ -329,7 +329,10 @@ impl Store for SqliteStore {
     fn scan_checkpoints_whole(
         &self,
         max_body: u64,
-        f: &mut dyn FnMut(CheckpointMetaRow, Option<CheckpointRow>) -> Result<(), StoreError>,
+        f: &mut dyn FnMut(
+            CheckpointMetaRow,
+            Option<crate::store::FactsRow>,
+        ) -> Result<(), StoreError>,
     ) -> Result<bool, StoreError> {
         self.scan_whole(max_body, f).map(|()| true)
     }
