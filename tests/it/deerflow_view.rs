@@ -153,3 +153,79 @@ fn user_selects_the_threads_deerflow_lists_for_them() {
     let out = dfck(DB, &["verify", "--user", "nobody-at-all"]);
     assert_clean_failure(&out, "nobody-at-all");
 }
+
+/// The ids of one `deerflow.*` finding code in a `verify --format ndjson` output, in order.
+fn ids_of(out: &[u8], code: &str) -> Vec<String> {
+    String::from_utf8_lossy(out)
+        .lines()
+        .map(|l| serde_json::from_str::<Json>(l).unwrap())
+        .filter(|f| f["code"] == code)
+        .map(|f| f["thread_id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// The two mismatch lists stream in byte order of the thread ids, as the SQLite store and a
+/// `C` database give them, also where `thread_id` sorts by a linguistic collation (ICU
+/// `en-US`, which puts `ta` before `tA`; `COLLATE "C"` in the anti-joins).
+#[test]
+fn deerflow_mismatches_come_in_byte_order_under_a_linguistic_collation() {
+    let Some(server) = require_postgres("DeerFlow mismatches under an ICU collation") else {
+        return;
+    };
+    let target = crate::common::pg::clone_db(&server, "dfck_deerflow_app", "dfck_deerflow_icu");
+    let rt = crate::common::pg::runtime();
+    let c = crate::common::pg::connect(&rt, &target);
+    let run = |sql: &str| rt.block_on(c.batch_execute(sql)).unwrap();
+    for table in ["threads_meta", "checkpoints"] {
+        let ty: String = rt
+            .block_on(c.query_one(
+                "SELECT format_type(atttypid, atttypmod) FROM pg_attribute \
+                 WHERE attrelid = $1::text::regclass AND attname = 'thread_id'",
+                &[&table],
+            ))
+            .unwrap()
+            .get(0);
+        run(&format!(
+            "ALTER TABLE {table} ALTER COLUMN thread_id TYPE {ty} COLLATE \"en-US-x-icu\""
+        ));
+    }
+    let ids = ["t-b", "tA", "ta"];
+    for id in ids {
+        // Listed without checkpoints, and with checkpoints but unlisted.
+        run(&format!(
+            "INSERT INTO threads_meta SELECT (jsonb_populate_record(NULL::threads_meta, \
+             to_jsonb(t) || jsonb_build_object('thread_id', 'l{id}'))).* \
+             FROM threads_meta t LIMIT 1; \
+             INSERT INTO checkpoints SELECT (jsonb_populate_record(NULL::checkpoints, \
+             to_jsonb(k) || jsonb_build_object('thread_id', 'u{id}'))).* \
+             FROM checkpoints k WHERE k.parent_checkpoint_id IS NULL LIMIT 1"
+        ));
+    }
+    // The server's own order of the new ids is not byte order: the test can tell.
+    let linguistic: Vec<String> = rt
+        .block_on(c.query(
+            "SELECT thread_id::text FROM threads_meta WHERE thread_id LIKE 'lt%' \
+             ORDER BY thread_id",
+            &[],
+        ))
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let mut bytewise = linguistic.clone();
+    bytewise.sort();
+    assert_ne!(linguistic, bytewise);
+    let out = dfck(&target, &["verify", "--format", "ndjson"]);
+    for (code, prefix) in [
+        ("deerflow.listed_without_checkpoints", "l"),
+        ("deerflow.unlisted_thread", "u"),
+    ] {
+        let got = ids_of(&out.stdout, code);
+        let mut sorted = got.clone();
+        sorted.sort();
+        assert_eq!(got, sorted, "{code}");
+        for id in ids {
+            assert!(got.contains(&format!("{prefix}{id}")), "{code} {got:?}");
+        }
+    }
+}

@@ -189,7 +189,7 @@ fn applied_groups_read_their_threads_ahead_and_write_what_threads_alone_write() 
 }
 
 /// The summary reads each row's facts in its scan (the checkpoint JSON in part, blobs by
-/// their first bytes, joined by dfck; pending-write bytes by key range): it must equal the
+/// their first bytes, joined by dfck; pending-write bytes per thread): it must equal the
 /// summary from point reads (`scan-body-bytes:0` leaves every row to them), on every
 /// fixture and defect database, with rows read both ways in one thread and full rows decided
 /// at once.

@@ -86,15 +86,15 @@ fn blobs_select() -> String {
     )
 }
 
-/// The pending-write bytes of each checkpoint in the key ranges $1 lists, one range
-/// `{"t", "n0", "i0", "n1", "i1"}` a thread.
-const WRITES_IN_RANGES: &str = "SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, \
-     coalesce(sum(octet_length(w.blob)), 0)::int8 \
-     FROM json_to_recordset($1::text::json) AS r(t text, n0 text, i0 text, n1 text, i1 text) \
-     JOIN checkpoint_writes w ON w.thread_id = r.t \
-     AND (w.checkpoint_ns, w.checkpoint_id) >= (r.n0, r.i0) \
-     AND (w.checkpoint_ns, w.checkpoint_id) <= (r.n1, r.i1) \
-     GROUP BY w.thread_id, w.checkpoint_ns, w.checkpoint_id";
+/// The pending-write bytes of each checkpoint of the threads $1 lists.
+fn writes_select() -> String {
+    format!(
+        "SELECT thread_id, checkpoint_ns, checkpoint_id, \
+         coalesce(sum(octet_length(blob)), 0)::int8 \
+         FROM checkpoint_writes WHERE {} GROUP BY thread_id, checkpoint_ns, checkpoint_id",
+        super::batch::IN_BATCH
+    )
+}
 
 /// Bytes of scanned rows held before their blobs are looked up.
 const SCAN_HELD: u64 = 8 << 20;
@@ -160,8 +160,9 @@ impl PostgresStore {
 
     /// [`crate::store::Store::scan_checkpoints_whole`]: one cursor over the table, and for
     /// each run of rows held (at most [`SCAN_FETCH`] rows, [`SCAN_HELD`] bytes) one read of
-    /// the blobs of their threads, joined to each row's channel versions here: a read of a
-    /// thread's blobs in index order costs less than a lookup per checkpoint and channel.
+    /// the blobs of their threads, joined to each row's channel versions here (a read of a
+    /// thread's blobs in index order costs less than a lookup per checkpoint and channel),
+    /// and one of their pending-write bytes per checkpoint.
     pub(super) fn scan_facts(
         &self,
         max_body: u64,
@@ -209,17 +210,18 @@ impl PostgresStore {
         self.flush_held(&mut held, f)
     }
 
-    /// Reads the blobs of the held rows' threads (those not already known), attaches them
-    /// and hands every held row to `f`; keeps the last thread's blobs for the rows to come.
+    /// Reads the blobs and the pending-write bytes of the held rows' threads (those not
+    /// already known), attaches them and hands every held row to `f`; keeps the last
+    /// thread's for the rows to come (a thread's are read once, whatever the rows it spans).
     fn flush_held(
         &self,
         held: &mut Held,
         f: &mut dyn FnMut(CheckpointMetaRow, Option<FactsRow>) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
-        let what = "reading blob lengths";
+        let what = "reading blob and pending-write lengths";
         let rows = std::mem::take(&mut held.rows);
         held.bytes = 0;
-        let mut known: HashMap<String, ThreadBlobs> = held.open.take().into_iter().collect();
+        let mut known: HashMap<String, ThreadFacts> = held.open.take().into_iter().collect();
         let mut ids: Vec<&String> = Vec::new();
         for (meta, row) in &rows {
             if row.is_some()
@@ -230,31 +232,45 @@ impl PostgresStore {
             }
         }
         if !ids.is_empty() {
-            let list = super::batch::json_list(ids.into_iter());
+            let list = super::batch::json_list(ids.iter().copied());
+            for id in ids {
+                known.entry(id.clone()).or_default();
+            }
             for b in &self.query(what, &blobs_select(), &[&list])? {
                 let facts = BlobFacts {
                     type_tag: get(b, 4, what)?,
                     head: get(b, 5, what)?,
                     len: nonneg(get(b, 6, what)?),
                 };
+                let thread: String = get(b, 0, what)?;
                 known
-                    .entry(get(b, 0, what)?)
+                    .entry(thread)
                     .or_default()
+                    .blobs
                     .entry(get(b, 1, what)?)
                     .or_default()
                     .entry(get(b, 2, what)?)
                     .or_default()
                     .insert(get(b, 3, what)?, facts);
             }
+            for w in &self.query(what, &writes_select(), &[&list])? {
+                let thread: String = get(w, 0, what)?;
+                known
+                    .entry(thread)
+                    .or_default()
+                    .writes
+                    .entry(get(w, 1, what)?)
+                    .or_default()
+                    .insert(get(w, 2, what)?, nonneg(get(w, 3, what)?));
+            }
         }
-        let writes = self.held_write_bytes(&rows)?;
         let last = rows.last().map(|(m, _)| m.thread_id.clone());
         for (meta, row) in rows {
-            let facts = row.and_then(|row| with_blobs(row, known.get(&meta.thread_id)));
+            let thread = known.get(&meta.thread_id);
+            let facts = row.and_then(|row| with_blobs(row, thread.map(|t| &t.blobs)));
             let facts = facts.map(|mut facts| {
-                facts.write_bytes = writes
-                    .get(&meta.thread_id)
-                    .and_then(|t| t.get(&meta.checkpoint_ns))
+                facts.write_bytes = thread
+                    .and_then(|t| t.writes.get(&meta.checkpoint_ns))
                     .and_then(|n| n.get(&meta.checkpoint_id))
                     .copied()
                     .unwrap_or(0);
@@ -267,45 +283,13 @@ impl PostgresStore {
     }
 }
 
-impl PostgresStore {
-    /// The pending-write bytes of each checkpoint from the first to the last read row of
-    /// each thread of `rows` (one range a thread: the rows come in key order).
-    fn held_write_bytes(&self, rows: &[HeldRow]) -> Result<WriteBytes, StoreError> {
-        let what = "reading pending-write lengths";
-        let mut ranges: Vec<serde_json::Value> = Vec::new();
-        let mut open: Option<(&CheckpointMetaRow, &CheckpointMetaRow)> = None;
-        let range = |(a, b): (&CheckpointMetaRow, &CheckpointMetaRow)| {
-            serde_json::json!({"t": a.thread_id, "n0": a.checkpoint_ns, "i0": a.checkpoint_id,
-                "n1": b.checkpoint_ns, "i1": b.checkpoint_id})
-        };
-        for (meta, row) in rows {
-            if row.is_none() {
-                continue;
-            }
-            match &mut open {
-                Some((first, last)) if first.thread_id == meta.thread_id => *last = meta,
-                _ => ranges.extend(open.replace((meta, meta)).map(range)),
-            }
-        }
-        ranges.extend(open.map(range));
-        let mut out = WriteBytes::new();
-        if ranges.is_empty() {
-            return Ok(out);
-        }
-        let list = serde_json::Value::Array(ranges).to_string();
-        for r in &self.query(what, WRITES_IN_RANGES, &[&list])? {
-            out.entry(get(r, 0, what)?)
-                .or_default()
-                .entry(get(r, 1, what)?)
-                .or_default()
-                .insert(get(r, 2, what)?, nonneg(get(r, 3, what)?));
-        }
-        Ok(out)
-    }
+/// What the scan reads of one thread: its blobs, and its pending-write bytes by namespace
+/// and checkpoint id.
+#[derive(Default)]
+struct ThreadFacts {
+    blobs: ThreadBlobs,
+    writes: HashMap<String, HashMap<String, u64>>,
 }
-
-/// Pending-write bytes by thread, namespace and checkpoint id.
-type WriteBytes = HashMap<String, HashMap<String, HashMap<String, u64>>>;
 
 /// A row the scan holds: its metadata, and the row when it was read.
 type HeldRow = (CheckpointMetaRow, Option<CheckpointRow>);
@@ -315,8 +299,8 @@ type HeldRow = (CheckpointMetaRow, Option<CheckpointRow>);
 struct Held {
     rows: Vec<HeldRow>,
     bytes: u64,
-    /// The blobs of the thread the last flush ended in.
-    open: Option<(String, ThreadBlobs)>,
+    /// What was read of the thread the last flush ended in.
+    open: Option<(String, ThreadFacts)>,
 }
 
 /// What the summary reads of one blob.
