@@ -221,3 +221,39 @@ fn the_summary_from_scanned_facts_equals_the_summary_from_point_reads() {
     }
     assert!(compared >= 25, "{compared} databases compared");
 }
+
+/// A channel version that is neither a string nor `null` has its text form given by the
+/// server (`1.50` stays `1.50`, where a client's float would print `1.5`): its thread takes
+/// the point reads, which match it in SQL, and the summary is the same as from point reads.
+#[test]
+fn a_version_that_is_not_a_string_is_matched_by_the_server() {
+    let Some(uri) = require_postgres("a numeric channel version") else {
+        return;
+    };
+    let target = crate::common::pg::clone_db(&uri, "dfck_delta_k3", "dfck_numeric_version");
+    let rt = crate::common::pg::runtime();
+    let c = crate::common::pg::connect(&rt, &target);
+    // The head of one thread gets `messages` at the JSON number 1.50, and a blob at version
+    // "1.50" (a copy of one of its `messages` blobs).
+    rt.block_on(c.batch_execute(
+        "CREATE TEMP TABLE head AS SELECT thread_id, checkpoint_ns, checkpoint_id \
+         FROM checkpoints WHERE checkpoint_ns = '' ORDER BY thread_id, checkpoint_id DESC LIMIT 1; \
+         INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob) \
+         SELECT b.thread_id, b.checkpoint_ns, b.channel, '1.50', b.type, b.blob \
+         FROM checkpoint_blobs b JOIN head h USING (thread_id, checkpoint_ns) \
+         WHERE b.channel = 'messages' AND b.type <> 'empty' \
+         ORDER BY octet_length(b.blob) DESC LIMIT 1; \
+         UPDATE checkpoints c SET checkpoint = jsonb_set(c.checkpoint, \
+         '{channel_versions,messages}', '1.50'::jsonb) \
+         FROM head h WHERE (c.thread_id, c.checkpoint_ns, c.checkpoint_id) = \
+         (h.thread_id, h.checkpoint_ns, h.checkpoint_id)",
+    ))
+    .unwrap();
+    let points = run(&target, &["inspect"], "scan-body-bytes:0");
+    let scan = run(&target, &["inspect"], "");
+    assert_eq!(points.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&scan.stdout),
+        String::from_utf8_lossy(&points.stdout)
+    );
+}
