@@ -308,9 +308,10 @@ pub trait Store {
 
     /// [`Store::scan_checkpoint_meta`] with each row's facts as well, where one pass reads
     /// them cheaply: SQLite the whole row, PostgreSQL the row with its blobs' lengths and
-    /// first bytes (as [`Store::checkpoint_facts_at`] reads them, every channel's, no
-    /// write bytes). `None` for a row whose body is over `max_body` bytes (it is not read);
-    /// `false`, having read nothing, where the backend does not.
+    /// first bytes (as [`Store::checkpoint_facts_at`] reads them, every channel's) and its
+    /// pending-write bytes ([`Store::scan_reads_write_bytes`]). `None` for a row whose body
+    /// is over `max_body` bytes, or that the scan cannot read as the point reads do (it is
+    /// not read); `false`, having read nothing, where the backend does not.
     fn scan_checkpoints_whole(
         &self,
         _max_body: u64,
