@@ -52,6 +52,7 @@ mod openmetrics;
 mod pg_batch_reads;
 mod pg_environment;
 mod pg_hardening;
+mod pg_short_reads;
 mod postgres_fixtures;
 mod postgres_hostile;
 mod postgres_hostile_db;

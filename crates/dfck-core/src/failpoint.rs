@@ -31,6 +31,10 @@
 //!   them to a temporary file (`0`: straight to the file);
 //! - `summary-pending-bytes:N` — the store summary's scan keeps N bytes of rows for its
 //!   counting thread before it counts them itself (`0`: every row at once);
+//! - `short-rows:N` — a PostgreSQL read of one thread's rows takes one statement only when
+//!   they are N rows at most (`0`: every such read goes through a cursor);
+//! - `savepoint-fail:N` — the N-th thread savepoint of a PostgreSQL group transaction is
+//!   sent as a statement the server refuses (its answer is not waited for);
 //! - `thread-page:N` — a whole-store listing of threads reads pages of N thread ids (so a
 //!   test's few threads span several pages);
 //! - `hold:PATH` — with every connection of a write command open (inside the first thread
@@ -59,6 +63,8 @@ pub struct Failpoints {
     spool_bytes: Option<usize>,
     thread_page: Option<usize>,
     summary_pending_bytes: Option<u64>,
+    short_rows: Option<usize>,
+    savepoint_fail: Option<usize>,
     #[cfg(feature = "failpoints")]
     hold: bool,
 }
@@ -93,6 +99,8 @@ impl Failpoints {
             spool_bytes: parse(find("spool-bytes:")),
             thread_page: parse(find("thread-page:")),
             summary_pending_bytes: parse(find("summary-pending-bytes:")),
+            short_rows: parse(find("short-rows:")),
+            savepoint_fail: parse(find("savepoint-fail:")),
             hold: find("hold:").is_some(),
         }
     }
@@ -246,5 +254,16 @@ impl Failpoints {
     /// Whether a thread of a batch read on its own fails the command.
     pub fn batch_required(&self) -> bool {
         self.batch_required
+    }
+
+    /// The most rows a one-statement read of a thread takes: `default` unless injected.
+    pub fn short_rows(&self, default: usize) -> usize {
+        self.short_rows.unwrap_or(default)
+    }
+
+    /// Whether the `n`-th (from 1) thread savepoint of the run is to fail.
+    pub fn savepoint_fails(&self, n: u64) -> bool {
+        self.savepoint_fail
+            .is_some_and(|k| u64::try_from(k).is_ok_and(|k| k == n))
     }
 }

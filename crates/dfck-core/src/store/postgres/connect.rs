@@ -36,7 +36,7 @@ impl PostgresStore {
         )?;
         Ok(PostgresStore {
             rt,
-            client,
+            client: std::sync::Arc::new(client),
             info: StoreInfo {
                 backend: Backend::Postgres,
                 location: {
@@ -63,6 +63,7 @@ impl PostgresStore {
             in_write: Cell::new(false),
             to_close: Default::default(),
             has_runs: Cell::new(None),
+            deferred: Default::default(),
         })
     }
 

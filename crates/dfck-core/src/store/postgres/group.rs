@@ -1,13 +1,18 @@
 //! The write engine's group transaction on PostgreSQL: one `REPEATABLE READ` transaction
 //! for a group of threads, whose locks are all taken when it opens (three statements, not
 //! three per thread) and released together when it ends; each thread then works inside a
-//! savepoint of its own.
+//! savepoint of its own, opened and ended by statements that wait for no answer
+//! (`deferred`).
 
 use super::PostgresStore;
 use super::batch::{IN_BATCH, json_list};
 use crate::error::StoreError;
 use crate::store::ThreadLock;
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Thread savepoints opened by this process (the `savepoint-fail` failpoint counts them).
+static SAVEPOINTS: AtomicU64 = AtomicU64::new(0);
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::Type;
 
@@ -86,9 +91,14 @@ impl PostgresStore {
         if self.group_busy.borrow().contains(thread_id) {
             return Ok(ThreadLock::Busy(self.lock_holder(thread_id)));
         }
-        self.rt
-            .block_on(self.client.batch_execute("SAVEPOINT dfck_thread"))
-            .map_err(|e| self.err("opening the thread's savepoint", e))?;
+        // Answered before the thread's first statement is: no round trip of its own.
+        let n = SAVEPOINTS.fetch_add(1, Ordering::Relaxed) + 1;
+        let sql = if crate::failpoint::Failpoints::from_env("write").savepoint_fails(n) {
+            "SAVEPOINT dfck thread"
+        } else {
+            "SAVEPOINT dfck_thread"
+        };
+        self.send_deferred("opening the thread's savepoint", sql.into());
         Ok(ThreadLock::Held)
     }
 }

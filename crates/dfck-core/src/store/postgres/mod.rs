@@ -13,6 +13,7 @@ pub mod conninfo;
 pub mod resolve;
 pub use connect::{ConnectError, PgClient, connect_client, describe_error, set_command};
 mod copy;
+mod deferred;
 mod delete;
 mod facts;
 mod group;
@@ -45,7 +46,7 @@ pub const STATEMENT_TIMEOUT_MS: u64 = 300_000;
 /// A LangGraph Postgres checkpoint store, read inside one read-only transaction.
 pub struct PostgresStore {
     rt: Runtime,
-    client: Client,
+    client: std::sync::Arc<Client>,
     info: StoreInfo,
     password: Option<String>,
     cursor_seq: Cell<u64>,
@@ -70,6 +71,8 @@ pub struct PostgresStore {
     /// Whether DeerFlow's `runs` table can be asked for a thread's active run, once asked
     /// in the open transaction (forgotten when a transaction begins or ends).
     has_runs: Cell<Option<bool>>,
+    /// Statements sent and not yet answered ([`Self::send_deferred`]).
+    deferred: std::cell::RefCell<Vec<deferred::Deferred>>,
 }
 
 /// dfck's own session limits, whatever the database or role defaults say: a statement
@@ -290,6 +293,29 @@ impl PostgresStore {
         self.rt
             .block_on(self.client.query(&statement, &params))
             .map_err(|e| self.err(what, e))
+    }
+
+    /// The rows of `sql` (TEXT parameters) in one statement, through [`Self::query_reused`],
+    /// when they are `most` at most (fewer with the `short-rows` failpoint); `None` when
+    /// there are more, to be read through a cursor. A short thread then costs one round
+    /// trip and no cursor, and the statement is planned once per write transaction.
+    pub(super) fn query_short(
+        &self,
+        what: &str,
+        sql: &str,
+        params: &[&str],
+        most: usize,
+    ) -> Result<Option<Vec<Row>>, StoreError> {
+        let most = crate::failpoint::Failpoints::from_env("read").short_rows(most);
+        if most == 0 {
+            return Ok(None);
+        }
+        let typed: Vec<(&(dyn ToSql + Sync), Type)> = params
+            .iter()
+            .map(|p| (p as &(dyn ToSql + Sync), Type::TEXT))
+            .collect();
+        let rows = self.query_reused(what, &format!("{sql} LIMIT {}", most + 1), &typed)?;
+        Ok((rows.len() <= most).then_some(rows))
     }
 
     /// A write transaction began: [`Self::query_reused`] may prepare statements.

@@ -9,6 +9,11 @@ use crate::store::{
 };
 use tokio_postgres::Row;
 
+/// Pending writes per cursor fetch, and the most one statement reads.
+const WRITES_FETCH: usize = 500;
+/// Checkpoints with their values per cursor fetch, and the most one statement reads.
+const VALUES_FETCH: usize = 16;
+
 impl PostgresStore {
     pub(super) fn task_path_expr(&self) -> &'static str {
         if self.info.has_task_path {
@@ -319,13 +324,15 @@ impl Store for PostgresStore {
             return rows.into_iter().try_for_each(f);
         }
         let what = "reading a thread's checkpoints";
-        self.cursor(
-            what,
-            &format!("{POINT_SELECT} WHERE c.thread_id = $1 AND c.checkpoint_ns = $2"),
-            &[&thread_id, &ns],
-            16,
-            &mut |r| f(checkpoint_row(r, what)?),
-        )
+        let sql = format!("{POINT_SELECT} WHERE c.thread_id = $1 AND c.checkpoint_ns = $2");
+        // Up to one FETCH's rows in one statement; a longer thread is read again.
+        let ordered = format!("{sql} ORDER BY c.checkpoint_id");
+        if let Some(rows) = self.query_short(what, &ordered, &[thread_id, ns], VALUES_FETCH)? {
+            return rows.iter().try_for_each(|r| f(checkpoint_row(r, what)?));
+        }
+        self.cursor(what, &sql, &[&thread_id, &ns], VALUES_FETCH, &mut |r| {
+            f(checkpoint_row(r, what)?)
+        })
     }
 
     fn thread_writes(&self, thread_id: &str, ns: &str) -> Result<Vec<WriteRow>, StoreError> {
@@ -338,8 +345,11 @@ impl Store for PostgresStore {
              FROM checkpoint_writes WHERE thread_id = $1 AND checkpoint_ns = $2",
             tp = self.task_path_expr()
         );
+        if let Some(rows) = self.query_short(what, &sql, &[thread_id, ns], WRITES_FETCH)? {
+            return rows.iter().map(|r| write_row(r, what)).collect();
+        }
         let mut out = Vec::new();
-        self.cursor(what, &sql, &[&thread_id, &ns], 500, &mut |r| {
+        self.cursor(what, &sql, &[&thread_id, &ns], WRITES_FETCH, &mut |r| {
             out.push(write_row(r, what)?);
             Ok(())
         })?;

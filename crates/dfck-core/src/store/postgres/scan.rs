@@ -355,6 +355,14 @@ impl PostgresStore {
             params.push(u);
         }
         let mut rows = Rows { pending: None, f };
+        if after.is_none() && upto.is_none() {
+            // Up to one FETCH's rows in one statement; a longer thread is read again.
+            let sql = scan_sql(false, false);
+            if let Some(short) = self.query_short(WHAT, &sql, &[thread_id, ns], FETCH_ROWS)? {
+                short.iter().try_for_each(|r| rows.add(r))?;
+                return rows.flush();
+            }
+        }
         self.cursor_ahead(
             WHAT,
             &scan_sql(after.is_some(), upto.is_some()),

@@ -106,9 +106,12 @@ impl PostgresStore {
     }
 
     /// Ends the thread's savepoint inside a group: released into the group's transaction
-    /// (`keep`), or rolled back first.
-    /// The thread's cursors are closed in the same round trip (a rollback closes them).
+    /// (`keep`), or rolled back first. The thread's cursors are closed by the same
+    /// statement (a rollback closes them), which waits for no answer: it is answered before
+    /// the next thread's first statement, or checked before the group ends. The answers
+    /// already in are checked here, so a failed savepoint fails the thread's group.
     pub(super) fn end_savepoint(&self, keep: bool) -> Result<(), StoreError> {
+        self.settle_deferred(false)?;
         let cursors = std::mem::take(&mut *self.to_close.borrow_mut());
         let sql = if keep {
             let mut sql: String = cursors.iter().map(|c| format!("CLOSE {c}; ")).collect();
@@ -117,9 +120,8 @@ impl PostgresStore {
         } else {
             "ROLLBACK TO SAVEPOINT dfck_thread; RELEASE SAVEPOINT dfck_thread".to_owned()
         };
-        self.rt
-            .block_on(self.client.batch_execute(&sql))
-            .map_err(|e| self.err("closing the thread's savepoint", e))
+        self.send_deferred("closing the thread's savepoint", sql);
+        Ok(())
     }
 
     /// Who holds the thread's advisory lock (only dfck takes it), from `pg_locks` joined to
@@ -160,6 +162,13 @@ impl PostgresStore {
             ("ROLLBACK", "rollback the transaction")
         };
         self.write_ended();
+        // Every statement sent without waiting is answered first: one that failed aborted
+        // the transaction, and its `COMMIT` would roll it back without an error.
+        let settled = self.settle_deferred(true);
+        if let Err(e) = settled {
+            let _ = self.rt.block_on(self.client.batch_execute("ROLLBACK"));
+            return Err(e);
+        }
         self.rt
             .block_on(self.client.batch_execute(sql))
             .map_err(|e| self.err(what, e))
