@@ -138,3 +138,51 @@ fn a_refused_savepoint_fails_its_group_and_commits_none_of_it() {
     // The group, the first thread with it, was rolled back: the plan is unchanged.
     same(&run(&target, &prune, ""), &before, "the dry run after");
 }
+
+/// A thread's orphans are counted before its deletions run, though the count is read after
+/// them (`count_orphans_later`): the rows its branch deletion leaves unnamed are not among
+/// them, and none is left after.
+#[test]
+fn orphans_are_counted_before_the_deletions_that_make_more() {
+    let Some(uri) = require_postgres("orphans counted before the deletions") else {
+        return;
+    };
+    let target = pg::clone_db(&uri, "dfck_retention", "dfck_short_orphans");
+    let rt = pg::runtime();
+    let client = pg::connect(&rt, &target);
+    let count = |sql: &str| -> i64 { rt.block_on(client.query_one(sql, &[])).unwrap().get(0) };
+    // One write on no checkpoint and one blob at a version no checkpoint names.
+    rt.block_on(client.batch_execute(
+        "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, \
+         channel, type, blob) VALUES ('r-branch-delta', '', 'no-such-checkpoint', 't', 0, \
+         'x', 'msgpack', '\\x90'::bytea); \
+         INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob) \
+         VALUES ('r-branch-delta', '', 'x', '99.0', 'msgpack', '\\x90'::bytea)",
+    ))
+    .unwrap();
+    let orphan_blobs = "SELECT count(*) FROM checkpoint_blobs b WHERE NOT EXISTS (SELECT 1 \
+         FROM checkpoints c WHERE c.thread_id = b.thread_id AND c.checkpoint_ns = \
+         b.checkpoint_ns AND c.checkpoint -> 'channel_versions' ->> b.channel = b.version)";
+    assert_eq!(count(orphan_blobs), 1);
+    let out = run(
+        &target,
+        &["prune", "r-branch-delta", "--branches", "--apply"],
+        "",
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {}", String::from_utf8_lossy(&out.stderr));
+    });
+    let t = &report["threads"][0];
+    // The branch's own blobs go too (orphaned by its deletion), but were not orphans before.
+    assert!(t["blobs"].as_u64().unwrap() > 1, "{t}");
+    assert_eq!(
+        (
+            t["status"].as_str(),
+            t["orphans_before"].as_u64(),
+            t["orphans_after"].as_u64()
+        ),
+        (Some("done"), Some(2), Some(0)),
+        "{t}"
+    );
+    assert_eq!(count(orphan_blobs), 0);
+}

@@ -376,7 +376,8 @@ impl<C: DeleteRows + ?Sized> ThreadJob<C> for Prune<'_> {
         work: Work,
         cx: &ApplyContext,
     ) -> Result<Pruned, Refusal> {
-        let orphans_before = conn.count_orphans(thread_id).map_err(store_refusal)?.rows();
+        // Counted before the deletions run, read after them (no round trip of its own).
+        let orphans_before = conn.count_orphans_later(thread_id).map_err(store_refusal)?;
         let mut deleted = RowCounts::default();
         match &work {
             Work::Whole => {
@@ -408,14 +409,25 @@ impl<C: DeleteRows + ?Sized> ThreadJob<C> for Prune<'_> {
         Ok(Pruned {
             work,
             deleted,
-            orphans_before,
+            orphans_before: orphans_before().map_err(store_refusal)?.rows(),
         })
     }
 
     fn verify(&self, conn: &C, thread_id: &str, done: &Pruned) -> Result<(), Refusal> {
         let fail = |what: String| Err(Refusal(format!("verification failed: {what}")));
         let store = conn.store();
-        let orphans = conn.count_orphans(thread_id).map_err(store_refusal)?;
+        let load = |ns: &str| {
+            LoadedThread::load_bounded(store, thread_id, ns, preamble::whole_thread_bytes())
+                .map_err(|e| Refusal(format!("verification failed: {e}")))
+        };
+        // The count is sent first and read once the first namespace is (one round trip
+        // fewer); the checks keep their order.
+        let orphans = conn.count_orphans_later(thread_id).map_err(store_refusal)?;
+        let mut first = match &done.work {
+            Work::Checkpoints(namespaces) => namespaces.first().map(|ns| load(&ns.ns)),
+            Work::Whole => None,
+        };
+        let orphans = orphans().map_err(store_refusal)?;
         if orphans.rows() != 0 {
             return fail(format!("{} orphan rows left", orphans.rows()));
         }
@@ -428,9 +440,7 @@ impl<C: DeleteRows + ?Sized> ThreadJob<C> for Prune<'_> {
             }
             Work::Checkpoints(namespaces) => {
                 for ns in namespaces {
-                    let budget = preamble::whole_thread_bytes();
-                    let after = LoadedThread::load_bounded(store, thread_id, &ns.ns, budget)
-                        .map_err(|e| Refusal(format!("verification failed: {e}")))?;
+                    let after = first.take().unwrap_or_else(|| load(&ns.ns))?;
                     if let Some(n) = after
                         .nodes
                         .iter()

@@ -283,13 +283,18 @@ impl LoadedThread {
         } else {
             Store::scan_thread
         };
+        // Sent before the scan, read after it (PostgreSQL: no round trip of its own).
+        let mut writes = Some(store.thread_writes_later(thread_id, ns)?);
         Self::build(
             thread_id,
             ns,
             visitor,
             keep,
             &mut |f| scan(store, thread_id, ns, f),
-            &mut || store.thread_writes(thread_id, ns),
+            &mut || match writes.take() {
+                Some(later) => later(),
+                None => store.thread_writes(thread_id, ns),
+            },
         )
     }
 

@@ -39,6 +39,9 @@ impl RowCounts {
     }
 }
 
+/// A count sent and not yet read ([`DeleteRows::count_orphans_later`]).
+pub type LaterCount<'a> = Box<dyn FnOnce() -> Result<RowCounts, StoreError> + 'a>;
+
 /// The deletions a prune makes, per backend.
 pub trait DeleteRows: WriteStore {
     /// Deletes checkpoints of one namespace and the writes stored on them.
@@ -54,6 +57,13 @@ pub trait DeleteRows: WriteStore {
     fn delete_orphans(&self, thread_id: &str) -> Result<RowCounts, StoreError>;
     /// Counts the thread's orphans.
     fn count_orphans(&self, thread_id: &str) -> Result<RowCounts, StoreError>;
+    /// [`Self::count_orphans`] of the rows as they are now, read when the returned closure
+    /// is called, whatever this connection changes meanwhile: PostgreSQL sends the count at
+    /// once and reads its answer then, so it costs no round trip of its own.
+    fn count_orphans_later(&self, thread_id: &str) -> Result<LaterCount<'_>, StoreError> {
+        let counted = self.count_orphans(thread_id)?;
+        Ok(Box::new(move || Ok(counted)))
+    }
     /// Makes a checkpoint a root (no parent). With `messages`, it also stores that list
     /// as a `_DeltaSnapshot` of the `messages` channel at the checkpoint's version, so
     /// delta replay starts there.

@@ -296,6 +296,9 @@ pub struct StoreInfo {
     pub has_task_path: bool,
 }
 
+/// Pending writes sent for and not yet read ([`Store::thread_writes_later`]).
+pub type LaterWrites<'a> = Box<dyn FnOnce() -> Result<Vec<WriteRow>, StoreError> + 'a>;
+
 /// Read access to a LangGraph checkpoint store. Every scan streams: a callback sees rows
 /// one at a time, so memory follows the largest thread, not the store.
 pub trait Store {
@@ -406,6 +409,18 @@ pub trait Store {
 
     /// Every pending write of (thread, ns), in no particular order.
     fn thread_writes(&self, thread_id: &str, ns: &str) -> Result<Vec<WriteRow>, StoreError>;
+
+    /// [`Store::thread_writes`], read when the returned closure is called. PostgreSQL sends
+    /// the read at once (the writes as they are then), so that the thread's scan between
+    /// costs no round trip more; elsewhere they are read by the closure.
+    fn thread_writes_later(
+        &self,
+        thread_id: &str,
+        ns: &str,
+    ) -> Result<LaterWrites<'_>, StoreError> {
+        let (t, n) = (thread_id.to_owned(), ns.to_owned());
+        Ok(Box::new(move || self.thread_writes(&t, &n)))
+    }
 
     /// The namespaces of a thread, sorted.
     fn namespaces(&self, thread_id: &str) -> Result<Vec<String>, StoreError>;

@@ -7,7 +7,7 @@
 use super::PostgresStore;
 use crate::codec::{self, Value};
 use crate::error::StoreError;
-use crate::store::delete::{DeleteRows, RowCounts, snapshot_of};
+use crate::store::delete::{DeleteRows, LaterCount, RowCounts, snapshot_of};
 use tokio_postgres::types::{ToSql, Type};
 
 const ORPHAN_WRITES: &str = "FROM checkpoint_writes w WHERE w.thread_id = $1 AND NOT EXISTS \
@@ -29,9 +29,17 @@ impl PostgresStore {
         sql: &str,
         args: &[(&(dyn ToSql + Sync), Type)],
     ) -> Result<[(u64, u64); N], StoreError> {
-        let rows = self.query_reused(what, sql, args)?;
+        self.sum_rows(what, &self.query_reused(what, sql, args)?)
+    }
+
+    /// The sums of [`Self::sum_kinds`] over rows already read.
+    fn sum_rows<const N: usize>(
+        &self,
+        what: &str,
+        rows: &[tokio_postgres::Row],
+    ) -> Result<[(u64, u64); N], StoreError> {
         let mut out = [(0u64, 0u64); N];
-        for r in &rows {
+        for r in rows {
             let kind = r.try_get::<_, i32>(0).map_err(|e| self.err(what, e))?;
             let bytes = r
                 .try_get::<_, Option<i64>>(1)
@@ -128,21 +136,28 @@ impl DeleteRows for PostgresStore {
     }
 
     fn count_orphans(&self, thread_id: &str) -> Result<RowCounts, StoreError> {
-        let args: [(&(dyn ToSql + Sync), Type); 1] = [(&thread_id, Type::TEXT)];
-        let [(writes, wb), (blobs, bb)] = self.sum_kinds(
-            "counting orphan rows",
+        self.count_orphans_later(thread_id)?()
+    }
+
+    fn count_orphans_later(&self, thread_id: &str) -> Result<LaterCount<'_>, StoreError> {
+        const WHAT: &str = "counting orphan rows";
+        let rows = self.query_later(
+            WHAT,
             &format!(
                 "SELECT 0, length(w.blob)::int8 {ORPHAN_WRITES} \
                  UNION ALL SELECT 1, coalesce(length(b.blob), 0)::int8 {ORPHAN_BLOBS}"
             ),
-            &args,
+            &[thread_id],
         )?;
-        Ok(RowCounts {
-            checkpoints: 0,
-            writes,
-            blobs,
-            bytes: wb + bb,
-        })
+        Ok(Box::new(move || {
+            let [(writes, wb), (blobs, bb)] = self.sum_rows(WHAT, &rows()?)?;
+            Ok(RowCounts {
+                checkpoints: 0,
+                writes,
+                blobs,
+                bytes: wb + bb,
+            })
+        }))
     }
 
     fn make_root(

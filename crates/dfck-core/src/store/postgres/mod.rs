@@ -75,6 +75,12 @@ pub struct PostgresStore {
     deferred: std::cell::RefCell<Vec<deferred::Deferred>>,
 }
 
+/// The most rows a one-statement read of a thread takes ([`PostgresStore::query_short`]):
+/// `most`, unless the `short-rows` failpoint says otherwise (`0`: none, a cursor reads them).
+pub(super) fn short_most(most: usize) -> usize {
+    crate::failpoint::Failpoints::from_env("read").short_rows(most)
+}
+
 /// dfck's own session limits, whatever the database or role defaults say: a statement
 /// (one cursor batch) may take [`STATEMENT_TIMEOUT_MS`], and so may the pause between two
 /// statements of one transaction (the caller's work between cursor batches), so that a tiny
@@ -274,47 +280,50 @@ impl PostgresStore {
                 .block_on(self.client.query_typed(sql, args))
                 .map_err(|e| self.err(what, e));
         }
-        let cached = self.prepared.borrow().get(sql).cloned();
-        let statement = match cached {
-            Some(st) => st,
-            None => {
-                let types: Vec<Type> = args.iter().map(|(_, t)| t.clone()).collect();
-                let st = self
-                    .rt
-                    .block_on(self.client.prepare_typed(sql, &types))
-                    .map_err(|e| self.err(what, e))?;
-                self.prepared
-                    .borrow_mut()
-                    .insert(sql.to_owned(), st.clone());
-                st
-            }
-        };
+        let types: Vec<Type> = args.iter().map(|(_, t)| t.clone()).collect();
+        let statement = self.prepared_once(what, sql, &types)?;
         let params: Vec<&(dyn ToSql + Sync)> = args.iter().map(|(p, _)| *p).collect();
         self.rt
             .block_on(self.client.query(&statement, &params))
             .map_err(|e| self.err(what, e))
     }
 
-    /// The rows of `sql` (TEXT parameters) in one statement, through [`Self::query_reused`],
-    /// when they are `most` at most (fewer with the `short-rows` failpoint); `None` when
-    /// there are more, to be read through a cursor. A short thread then costs one round
-    /// trip and no cursor, and the statement is planned once per write transaction.
-    pub(super) fn query_short(
+    /// `sql` prepared in the open write transaction, once ([`Self::query_reused`]).
+    pub(super) fn prepared_once(
         &self,
         what: &str,
+        sql: &str,
+        types: &[Type],
+    ) -> Result<Statement, StoreError> {
+        if let Some(st) = self.prepared.borrow().get(sql) {
+            return Ok(st.clone());
+        }
+        let st = self
+            .rt
+            .block_on(self.client.prepare_typed(sql, types))
+            .map_err(|e| self.err(what, e))?;
+        self.prepared
+            .borrow_mut()
+            .insert(sql.to_owned(), st.clone());
+        Ok(st)
+    }
+
+    /// The rows of `sql` (TEXT parameters) in one statement, through [`Self::query_later`]
+    /// (prepared once per write transaction), when they are `most` at most (fewer with the
+    /// `short-rows` failpoint); `None` when there are more, to be read through a cursor. A
+    /// short thread then costs one round trip and no cursor.
+    pub(super) fn query_short(
+        &self,
+        what: &'static str,
         sql: &str,
         params: &[&str],
         most: usize,
     ) -> Result<Option<Vec<Row>>, StoreError> {
-        let most = crate::failpoint::Failpoints::from_env("read").short_rows(most);
+        let most = short_most(most);
         if most == 0 {
             return Ok(None);
         }
-        let typed: Vec<(&(dyn ToSql + Sync), Type)> = params
-            .iter()
-            .map(|p| (p as &(dyn ToSql + Sync), Type::TEXT))
-            .collect();
-        let rows = self.query_reused(what, &format!("{sql} LIMIT {}", most + 1), &typed)?;
+        let rows = self.query_later(what, &format!("{sql} LIMIT {}", most + 1), params)?()?;
         Ok((rows.len() <= most).then_some(rows))
     }
 

@@ -11,6 +11,7 @@ use tokio_postgres::Row;
 
 /// Pending writes per cursor fetch, and the most one statement reads.
 const WRITES_FETCH: usize = 500;
+const WRITES_WHAT: &str = "reading a thread's pending writes";
 /// Checkpoints with their values per cursor fetch, and the most one statement reads.
 const VALUES_FETCH: usize = 16;
 
@@ -21,6 +22,32 @@ impl PostgresStore {
         } else {
             "''::text"
         }
+    }
+
+    /// Every pending write of (thread, ns).
+    fn writes_sql(&self) -> String {
+        format!(
+            "SELECT checkpoint_id, task_id, {tp}, idx::int8, channel, type, blob \
+             FROM checkpoint_writes WHERE thread_id = $1 AND checkpoint_ns = $2",
+            tp = self.task_path_expr()
+        )
+    }
+
+    /// [`Self::writes_sql`] through a cursor, [`WRITES_FETCH`] rows at a time.
+    fn writes_by_cursor(&self, thread_id: &str, ns: &str) -> Result<Vec<WriteRow>, StoreError> {
+        let mut out = Vec::new();
+        let sql = self.writes_sql();
+        self.cursor(
+            WRITES_WHAT,
+            &sql,
+            &[&thread_id, &ns],
+            WRITES_FETCH,
+            &mut |r| {
+                out.push(write_row(r, WRITES_WHAT)?);
+                Ok(())
+            },
+        )?;
+        Ok(out)
     }
 }
 
@@ -336,24 +363,33 @@ impl Store for PostgresStore {
     }
 
     fn thread_writes(&self, thread_id: &str, ns: &str) -> Result<Vec<WriteRow>, StoreError> {
+        self.thread_writes_later(thread_id, ns)?()
+    }
+
+    fn thread_writes_later(
+        &self,
+        thread_id: &str,
+        ns: &str,
+    ) -> Result<crate::store::LaterWrites<'_>, StoreError> {
         if let Some(rows) = self.ahead.borrow_mut().take_writes(thread_id, ns) {
-            return Ok(rows);
+            return Ok(Box::new(move || Ok(rows)));
         }
-        let what = "reading a thread's pending writes";
-        let sql = format!(
-            "SELECT checkpoint_id, task_id, {tp}, idx::int8, channel, type, blob \
-             FROM checkpoint_writes WHERE thread_id = $1 AND checkpoint_ns = $2",
-            tp = self.task_path_expr()
-        );
-        if let Some(rows) = self.query_short(what, &sql, &[thread_id, ns], WRITES_FETCH)? {
-            return rows.iter().map(|r| write_row(r, what)).collect();
+        let (t, n) = (thread_id.to_owned(), ns.to_owned());
+        let most = super::short_most(WRITES_FETCH);
+        if most == 0 {
+            return Ok(Box::new(move || self.writes_by_cursor(&t, &n)));
         }
-        let mut out = Vec::new();
-        self.cursor(what, &sql, &[&thread_id, &ns], WRITES_FETCH, &mut |r| {
-            out.push(write_row(r, what)?);
-            Ok(())
-        })?;
-        Ok(out)
+        // Up to one FETCH's rows in one statement, sent now; more are read again.
+        let sql = format!("{} LIMIT {}", self.writes_sql(), most + 1);
+        let rows = self.query_later(WRITES_WHAT, &sql, &[thread_id, ns])?;
+        Ok(Box::new(move || {
+            let rows = rows()?;
+            if rows.len() <= most {
+                return rows.iter().map(|r| write_row(r, WRITES_WHAT)).collect();
+            }
+            drop(rows);
+            self.writes_by_cursor(&t, &n)
+        }))
     }
 
     fn namespaces(&self, thread_id: &str) -> Result<Vec<String>, StoreError> {
