@@ -64,6 +64,7 @@ impl PostgresStore {
             to_close: Default::default(),
             has_runs: Cell::new(None),
             deferred: Default::default(),
+            later: Default::default(),
         })
     }
 

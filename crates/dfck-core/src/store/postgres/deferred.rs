@@ -73,28 +73,45 @@ impl PostgresStore {
         self.not_busy(what)?;
         let client = Arc::clone(&self.client);
         let params: Vec<String> = params.iter().map(|p| (*p).to_owned()).collect();
-        let answer: Pin<Box<dyn Future<Output = _> + Send>> = if self.in_write.get() {
-            let types = vec![Type::TEXT; params.len()];
-            let st = self.prepared_once(what, sql, &types)?;
-            Box::pin(async move {
-                let refs: Vec<&(dyn ToSql + Sync)> =
-                    params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
-                client.query(&st, &refs).await
-            })
-        } else {
-            let sql = sql.to_owned();
-            Box::pin(async move {
-                let typed: Vec<(&(dyn ToSql + Sync), Type)> = params
-                    .iter()
-                    .map(|p| (p as &(dyn ToSql + Sync), Type::TEXT))
-                    .collect();
-                client.query_typed(&sql, &typed).await
-            })
-        };
-        let task = self.spawn_sent(answer);
+        let types = vec![Type::TEXT; params.len()];
+        let answer: Pin<Box<dyn Future<Output = _> + Send>> =
+            match self.reused_statement(what, sql, &types)? {
+                Some(st) => Box::pin(async move {
+                    let refs: Vec<&(dyn ToSql + Sync)> =
+                        params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
+                    client.query(&st, &refs).await
+                }),
+                None => {
+                    let sql = sql.to_owned();
+                    Box::pin(async move {
+                        let typed: Vec<(&(dyn ToSql + Sync), Type)> = params
+                            .iter()
+                            .map(|p| (p as &(dyn ToSql + Sync), Type::TEXT))
+                            .collect();
+                        client.query_typed(&sql, &typed).await
+                    })
+                }
+            };
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let task = self.spawn_sent(Box::pin(async move {
+            let _ = tx.send(answer.await);
+        }));
+        self.later.borrow_mut().push(task);
         Ok(Box::new(move || {
-            self.joined(what, task)?.map_err(|e| self.err(what, e))
+            let answer = self.rt.block_on(rx).map_err(|e| StoreError::Query {
+                what: format!("{}: {what}", self.info.location),
+                reason: e.to_string(),
+            })?;
+            answer.map_err(|e| self.err(what, e))
         }))
+    }
+
+    /// Waits for every query sent ahead, read or not ([`Self::query_later`]).
+    pub(super) fn join_later(&self) {
+        let tasks = std::mem::take(&mut *self.later.borrow_mut());
+        for task in tasks {
+            let _ = self.rt.block_on(task);
+        }
     }
 
     /// Checks the deferred statements already answered, in order (`wait`: every one,
@@ -108,11 +125,14 @@ impl PostgresStore {
                     _ => return Ok(()),
                 }
             };
-            if let Err(e) = self.joined(first.what, first.answer)? {
-                // The rest answer in an aborted transaction: nothing more to learn.
-                self.deferred.borrow_mut().clear();
-                return Err(self.err(first.what, e));
-            }
+            let failed = match self.joined(first.what, first.answer) {
+                Ok(Ok(())) => continue,
+                Ok(Err(e)) => self.err(first.what, e),
+                Err(e) => e,
+            };
+            // The rest answer in an aborted transaction: nothing more to learn.
+            self.deferred.borrow_mut().clear();
+            return Err(failed);
         }
     }
 }

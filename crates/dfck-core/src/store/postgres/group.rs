@@ -10,11 +10,11 @@ use crate::error::StoreError;
 use crate::store::ThreadLock;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::Type;
 
 /// Thread savepoints opened by this process (the `savepoint-fail` failpoint counts them).
 static SAVEPOINTS: AtomicU64 = AtomicU64::new(0);
-use tokio_postgres::error::SqlState;
-use tokio_postgres::types::Type;
 
 impl PostgresStore {
     /// Opens the group's transaction and locks its threads: each thread's advisory lock

@@ -29,6 +29,7 @@ pub use space::PgVacuumEnd;
 use super::StoreInfo;
 use crate::error::StoreError;
 use std::cell::Cell;
+use std::collections::hash_map::Entry;
 use std::future::Future;
 use std::time::Duration;
 use tokio::runtime::Runtime;
@@ -62,7 +63,8 @@ pub struct PostgresStore {
     /// The threads of the open group transaction another dfck holds.
     group_busy: Box<std::cell::RefCell<std::collections::HashSet<String>>>,
     /// The statements prepared in the open write transaction ([`Self::query_reused`]).
-    prepared: Box<std::cell::RefCell<std::collections::HashMap<String, Statement>>>,
+    /// (`None`: run once, not prepared yet.)
+    prepared: Box<std::cell::RefCell<std::collections::HashMap<String, Option<Statement>>>>,
     /// Whether a write transaction is open.
     in_write: Cell<bool>,
     /// The cursors of the open write transaction still open: closed in the same round trip
@@ -73,6 +75,8 @@ pub struct PostgresStore {
     has_runs: Cell<Option<bool>>,
     /// Statements sent and not yet answered ([`Self::send_deferred`]).
     deferred: std::cell::RefCell<Vec<deferred::Deferred>>,
+    /// The tasks reading the answers of queries sent ahead ([`Self::query_later`]).
+    later: std::cell::RefCell<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 /// The most rows a one-statement read of a thread takes ([`PostgresStore::query_short`]):
@@ -262,9 +266,10 @@ impl PostgresStore {
             .map_err(|e| self.err(what, e))
     }
 
-    /// `sql` with typed parameters. Inside a write transaction the statement is prepared
-    /// once and then reused, so that the server parses and plans it once per transaction
-    /// instead of once per thread; the transaction's statements are closed before it ends
+    /// `sql` with typed parameters. Inside a write transaction a statement run a second time
+    /// is prepared and then reused, so that the server parses and plans it once per
+    /// transaction instead of once per thread (and a transaction of one thread pays no
+    /// prepare); the transaction's statements are closed before it ends
     /// ([`Self::write_ended`]), so none is left on a server connection a transaction-pooling
     /// proxy hands to another client.
     pub(super) fn query_reused(
@@ -274,29 +279,38 @@ impl PostgresStore {
         args: &[(&(dyn ToSql + Sync), Type)],
     ) -> Result<Vec<Row>, StoreError> {
         self.not_busy(what)?;
-        if !self.in_write.get() {
+        let types: Vec<Type> = args.iter().map(|(_, t)| t.clone()).collect();
+        let Some(statement) = self.reused_statement(what, sql, &types)? else {
             return self
                 .rt
                 .block_on(self.client.query_typed(sql, args))
                 .map_err(|e| self.err(what, e));
-        }
-        let types: Vec<Type> = args.iter().map(|(_, t)| t.clone()).collect();
-        let statement = self.prepared_once(what, sql, &types)?;
+        };
         let params: Vec<&(dyn ToSql + Sync)> = args.iter().map(|(p, _)| *p).collect();
         self.rt
             .block_on(self.client.query(&statement, &params))
             .map_err(|e| self.err(what, e))
     }
 
-    /// `sql` prepared in the open write transaction, once ([`Self::query_reused`]).
-    pub(super) fn prepared_once(
+    /// `sql` prepared in the open write transaction, the second time it is run there
+    /// ([`Self::query_reused`]); `None`: run it unprepared (outside a write transaction, or
+    /// its first run in one).
+    pub(super) fn reused_statement(
         &self,
         what: &str,
         sql: &str,
         types: &[Type],
-    ) -> Result<Statement, StoreError> {
-        if let Some(st) = self.prepared.borrow().get(sql) {
-            return Ok(st.clone());
+    ) -> Result<Option<Statement>, StoreError> {
+        if !self.in_write.get() {
+            return Ok(None);
+        }
+        match self.prepared.borrow_mut().entry(sql.to_owned()) {
+            Entry::Occupied(e) if e.get().is_some() => return Ok(e.get().clone()),
+            Entry::Occupied(_) => {}
+            Entry::Vacant(e) => {
+                e.insert(None);
+                return Ok(None);
+            }
         }
         let st = self
             .rt
@@ -304,8 +318,8 @@ impl PostgresStore {
             .map_err(|e| self.err(what, e))?;
         self.prepared
             .borrow_mut()
-            .insert(sql.to_owned(), st.clone());
-        Ok(st)
+            .insert(sql.to_owned(), Some(st.clone()));
+        Ok(Some(st))
     }
 
     /// The rows of `sql` (TEXT parameters) in one statement, through [`Self::query_later`]
@@ -338,6 +352,8 @@ impl PostgresStore {
     /// The write transaction is about to end: its statements are closed (the Close goes
     /// before the `COMMIT` or `ROLLBACK`, on the same server connection).
     pub(super) fn write_ended(&self) {
+        // No query sent ahead outlives the transaction, nor the statement it runs.
+        self.join_later();
         self.prepared.borrow_mut().clear();
         self.to_close.borrow_mut().clear();
         self.has_runs.set(None);

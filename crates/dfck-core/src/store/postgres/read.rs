@@ -380,7 +380,11 @@ impl Store for PostgresStore {
             return Ok(Box::new(move || self.writes_by_cursor(&t, &n)));
         }
         // Up to one FETCH's rows in one statement, sent now; more are read again.
-        let sql = format!("{} LIMIT {}", self.writes_sql(), most + 1);
+        let sql = format!(
+            "{} ORDER BY checkpoint_id, task_id, idx LIMIT {}",
+            self.writes_sql(),
+            most + 1
+        );
         let rows = self.query_later(WRITES_WHAT, &sql, &[thread_id, ns])?;
         Ok(Box::new(move || {
             let rows = rows()?;

@@ -156,8 +156,10 @@ impl PostgresStore {
 
     /// Ends the open transaction: `COMMIT` (`commit`) or `ROLLBACK`.
     pub fn end_transaction(&self, commit: bool) -> Result<(), StoreError> {
+        // `SELECT 1` fails in a transaction some statement aborted unseen (one sent ahead
+        // whose answer nobody read), where `COMMIT` would roll back without an error.
         let (sql, what) = if commit {
-            ("COMMIT", "commit the transaction")
+            ("SELECT 1; COMMIT", "commit the transaction")
         } else {
             ("ROLLBACK", "rollback the transaction")
         };
@@ -169,9 +171,11 @@ impl PostgresStore {
             let _ = self.rt.block_on(self.client.batch_execute("ROLLBACK"));
             return Err(e);
         }
-        self.rt
-            .block_on(self.client.batch_execute(sql))
-            .map_err(|e| self.err(what, e))
+        let ended = self.rt.block_on(self.client.batch_execute(sql));
+        if ended.is_err() && commit {
+            let _ = self.rt.block_on(self.client.batch_execute("ROLLBACK"));
+        }
+        ended.map_err(|e| self.err(what, e))
     }
 
     /// Turns one checkpoint into its full-mode form, in SQL so every other JSONB byte stays
