@@ -20,7 +20,8 @@ pub(crate) const COMMANDS: [&[&str]; 6] = [
     &["migrate", "full-to-delta", "--all"],
 ];
 
-fn run(target: &str, args: &[&str], failpoint: &str) -> Output {
+/// `dfck --db TARGET ARGS --format json` under the failpoint `failpoint`.
+pub(crate) fn run(target: &str, args: &[&str], failpoint: &str) -> Output {
     crate::common::dfck_command()
         .arg("--db")
         .arg(target)

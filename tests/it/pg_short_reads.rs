@@ -7,20 +7,8 @@
 //! refuses must fail its group, never pass for a commit.
 
 use crate::common::*;
-use crate::pg_batch_reads::{APPLIED, COMMANDS, databases};
+use crate::pg_batch_reads::{APPLIED, COMMANDS, databases, run};
 use std::process::Output;
-
-fn run(target: &str, args: &[&str], failpoint: &str) -> Output {
-    crate::common::dfck_command()
-        .arg("--db")
-        .arg(target)
-        .args(args)
-        .args(["--format", "json"])
-        .env_remove("DFCK_DB")
-        .env("DFCK_FAILPOINT", failpoint)
-        .output()
-        .expect("run dfck")
-}
 
 fn same(a: &Output, b: &Output, what: &str) {
     assert_eq!(
