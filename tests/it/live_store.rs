@@ -1,5 +1,6 @@
 //! Live stores: a real LangGraph writer (scripts/live_writer.py, a fresh connection per turn, as
-//! a DeerFlow gateway does) appends turns while dfck reads the store and converts other threads.
+//! a DeerFlow gateway does) appends turns while dfck reads the store, converts other threads and
+//! (on PostgreSQL) prunes every thread, the writer's too.
 //! Every read must succeed and see a consistent prefix of what the writer wrote; the writer's
 //! turns all survive dfck's writes.
 
@@ -54,11 +55,17 @@ fn message_ids(state: &Json) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Reads the live store over and over while the writer runs; converts `convert` once midway.
+/// Reads the live store over and over while the writer runs; converts `convert` once midway,
+/// and with `prune` then prunes every thread's branches once, the writer's threads too.
 /// Returns (reads, states checked).
-fn read_while_writing(target: &str, writer: &mut Child, convert: &[&str]) -> (usize, usize) {
+fn read_while_writing(
+    target: &str,
+    writer: &mut Child,
+    convert: &[&str],
+    prune: bool,
+) -> (usize, usize) {
     let start = Instant::now();
-    let (mut reads, mut states, mut converted) = (0, 0, false);
+    let (mut reads, mut states, mut converted, mut pruned) = (0, 0, false, !prune);
     while writer.try_wait().expect("writer status").is_none() {
         assert!(start.elapsed() < Duration::from_secs(120), "writer hangs");
         let o = dfck(target, &["inspect", "--format", "json"]);
@@ -112,9 +119,32 @@ fn read_while_writing(target: &str, writer: &mut Child, convert: &[&str]) -> (us
             let j: Json = serde_json::from_slice(&o.stdout).expect("migrate JSON");
             assert_eq!(j["converted"], convert.len(), "{j}");
             converted = true;
+        } else if converted && !pruned && reads > 10 {
+            let o = dfck(
+                target,
+                &[
+                    "prune",
+                    "--all",
+                    "--branches",
+                    "--apply",
+                    "--format",
+                    "json",
+                ],
+            );
+            let e = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(0), "prune beside a live writer: {e}");
+            let j: Json = serde_json::from_slice(&o.stdout).expect("prune JSON");
+            // The fixture's branched threads (t-exit, t-fork, t-interrupt, t-resume-old-update).
+            assert_eq!(
+                (j["pruned"].as_u64(), j["refused"].as_u64()),
+                (Some(4), Some(0)),
+                "{j}"
+            );
+            pruned = true;
         }
     }
     assert!(converted, "the writer ended before the conversion ran");
+    assert!(pruned, "the writer ended before the prune ran");
     (reads, states)
 }
 
@@ -148,7 +178,7 @@ fn sqlite_reads_and_migrate_beside_a_live_langgraph_writer() {
     let (_dir, db) = temp_copy(&sqlite_fixture("delta_k3"));
     let target = db.to_str().unwrap().to_owned();
     let mut writer = start_writer(&python, &["--db", &target], 12);
-    let (reads, states) = read_while_writing(&target, &mut writer, &["t-linear", "t-fork"]);
+    let (reads, states) = read_while_writing(&target, &mut writer, &["t-linear", "t-fork"], false);
     let report = finish_writer(writer);
     check_after(&target, &report);
     eprintln!(
@@ -190,7 +220,7 @@ fn postgres_reads_and_migrate_beside_a_live_langgraph_writer() {
     });
     let target = with_db(&server, name);
     let mut writer = start_writer(&python, &["--pg-url", &target], 15);
-    let (reads, states) = read_while_writing(&target, &mut writer, &["t-linear", "t-fork"]);
+    let (reads, states) = read_while_writing(&target, &mut writer, &["t-linear", "t-fork"], true);
     let report = finish_writer(writer);
     check_after(&target, &report);
     eprintln!(
