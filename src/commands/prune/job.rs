@@ -379,6 +379,8 @@ impl<C: DeleteRows + ?Sized> ThreadJob<C> for Prune<'_> {
         // Counted before the deletions run, read after them (no round trip of its own).
         let orphans_before = conn.count_orphans_later(thread_id).map_err(store_refusal)?;
         let mut deleted = RowCounts::default();
+        // The deletions' rows are read after the last is sent (one round trip for all).
+        let mut sent = Vec::new();
         match &work {
             Work::Whole => {
                 deleted.add(conn.delete_thread(thread_id).map_err(store_refusal)?);
@@ -395,7 +397,7 @@ impl<C: DeleteRows + ?Sized> ThreadJob<C> for Prune<'_> {
                     // One statement per table for the namespace (the transaction makes it
                     // all or nothing either way).
                     if !ns.delete.is_empty() {
-                        deleted.add(
+                        sent.push(
                             conn.delete_checkpoints(thread_id, &ns.ns, &ns.delete)
                                 .map_err(store_refusal)?,
                         );
@@ -404,12 +406,16 @@ impl<C: DeleteRows + ?Sized> ThreadJob<C> for Prune<'_> {
                 }
             }
         }
-        deleted.add(conn.delete_orphans(thread_id).map_err(store_refusal)?);
+        sent.push(conn.delete_orphans(thread_id).map_err(store_refusal)?);
         cx.row_written();
+        let orphans_before = orphans_before().map_err(store_refusal)?.rows();
+        for rows in sent {
+            deleted.add(rows().map_err(store_refusal)?);
+        }
         Ok(Pruned {
             work,
             deleted,
-            orphans_before: orphans_before().map_err(store_refusal)?.rows(),
+            orphans_before,
         })
     }
 

@@ -240,13 +240,25 @@ pub fn integrity(t: &LoadedThread, max_depth: Option<usize>) -> Vec<Finding> {
 
 /// `uuid5(UUID(checkpoint_id), "__interrupt__")`: the task id of `update_state` writes.
 pub fn update_task_id(checkpoint_id: &str) -> Option<String> {
-    let hex: String = checkpoint_id.chars().filter(|c| *c != '-').collect();
-    if hex.len() != 32 {
+    // The id without its dashes: 32 bytes, read two at a time as `u8::from_str_radix` reads
+    // them (a leading `+` included). Built on the stack: this runs for every fork point.
+    let mut hex = [0u8; 32];
+    let mut n = 0;
+    for b in checkpoint_id.bytes().filter(|b| *b != b'-') {
+        *hex.get_mut(n)? = b;
+        n += 1;
+    }
+    if n != 32 {
         return None;
     }
+    let digit = |b: u8| char::from(b).to_digit(16).map(|d| d as u8);
     let mut ns = [0u8; 16];
-    for (i, b) in ns.iter_mut().enumerate() {
-        *b = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    for (b, pair) in ns.iter_mut().zip(hex.chunks_exact(2)) {
+        *b = match pair {
+            [b'+', lo] => digit(*lo)?,
+            [hi, lo] => digit(*hi)? << 4 | digit(*lo)?,
+            _ => return None,
+        };
     }
     let mut h = sha1_smol::Sha1::new();
     h.update(&ns);
@@ -256,7 +268,7 @@ pub fn update_task_id(checkpoint_id: &str) -> Option<String> {
     u.copy_from_slice(&d[..16]);
     u[6] = (u[6] & 0x0f) | 0x50;
     u[8] = (u[8] & 0x3f) | 0x80;
-    let x: String = u.iter().map(|b| format!("{b:02x}")).collect();
+    let x = hex::encode(u);
     Some(format!(
         "{}-{}-{}-{}-{}",
         &x[..8],
@@ -447,6 +459,42 @@ mod tests {
             Some("6f636ae8-fc5f-5e47-bd2e-d53c6fd11bc8")
         );
         assert!(update_task_id("nope").is_none());
+    }
+
+    #[test]
+    fn odd_ids_read_as_the_string_parse_reads_them() {
+        // The parse this replaced: dashes dropped, then `from_str_radix` on each pair.
+        fn namespace(id: &str) -> Option<Vec<u8>> {
+            let hex: String = id.chars().filter(|c| *c != '-').collect();
+            if hex.len() != 32 {
+                return None;
+            }
+            (0..16)
+                .map(|i| u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok())
+                .collect()
+        }
+        for id in [
+            "1f1ee294-41b5-6c15-bfff-73ebddaa7159",
+            "1F1EE29441B56C15BFFF73EBDDAA7159",
+            "+f1ee294-41b5-6c15-bfff-73ebddaa7159",
+            "1f+ee294-41b5-6c15-bfff-73ebddaa715+",
+            "f+1ee294-41b5-6c15-bfff-73ebddaa7159",
+            "1f1ee294-41b5-6c15-bfff-73ebddaa71é",
+            "1f1ee294-41b5-6c15-bfff-73ebddaa7159-0",
+            "-1f1ee294--41b5-6c15-bfff-73ebddaa7159-",
+            "1f1ee294-41b5-6c15-bfff-73ebddaa715g",
+            "",
+        ] {
+            assert_eq!(
+                update_task_id(id).is_some(),
+                namespace(id).is_some(),
+                "{id}"
+            );
+        }
+        assert_eq!(
+            update_task_id("1F1EE29441B56C15BFFF73EBDDAA7159"),
+            update_task_id("1f1ee294-41b5-6c15-bfff-73ebddaa7159")
+        );
     }
 }
 

@@ -36,8 +36,13 @@ struct Keys {
         deserialize_with = "present"
     )]
     mode: Option<Json>,
-    #[serde(rename = "counters_since_delta_snapshot")]
-    counters: Option<Json>,
+    /// An object naming `messages` (its values are skipped, not built).
+    #[serde(
+        rename = "counters_since_delta_snapshot",
+        default,
+        deserialize_with = "counts_messages"
+    )]
+    counters: bool,
     #[serde(default, deserialize_with = "key_present")]
     run_durations: bool,
     #[serde(default, deserialize_with = "names_duration_write")]
@@ -68,6 +73,60 @@ fn names_duration_write<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, 
     d.deserialize_any(Writes)
 }
 
+/// Whether `metadata.counters_since_delta_snapshot` is an object with a `messages` key;
+/// any other value is `false`, as `Json::Object(c) if c.contains_key("messages")` says.
+fn counts_messages<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
+    struct Counters;
+    macro_rules! not_an_object {
+        ($($f:ident: $t:ty),*) => {
+            $(fn $f<E>(self, _: $t) -> Result<bool, E> {
+                Ok(false)
+            })*
+        };
+    }
+    impl<'de> Visitor<'de> for Counters {
+        type Value = bool;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("any JSON value")
+        }
+        not_an_object!(visit_bool: bool, visit_i64: i64, visit_u64: u64, visit_f64: f64, visit_str: &str);
+        fn visit_unit<E>(self) -> Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<bool, A::Error> {
+            while s.next_element::<IgnoredAny>()?.is_some() {}
+            Ok(false)
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<bool, A::Error> {
+            let mut found = false;
+            while let Some(k) = m.next_key::<Key>()? {
+                m.next_value::<IgnoredAny>()?;
+                found |= k.0;
+            }
+            Ok(found)
+        }
+    }
+    /// A map key, `true` when it is `messages` (read without a copy when it can be).
+    struct Key(bool);
+    impl<'de> serde::Deserialize<'de> for Key {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct K;
+            impl<'de> Visitor<'de> for K {
+                type Value = Key;
+                fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                    f.write_str("a key")
+                }
+                fn visit_str<E>(self, k: &str) -> Result<Key, E> {
+                    Ok(Key(k == MESSAGES))
+                }
+            }
+            d.deserialize_str(K)
+        }
+    }
+    d.deserialize_any(Counters)
+}
+
 fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Json>, D::Error> {
     Json::deserialize(d).map(Some)
 }
@@ -91,8 +150,7 @@ impl MetaFacts {
         let Some(k) = keys else {
             return parse_metadata(bytes, what).map(|m| MetaFacts::of(&m));
         };
-        let delta = k.mode.as_ref().and_then(Json::as_str) == Some("delta")
-            || matches!(&k.counters, Some(Json::Object(c)) if c.contains_key(MESSAGES));
+        let delta = k.mode.as_ref().and_then(Json::as_str) == Some("delta") || k.counters;
         Ok(MetaFacts {
             source: k.source.as_ref().and_then(Json::as_str).map(Into::into),
             step: k.step.as_ref().and_then(Json::as_i64),
@@ -447,6 +505,16 @@ mod tests {
             r#"{"writes": "runtime_run_duration"}"#,
             r#"{"writes": {"a": 1, "a": 2}}"#,
             r#"{"counters_since_delta_snapshot": {"messages": null}}"#,
+            r#"{"counters_since_delta_snapshot": {"x": 1, "messages": [2, {"a": []}]}}"#,
+            r#"{"counters_since_delta_snapshot": {"messages": 1, "messages": 2}}"#,
+            r#"{"counters_since_delta_snapshot": {"mess\u0061ges": 1}}"#,
+            r#"{"counters_since_delta_snapshot": {"x": {"messages": 1}}}"#,
+            r#"{"counters_since_delta_snapshot": ["messages"]}"#,
+            r#"{"counters_since_delta_snapshot": "messages"}"#,
+            r#"{"counters_since_delta_snapshot": null}"#,
+            r#"{"counters_since_delta_snapshot": -1.5}"#,
+            r#"{"counters_since_delta_snapshot": true}"#,
+            r#"{"counters_since_delta_snapshot": {}, "counters_since_delta_snapshot": {}}"#,
             "  {}",
             "{",
             r#"{"a": 1} x"#,

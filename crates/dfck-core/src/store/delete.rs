@@ -39,22 +39,27 @@ impl RowCounts {
     }
 }
 
-/// A count sent and not yet read ([`DeleteRows::count_orphans_later`]).
+/// A count (or a deletion's) sent and not yet read: its rows, read when called
+/// ([`DeleteRows::count_orphans_later`], [`DeleteRows::delete_checkpoints`]).
 pub type LaterCount<'a> = Box<dyn FnOnce() -> Result<RowCounts, StoreError> + 'a>;
 
 /// The deletions a prune makes, per backend.
 pub trait DeleteRows: WriteStore {
-    /// Deletes checkpoints of one namespace and the writes stored on them.
+    /// Deletes checkpoints of one namespace and the writes stored on them; the rows it
+    /// deleted are read when the returned closure is called (PostgreSQL sends the
+    /// statement at once and reads its answer then, so the deletions of a thread share a
+    /// round trip). A failure shows in the statement that follows, or in the closure.
     fn delete_checkpoints(
         &self,
         thread_id: &str,
         ns: &str,
         ids: &[String],
-    ) -> Result<RowCounts, StoreError>;
+    ) -> Result<LaterCount<'_>, StoreError>;
     /// Deletes every row of a thread, in every namespace.
     fn delete_thread(&self, thread_id: &str) -> Result<RowCounts, StoreError>;
-    /// Deletes the thread's orphans.
-    fn delete_orphans(&self, thread_id: &str) -> Result<RowCounts, StoreError>;
+    /// Deletes the thread's orphans; the rows deleted are read as those of
+    /// [`Self::delete_checkpoints`] are.
+    fn delete_orphans(&self, thread_id: &str) -> Result<LaterCount<'_>, StoreError>;
     /// Counts the thread's orphans.
     fn count_orphans(&self, thread_id: &str) -> Result<RowCounts, StoreError>;
     /// [`Self::count_orphans`] of the rows as they are now, read when the returned closure
@@ -116,7 +121,7 @@ impl DeleteRows for SqliteStore {
         thread_id: &str,
         ns: &str,
         ids: &[String],
-    ) -> Result<RowCounts, StoreError> {
+    ) -> Result<LaterCount<'_>, StoreError> {
         let mut out = RowCounts::default();
         for id in ids {
             let (n, b) = self.sum_rows(
@@ -134,7 +139,7 @@ impl DeleteRows for SqliteStore {
             out.checkpoints += n;
             out.bytes += b;
         }
-        Ok(out)
+        Ok(Box::new(move || Ok(out)))
     }
 
     fn delete_thread(&self, thread_id: &str) -> Result<RowCounts, StoreError> {
@@ -155,7 +160,7 @@ impl DeleteRows for SqliteStore {
         })
     }
 
-    fn delete_orphans(&self, thread_id: &str) -> Result<RowCounts, StoreError> {
+    fn delete_orphans(&self, thread_id: &str) -> Result<LaterCount<'_>, StoreError> {
         let (writes, bytes) = self.sum_rows(
             &format!(
                 "DELETE FROM writes WHERE rowid IN (SELECT w.rowid {SQLITE_ORPHAN_WRITES}) \
@@ -163,11 +168,12 @@ impl DeleteRows for SqliteStore {
             ),
             &[&thread_id],
         )?;
-        Ok(RowCounts {
+        let out = RowCounts {
             writes,
             bytes,
             ..RowCounts::default()
-        })
+        };
+        Ok(Box::new(move || Ok(out)))
     }
 
     fn count_orphans(&self, thread_id: &str) -> Result<RowCounts, StoreError> {

@@ -5,6 +5,7 @@
 //! versions, only by reference count (`docs/prune.md`).
 
 use super::PostgresStore;
+use super::batch::json_list;
 use crate::codec::{self, Value};
 use crate::error::StoreError;
 use crate::store::delete::{DeleteRows, LaterCount, RowCounts, snapshot_of};
@@ -68,29 +69,28 @@ impl DeleteRows for PostgresStore {
         thread_id: &str,
         ns: &str,
         ids: &[String],
-    ) -> Result<RowCounts, StoreError> {
-        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
-        let args: [(&(dyn ToSql + Sync), Type); 3] = [
-            (&thread_id, Type::TEXT),
-            (&ns, Type::TEXT),
-            (&ids, Type::TEXT_ARRAY),
-        ];
-        let keys = "thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = ANY($3)";
-        let [(writes, wb), (checkpoints, cb)] = self.sum_kinds(
-            "deleting checkpoints and their writes",
+    ) -> Result<LaterCount<'_>, StoreError> {
+        const WHAT: &str = "deleting checkpoints and their writes";
+        let keys = "thread_id = $1 AND checkpoint_ns = $2 \
+            AND checkpoint_id = ANY(ARRAY(SELECT json_array_elements_text($3::text::json)))";
+        let rows = self.query_later(
+            WHAT,
             &format!(
                 "WITH dw AS (DELETE FROM checkpoint_writes WHERE {keys} RETURNING {WRITE_BYTES} n), \
                  dc AS (DELETE FROM checkpoints WHERE {keys} RETURNING {CHECKPOINT_BYTES} n) \
                  SELECT 0, n FROM dw UNION ALL SELECT 1, n FROM dc"
             ),
-            &args,
+            &[thread_id, ns, &json_list(ids.iter())],
         )?;
-        Ok(RowCounts {
-            checkpoints,
-            writes,
-            blobs: 0,
-            bytes: wb + cb,
-        })
+        Ok(Box::new(move || {
+            let [(writes, wb), (checkpoints, cb)] = self.sum_rows(WHAT, &rows()?)?;
+            Ok(RowCounts {
+                checkpoints,
+                writes,
+                blobs: 0,
+                bytes: wb + cb,
+            })
+        }))
     }
 
     fn delete_thread(&self, thread_id: &str) -> Result<RowCounts, StoreError> {
@@ -114,10 +114,10 @@ impl DeleteRows for PostgresStore {
         })
     }
 
-    fn delete_orphans(&self, thread_id: &str) -> Result<RowCounts, StoreError> {
-        let args: [(&(dyn ToSql + Sync), Type); 1] = [(&thread_id, Type::TEXT)];
-        let [(writes, wb), (blobs, bb)] = self.sum_kinds(
-            "deleting orphan rows",
+    fn delete_orphans(&self, thread_id: &str) -> Result<LaterCount<'_>, StoreError> {
+        const WHAT: &str = "deleting orphan rows";
+        let rows = self.query_later(
+            WHAT,
             &format!(
                 "WITH dw AS (DELETE FROM checkpoint_writes WHERE ctid IN (SELECT w.ctid {ORPHAN_WRITES}) \
                     RETURNING {WRITE_BYTES} n), \
@@ -125,14 +125,17 @@ impl DeleteRows for PostgresStore {
                     RETURNING {BLOB_BYTES} n) \
                  SELECT 0, n FROM dw UNION ALL SELECT 1, n FROM db"
             ),
-            &args,
+            &[thread_id],
         )?;
-        Ok(RowCounts {
-            checkpoints: 0,
-            writes,
-            blobs,
-            bytes: wb + bb,
-        })
+        Ok(Box::new(move || {
+            let [(writes, wb), (blobs, bb)] = self.sum_rows(WHAT, &rows()?)?;
+            Ok(RowCounts {
+                checkpoints: 0,
+                writes,
+                blobs,
+                bytes: wb + bb,
+            })
+        }))
     }
 
     fn count_orphans(&self, thread_id: &str) -> Result<RowCounts, StoreError> {

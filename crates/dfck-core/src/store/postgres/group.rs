@@ -6,6 +6,7 @@
 
 use super::PostgresStore;
 use super::batch::{IN_BATCH, json_list};
+use super::write::BEGIN_WRITE;
 use crate::error::StoreError;
 use crate::store::ThreadLock;
 use std::collections::HashSet;
@@ -24,9 +25,7 @@ impl PostgresStore {
     /// engine gives the group's first thread a transaction of its own, which waits.
     pub(super) fn lock_group(&self, ids: &[String]) -> Result<ThreadLock, StoreError> {
         self.rt
-            .block_on(self.client.batch_execute(
-                "BEGIN ISOLATION LEVEL REPEATABLE READ; SET LOCAL lock_timeout = '1s'",
-            ))
+            .block_on(self.client.batch_execute(BEGIN_WRITE))
             .map_err(|e| self.err("starting a write transaction", e))?;
         self.write_began();
         match self.lock_threads(ids) {

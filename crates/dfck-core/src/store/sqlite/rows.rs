@@ -56,7 +56,11 @@ pub(super) fn opt_text_col(row: &Row<'_>, i: usize) -> rusqlite::Result<Option<S
     use rusqlite::types::ValueRef;
     Ok(match row.get_ref(i)? {
         ValueRef::Null => None,
-        ValueRef::Text(b) | ValueRef::Blob(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        // Checked whole first: faster than the lossy walk when the text is valid.
+        ValueRef::Text(b) | ValueRef::Blob(b) => Some(match std::str::from_utf8(b) {
+            Ok(text) => text.to_owned(),
+            Err(_) => String::from_utf8_lossy(b).into_owned(),
+        }),
         ValueRef::Integer(n) => Some(n.to_string()),
         ValueRef::Real(f) => Some(f.to_string()),
     })
