@@ -12,7 +12,7 @@ use dfck_core::materialize::Reducer;
 use dfck_core::materialize::for_each_stored_messages;
 use dfck_core::model::MessagesEncoding;
 use dfck_core::model::thread::LoadedThread;
-use dfck_core::store::delete::{DeleteRows, RowCounts};
+use dfck_core::store::delete::{DeleteRows, LaterCount, RowCounts};
 use dfck_core::store::{PlanStore, Store};
 use dfck_core::write::preamble::{self, Preamble};
 use dfck_core::write::{ApplyContext, Planned, Refusal, ThreadJob, ThreadPlan};
@@ -380,7 +380,7 @@ impl<C: DeleteRows + ?Sized> ThreadJob<C> for Prune<'_> {
         let orphans_before = conn.count_orphans_later(thread_id).map_err(store_refusal)?;
         let mut deleted = RowCounts::default();
         // The deletions' rows are read after the last is sent (one round trip for all).
-        let mut sent = Vec::new();
+        let mut sent: Vec<LaterCount<'_>> = Vec::new();
         match &work {
             Work::Whole => {
                 deleted.add(conn.delete_thread(thread_id).map_err(store_refusal)?);
@@ -390,8 +390,13 @@ impl<C: DeleteRows + ?Sized> ThreadJob<C> for Prune<'_> {
                 for ns in namespaces {
                     // The new root first: no kept checkpoint ever points at a deleted one.
                     if let Some((id, list)) = &ns.root {
-                        conn.make_root(thread_id, &ns.ns, id, list.as_deref())
-                            .map_err(store_refusal)?;
+                        if let Err(e) = conn.make_root(thread_id, &ns.ns, id, list.as_deref()) {
+                            // A deletion sent before it that failed says why first.
+                            for rows in sent {
+                                rows().map_err(store_refusal)?;
+                            }
+                            return Err(store_refusal(e));
+                        }
                         cx.row_written();
                     }
                     // One statement per table for the namespace (the transaction makes it
