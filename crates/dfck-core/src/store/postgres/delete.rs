@@ -57,6 +57,28 @@ impl PostgresStore {
     }
 }
 
+impl PostgresStore {
+    /// Sends `sql`, whose rows are (0 for a write, 1 for a blob; bytes), for `thread_id`
+    /// ($1): the rows it counts, read when the closure is called.
+    fn orphans_later(
+        &self,
+        what: &'static str,
+        sql: &str,
+        thread_id: &str,
+    ) -> Result<LaterCount<'_>, StoreError> {
+        let rows = self.query_later(what, sql, &[thread_id])?;
+        Ok(Box::new(move || {
+            let [(writes, wb), (blobs, bb)] = self.sum_rows(what, &rows()?)?;
+            Ok(RowCounts {
+                checkpoints: 0,
+                writes,
+                blobs,
+                bytes: wb + bb,
+            })
+        }))
+    }
+}
+
 /// What a deleted (or counted) row of each table weighs, as `RETURNING` gives it.
 const WRITE_BYTES: &str = "length(blob)::int8";
 const BLOB_BYTES: &str = "coalesce(length(blob), 0)::int8";
@@ -115,9 +137,8 @@ impl DeleteRows for PostgresStore {
     }
 
     fn delete_orphans(&self, thread_id: &str) -> Result<LaterCount<'_>, StoreError> {
-        const WHAT: &str = "deleting orphan rows";
-        let rows = self.query_later(
-            WHAT,
+        self.orphans_later(
+            "deleting orphan rows",
             &format!(
                 "WITH dw AS (DELETE FROM checkpoint_writes WHERE ctid IN (SELECT w.ctid {ORPHAN_WRITES}) \
                     RETURNING {WRITE_BYTES} n), \
@@ -125,17 +146,8 @@ impl DeleteRows for PostgresStore {
                     RETURNING {BLOB_BYTES} n) \
                  SELECT 0, n FROM dw UNION ALL SELECT 1, n FROM db"
             ),
-            &[thread_id],
-        )?;
-        Ok(Box::new(move || {
-            let [(writes, wb), (blobs, bb)] = self.sum_rows(WHAT, &rows()?)?;
-            Ok(RowCounts {
-                checkpoints: 0,
-                writes,
-                blobs,
-                bytes: wb + bb,
-            })
-        }))
+            thread_id,
+        )
     }
 
     fn count_orphans(&self, thread_id: &str) -> Result<RowCounts, StoreError> {
@@ -143,24 +155,14 @@ impl DeleteRows for PostgresStore {
     }
 
     fn count_orphans_later(&self, thread_id: &str) -> Result<LaterCount<'_>, StoreError> {
-        const WHAT: &str = "counting orphan rows";
-        let rows = self.query_later(
-            WHAT,
+        self.orphans_later(
+            "counting orphan rows",
             &format!(
                 "SELECT 0, length(w.blob)::int8 {ORPHAN_WRITES} \
                  UNION ALL SELECT 1, coalesce(length(b.blob), 0)::int8 {ORPHAN_BLOBS}"
             ),
-            &[thread_id],
-        )?;
-        Ok(Box::new(move || {
-            let [(writes, wb), (blobs, bb)] = self.sum_rows(WHAT, &rows()?)?;
-            Ok(RowCounts {
-                checkpoints: 0,
-                writes,
-                blobs,
-                bytes: wb + bb,
-            })
-        }))
+            thread_id,
+        )
     }
 
     fn make_root(
