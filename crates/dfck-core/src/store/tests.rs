@@ -30,3 +30,31 @@ fn a_postgres_row_counts_the_blobs_read_with_it_against_a_budget() {
     });
     assert_eq!(sqlite.read_bytes(), 40);
 }
+
+#[test]
+fn a_runs_table_another_connection_makes_is_asked_for_the_next_thread() {
+    use crate::store::sqlite::SqliteStore;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("store.db");
+    std::fs::copy(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/sqlite/delta_k3.db"),
+        &db,
+    )
+    .unwrap();
+    let store = SqliteStore::open_read_write(&db).unwrap();
+    // No `runs` table: no thread has an active run (and the answer is kept).
+    assert!(!store.active_run("t-linear").unwrap());
+    assert!(!store.active_run("t-linear").unwrap());
+    let deerflow = rusqlite::Connection::open(&db).unwrap();
+    deerflow
+        .execute_batch(
+            "CREATE TABLE runs (run_id TEXT, thread_id TEXT, status TEXT); \
+             INSERT INTO runs VALUES ('r1', 't-linear', 'running')",
+        )
+        .unwrap();
+    // The schema changed: the kept answer is not used.
+    assert!(store.active_run("t-linear").unwrap());
+    assert!(!store.active_run("t-other").unwrap());
+    deerflow.execute_batch("DROP TABLE runs").unwrap();
+    assert!(!store.active_run("t-linear").unwrap());
+}

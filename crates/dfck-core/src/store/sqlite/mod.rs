@@ -36,6 +36,9 @@ pub struct SqliteStore {
     /// Threads read ahead ([`Store::read_ahead`]), and whether their read transaction is open.
     ahead: std::cell::RefCell<crate::store::batch::ReadAhead>,
     ahead_reading: std::cell::Cell<bool>,
+    /// Whether DeerFlow's `runs` table can be asked for a thread's active run, at the
+    /// schema version it was asked at ([`Store::active_run`]).
+    has_runs: std::cell::Cell<Option<(i64, bool)>>,
 }
 
 fn q(what: &str) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
@@ -144,6 +147,7 @@ impl SqliteStore {
             reading: std::cell::Cell::new(false),
             ahead: Default::default(),
             ahead_reading: std::cell::Cell::new(false),
+            has_runs: std::cell::Cell::new(None),
             info: StoreInfo {
                 backend: crate::store::Backend::Sqlite,
                 location,
@@ -394,14 +398,28 @@ impl Store for SqliteStore {
 
     fn active_run(&self, thread_id: &str) -> Result<bool, StoreError> {
         let what = "checking DeerFlow's runs table";
-        // Both statements stay prepared: a whole-store plan asks for every thread.
-        let has: bool = self
+        // The statements stay prepared: a whole-store plan asks for every thread. The
+        // table's columns are asked again only when the schema changed (its version, in
+        // the file's header, is cheaper to read than the columns).
+        let version: i64 = self
             .conn
-            .prepare_cached(
-                "SELECT count(*) = 2 FROM pragma_table_info('runs') WHERE name IN ('thread_id', 'status')",
-            )
+            .prepare_cached("PRAGMA schema_version")
             .and_then(|mut st| st.query_row([], |r| r.get(0)))
             .map_err(q(what))?;
+        let has = match self.has_runs.get() {
+            Some((v, has)) if v == version => has,
+            _ => {
+                let has: bool = self
+                    .conn
+                    .prepare_cached(
+                        "SELECT count(*) = 2 FROM pragma_table_info('runs') WHERE name IN ('thread_id', 'status')",
+                    )
+                    .and_then(|mut st| st.query_row([], |r| r.get(0)))
+                    .map_err(q(what))?;
+                self.has_runs.set(Some((version, has)));
+                has
+            }
+        };
         if !has {
             return Ok(false);
         }
