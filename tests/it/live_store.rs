@@ -178,7 +178,7 @@ fn sqlite_reads_and_migrate_beside_a_live_langgraph_writer() {
     let (_dir, db) = temp_copy(&sqlite_fixture("delta_k3"));
     let target = db.to_str().unwrap().to_owned();
     let mut writer = start_writer(&python, &["--db", &target], 12);
-    let (reads, states) = read_while_writing(&target, &mut writer, &["t-linear", "t-fork"], false);
+    let (reads, states) = read_while_writing(&target, &mut writer, &["t-linear", "t-fork"], true);
     let report = finish_writer(writer);
     check_after(&target, &report);
     eprintln!(

@@ -65,6 +65,7 @@ pub struct Failpoints {
     summary_pending_bytes: Option<u64>,
     short_rows: Option<usize>,
     savepoint_fail: Option<usize>,
+    later_most: Option<usize>,
     #[cfg(feature = "failpoints")]
     hold: bool,
 }
@@ -101,6 +102,7 @@ impl Failpoints {
             summary_pending_bytes: parse(find("summary-pending-bytes:")),
             short_rows: parse(find("short-rows:")),
             savepoint_fail: parse(find("savepoint-fail:")),
+            later_most: parse(find("later-most:")),
             hold: find("hold:").is_some(),
         }
     }
@@ -265,5 +267,11 @@ impl Failpoints {
     pub fn savepoint_fails(&self, n: u64) -> bool {
         self.savepoint_fail
             .is_some_and(|k| u64::try_from(k).is_ok_and(|k| k == n))
+    }
+
+    /// The most queries sent ahead a PostgreSQL connection may track at once (`None`: no
+    /// bound): more fail the query, so a test sees a list that grows with the threads.
+    pub fn later_most(&self) -> Option<usize> {
+        self.later_most
     }
 }

@@ -96,7 +96,21 @@ impl PostgresStore {
         let task = self.spawn_sent(Box::pin(async move {
             let _ = tx.send(answer.await);
         }));
-        self.later.borrow_mut().push(task);
+        // Only the tasks still running are kept: the list follows what is in flight, not
+        // the threads read (a read-only run never ends a write transaction to join them).
+        let mut later = self.later.borrow_mut();
+        later.retain(|t| !t.is_finished());
+        later.push(task);
+        if crate::failpoint::Failpoints::from_env("read")
+            .later_most()
+            .is_some_and(|most| later.len() > most)
+        {
+            return Err(StoreError::Query {
+                what: format!("{}: {what}", self.info.location),
+                reason: format!("{} queries sent ahead at once", later.len()),
+            });
+        }
+        drop(later);
         Ok(Box::new(move || {
             let answer = self.rt.block_on(rx).map_err(|e| StoreError::Query {
                 what: format!("{}: {what}", self.info.location),
