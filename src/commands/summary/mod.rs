@@ -61,6 +61,8 @@ struct ThreadAcc {
     last_row: Option<CheckpointRow>,
     /// Rows handed over by the scan, not yet counted in ([`pipeline`]).
     pending: Vec<pipeline::Pending>,
+    /// (writes, bytes) of the thread, when the scan read them.
+    writes: Option<(u64, u64)>,
 }
 
 impl ThreadAcc {
@@ -84,6 +86,7 @@ impl ThreadAcc {
             eager: false,
             last_row: None,
             pending: Vec::new(),
+            writes: None,
         }
     }
 
@@ -485,22 +488,6 @@ pub fn summarize(store: &dyn Store, progress: &dyn Progress) -> Result<StoreSumm
     summarize_with(store, &SummaryOptions::default(), progress)
 }
 
-/// The rows and bytes of one table (per-thread totals are read a batch at a time:
-/// [`batch_totals`]).
-fn totals(
-    scan: impl FnOnce(
-        &mut dyn FnMut(dfck_core::store::WriteTotals) -> Result<(), StoreError>,
-    ) -> Result<(), StoreError>,
-) -> Result<(u64, u64), StoreError> {
-    let (mut rows, mut bytes) = (0, 0);
-    scan(&mut |t| {
-        rows += t.writes;
-        bytes += t.bytes;
-        Ok(())
-    })?;
-    Ok((rows, bytes))
-}
-
 /// The write and blob totals of a batch's threads.
 fn batch_totals(store: &dyn Store, accs: &[ThreadAcc]) -> Result<(Totals, Totals), StoreError> {
     let ids: Vec<String> = accs.iter().map(|a| a.thread_id.clone()).collect();
@@ -508,10 +495,22 @@ fn batch_totals(store: &dyn Store, accs: &[ThreadAcc]) -> Result<(Totals, Totals
     if ids.is_empty() {
         return Ok((writes, blobs));
     }
-    store.write_totals_of(&ids, &mut |t| {
-        writes.insert(t.thread_id, (t.writes, t.bytes));
-        Ok(())
-    })?;
+    // Those the scan read are not asked again.
+    let unread: Vec<String> = accs
+        .iter()
+        .filter(|a| a.writes.is_none())
+        .map(|a| a.thread_id.clone())
+        .collect();
+    writes.extend(
+        accs.iter()
+            .filter_map(|a| Some((a.thread_id.clone(), a.writes?))),
+    );
+    if !unread.is_empty() {
+        store.write_totals_of(&unread, &mut |t| {
+            writes.insert(t.thread_id, (t.writes, t.bytes));
+            Ok(())
+        })?;
+    }
     store.blob_totals_of(&ids, &mut |t| {
         blobs.insert(t.thread_id, (t.writes, t.bytes));
         Ok(())
@@ -569,8 +568,8 @@ pub fn summarize_each(
     progress: &dyn Progress,
     each: &mut dyn FnMut(Vec<ThreadSummary>) -> Result<(), Error>,
 ) -> Result<StoreSummary, Error> {
-    let (total_writes, write_bytes) = totals(|f| store.scan_write_totals(f))?;
-    let (total_blobs, blob_bytes) = totals(|f| store.scan_blob_totals(f))?;
+    let (total_writes, write_bytes) = store.write_totals()?;
+    let (total_blobs, blob_bytes) = store.blob_totals()?;
     let (mut thread_count, mut checkpoints, mut thread_bytes) = (0u64, 0u64, 0u64);
     // The write and blob bytes of the threads with checkpoints.
     let mut held_bytes = 0u64;

@@ -27,6 +27,9 @@ pub(super) fn weight(meta: &CheckpointMetaRow, row: Option<&FactsRow>) -> u64 {
 /// the point reads.
 fn count_in(acc: &mut ThreadAcc, (meta, row): Pending, wait: u64) {
     let delta = acc.add(meta);
+    if let Some(totals) = row.as_ref().and_then(|r| r.thread_writes) {
+        acc.writes = Some(totals);
+    }
     match row {
         Some(row) if acc.whole => whole::add_row(acc, row, delta, wait),
         _ => {

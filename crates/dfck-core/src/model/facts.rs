@@ -314,6 +314,7 @@ impl CheckpointFacts {
             write_bytes,
             blob_lengths,
             whole,
+            ..
         } = read;
         Self::build(Cow::Owned(row), write_bytes, blob_lengths, whole, want)
     }

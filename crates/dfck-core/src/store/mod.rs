@@ -230,6 +230,9 @@ pub struct FactsRow {
     pub blob_lengths: Option<(u64, u64)>,
     /// Every value complete.
     pub whole: bool,
+    /// (writes, bytes) of the row's whole thread, as [`Store::write_totals_of`] counts
+    /// them, where the scan read them (SQLite: on the first row of a thread it asks for).
+    pub thread_writes: Option<(u64, u64)>,
 }
 
 /// Per-checkpoint write totals inside one (thread, ns).
@@ -324,7 +327,7 @@ pub trait Store {
     }
 
     /// Whether the rows [`Store::scan_checkpoints_whole`] gives carry their pending-write
-    /// bytes ([`FactsRow::write_bytes`]; PostgreSQL); else those are read with
+    /// bytes ([`FactsRow::write_bytes`]; both backends); else those are read with
     /// [`Store::write_bytes_at`].
     fn scan_reads_write_bytes(&self) -> bool {
         false
@@ -343,21 +346,19 @@ pub trait Store {
         f: &mut dyn FnMut(CheckpointMetaRow) -> Result<(), StoreError>,
     ) -> Result<(), StoreError>;
 
-    /// Streams write totals per thread, ordered by thread id.
-    fn scan_write_totals(
-        &self,
-        f: &mut dyn FnMut(WriteTotals) -> Result<(), StoreError>,
-    ) -> Result<(), StoreError>;
+    /// (rows, value bytes) of every pending write in the store, counted as
+    /// [`Store::write_totals_of`] counts a thread's.
+    fn write_totals(&self) -> Result<(u64, u64), StoreError>;
 
-    /// [`Store::scan_write_totals`] of `threads` only, in any order (a thread without
-    /// writes left out).
+    /// Write totals (rows, value bytes) per thread of `threads` only, in any order (a thread
+    /// without writes left out).
     fn write_totals_of(
         &self,
         threads: &[String],
         f: &mut dyn FnMut(WriteTotals) -> Result<(), StoreError>,
     ) -> Result<(), StoreError>;
 
-    /// [`Store::scan_blob_totals`] of `threads` only (nothing for SQLite).
+    /// [`Store::write_totals_of`] for PostgreSQL's `checkpoint_blobs` (nothing for SQLite).
     fn blob_totals_of(
         &self,
         _threads: &[String],
@@ -366,12 +367,9 @@ pub trait Store {
         Ok(())
     }
 
-    /// Streams blob totals per thread (Postgres `checkpoint_blobs`; nothing for SQLite).
-    fn scan_blob_totals(
-        &self,
-        _f: &mut dyn FnMut(WriteTotals) -> Result<(), StoreError>,
-    ) -> Result<(), StoreError> {
-        Ok(())
+    /// [`Store::write_totals`] for PostgreSQL's `checkpoint_blobs` (nothing for SQLite).
+    fn blob_totals(&self) -> Result<(u64, u64), StoreError> {
+        Ok((0, 0))
     }
 
     /// Where the store's bytes sit on disk (file, free pages and WAL; or tables).
@@ -535,6 +533,7 @@ pub trait Store {
                 write_bytes: w,
                 blob_lengths: None,
                 whole: true,
+                thread_writes: None,
             })
         })
     }

@@ -58,3 +58,177 @@ fn a_runs_table_another_connection_makes_is_asked_for_the_next_thread() {
     deerflow.execute_batch("DROP TABLE runs").unwrap();
     assert!(!store.active_run("t-linear").unwrap());
 }
+
+/// Every `.db` of `dir` (a committed fixture folder), copied with its WAL into `to`.
+fn fixture_copies(dir: &str, to: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures")
+        .join(dir);
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let path = e.unwrap().path();
+        if path.extension().is_none_or(|e| e != "db") {
+            continue;
+        }
+        let copy = to.join(path.file_name().unwrap());
+        std::fs::copy(&path, &copy).unwrap();
+        let wal = path.with_extension("db-wal");
+        if wal.exists() {
+            std::fs::copy(&wal, copy.with_extension("db-wal")).unwrap();
+        }
+        out.push(copy);
+    }
+    out.sort();
+    out
+}
+
+/// The write bytes and thread totals the summary's scan gives each row it reads whole, and
+/// whether it read any: each must be what the point reads give.
+fn scan_agrees_with_point_reads(store: &dyn Store) -> bool {
+    let mut rows = Vec::new();
+    store
+        .scan_checkpoints_whole(u64::MAX, &mut |meta, row| {
+            rows.push((meta.thread_id, row));
+            Ok(())
+        })
+        .unwrap();
+    let mut any = false;
+    let mut asked = std::collections::HashSet::new();
+    for (thread, row) in rows {
+        let Some(row) = row else { continue };
+        any = true;
+        let key = CheckpointKey {
+            thread_id: row.row.thread_id.clone(),
+            checkpoint_ns: row.row.checkpoint_ns.clone(),
+            checkpoint_id: row.row.checkpoint_id.clone(),
+        };
+        let point = store.write_bytes_at(std::slice::from_ref(&key)).unwrap();
+        assert_eq!(vec![row.write_bytes], point, "{key:?}");
+        if let Some(totals) = row.thread_writes {
+            assert!(asked.insert(thread.clone()), "{thread}: totals given twice");
+            let mut queried = (0, 0);
+            store
+                .write_totals_of(std::slice::from_ref(&thread), &mut |t| {
+                    queried = (t.writes, t.bytes);
+                    Ok(())
+                })
+                .unwrap();
+            assert_eq!(totals, queried, "{thread}");
+        }
+    }
+    any
+}
+
+#[test]
+fn the_sqlite_summary_scan_reads_the_write_bytes_the_point_reads_read() {
+    use crate::store::sqlite::SqliteStore;
+    let dir = tempfile::tempdir().unwrap();
+    let mut read = 0;
+    for (i, folder) in ["sqlite", "defects", "tampered"].iter().enumerate() {
+        let to = dir.path().join(i.to_string());
+        std::fs::create_dir(&to).unwrap();
+        for path in fixture_copies(folder, &to) {
+            if let Ok(store) = SqliteStore::open_read_only(&path) {
+                read += usize::from(scan_agrees_with_point_reads(&store));
+            }
+        }
+    }
+    assert!(read > 20, "{read} fixtures read");
+}
+
+/// A store with keys and values of every storage class, and writes of threads, namespaces
+/// and checkpoints that have no checkpoint row; `collate`: its ids declared `NOCASE`.
+fn odd_store(path: &std::path::Path, collate: &str) {
+    let c = rusqlite::Connection::open(path).unwrap();
+    c.execute_batch(&format!(
+        "CREATE TABLE checkpoints (thread_id TEXT NOT NULL {collate}, \
+         checkpoint_ns TEXT NOT NULL DEFAULT '', checkpoint_id TEXT NOT NULL, \
+         parent_checkpoint_id TEXT, type TEXT, checkpoint BLOB, metadata BLOB, \
+         PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)); \
+         CREATE TABLE writes (thread_id TEXT NOT NULL {collate}, \
+         checkpoint_ns TEXT NOT NULL DEFAULT '', checkpoint_id TEXT NOT NULL, \
+         task_id TEXT NOT NULL, task_path TEXT NOT NULL DEFAULT '', idx INTEGER NOT NULL, \
+         channel TEXT NOT NULL, type TEXT, value BLOB, \
+         PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx));"
+    ))
+    .unwrap();
+    let cp = "INSERT INTO checkpoints VALUES (?1, ?2, ?3, NULL, 'msgpack', x'80', '{}')";
+    for (t, ns, id) in [
+        ("a", "", "1"),
+        ("a", "", "2"),
+        ("a", "sub", "1"),
+        ("B", "", "1"),
+        ("c", "", "1"),
+        ("é", "", "1"),
+    ] {
+        c.execute(cp, rusqlite::params![t, ns, id]).unwrap();
+    }
+    c.execute(
+        "INSERT INTO checkpoints VALUES (x'61', '', '3', NULL, 'msgpack', x'80', '{}')",
+        [],
+    )
+    .unwrap();
+    c.execute(
+        "INSERT INTO checkpoints VALUES (CAST(x'ff61' AS TEXT), '', '1', NULL, 'msgpack', \
+         x'80', '{}')",
+        [],
+    )
+    .unwrap();
+    let w = "INSERT INTO writes VALUES (?1, ?2, ?3, ?4, '', ?5, 'messages', 'msgpack', ?6)";
+    let blob = |n: usize| rusqlite::types::Value::Blob(vec![0x90; n]);
+    let text = |s: &str| rusqlite::types::Value::Text(s.into());
+    let int = rusqlite::types::Value::Integer;
+    for (t, ns, id, task, idx, value) in [
+        ("0", "", "1", "k", int(0), blob(3)),
+        ("a", "", "1", "k", int(0), blob(5)),
+        ("a", "", "1", "k", int(1), text("héllo")),
+        ("a", "", "1", "m", text("2"), rusqlite::types::Value::Null),
+        ("a", "", "1", "n", text("x"), blob(7)),
+        ("a", "", "1", "o", int(0), rusqlite::types::Value::Real(1.5)),
+        ("a", "", "0", "k", int(0), blob(11)),
+        ("a", "", "9", "k", int(0), blob(13)),
+        ("a", "other", "1", "k", int(0), blob(17)),
+        ("a", "sub", "1", "k", int(0), blob(19)),
+        ("B", "", "1", "k", int(0), blob(23)),
+        ("b", "", "1", "k2", int(0), blob(29)),
+        ("é", "", "1", "k", int(0), blob(31)),
+        ("zz", "", "1", "k", int(0), blob(37)),
+    ] {
+        c.execute(w, rusqlite::params![t, ns, id, task, idx, value])
+            .unwrap();
+    }
+    c.execute(
+        "INSERT INTO writes VALUES (x'61', '', '1', 'k', '', 0, 'messages', 'msgpack', x'00')",
+        [],
+    )
+    .unwrap();
+}
+
+#[test]
+fn the_sqlite_summary_scan_merges_writes_of_every_storage_class() {
+    use crate::store::sqlite::SqliteStore;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("odd.db");
+    odd_store(&path, "");
+    let store = SqliteStore::open_read_only(&path).unwrap();
+    assert!(scan_agrees_with_point_reads(&store));
+    let mut whole = Vec::new();
+    store
+        .scan_checkpoints_whole(u64::MAX, &mut |meta, row| {
+            whole.push((
+                meta.thread_id,
+                row.map(|r| (r.write_bytes, r.thread_writes)),
+            ));
+            Ok(())
+        })
+        .unwrap();
+    // Text ids are merged, the blob id and the non-UTF-8 one left to the point reads.
+    let blob_id = whole.iter().filter(|(_, r)| r.is_none()).count();
+    assert_eq!(blob_id, 2, "{whole:?}");
+    assert!(whole.contains(&("a".into(), Some((5 + 6 + 34 + 34, Some((9, 80)))))));
+    // Declared collations: nothing is merged (each row is left to the point reads).
+    let path = dir.path().join("nocase.db");
+    odd_store(&path, "COLLATE NOCASE");
+    let store = SqliteStore::open_read_only(&path).unwrap();
+    assert!(!scan_agrees_with_point_reads(&store));
+}

@@ -135,6 +135,7 @@ fn facts_row(r: &Row, what: &str) -> Result<FactsRow, StoreError> {
         write_bytes: nonneg(get(r, 11, what)?),
         blob_lengths: Some((blob_bytes, messages_blob_bytes)),
         whole: false,
+        thread_writes: None,
     })
 }
 
@@ -354,5 +355,6 @@ fn with_blobs(mut row: CheckpointRow, blobs: Option<&ThreadBlobs>) -> Option<Fac
         write_bytes: 0,
         blob_lengths: Some((all, messages)),
         whole: false,
+        thread_writes: None,
     })
 }

@@ -256,11 +256,8 @@ impl Store for PostgresStore {
         )
     }
 
-    fn scan_write_totals(
-        &self,
-        f: &mut dyn FnMut(WriteTotals) -> Result<(), StoreError>,
-    ) -> Result<(), StoreError> {
-        self.scan_totals("checkpoint_writes", "scanning writes", f)
+    fn write_totals(&self) -> Result<(u64, u64), StoreError> {
+        self.totals("checkpoint_writes", "summing writes")
     }
 
     fn write_totals_of(
@@ -279,11 +276,8 @@ impl Store for PostgresStore {
         self.totals_in("checkpoint_blobs", threads, f)
     }
 
-    fn scan_blob_totals(
-        &self,
-        f: &mut dyn FnMut(WriteTotals) -> Result<(), StoreError>,
-    ) -> Result<(), StoreError> {
-        self.scan_totals("checkpoint_blobs", "scanning blobs", f)
+    fn blob_totals(&self) -> Result<(u64, u64), StoreError> {
+        self.totals("checkpoint_blobs", "summing blobs")
     }
 
     fn values_shared_by_version(&self) -> bool {

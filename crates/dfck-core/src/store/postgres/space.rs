@@ -44,32 +44,20 @@ fn text(r: &Row, i: usize, what: &str) -> Result<String, StoreError> {
 }
 
 impl PostgresStore {
-    /// Row counts and `blob` bytes per thread of one table.
-    pub(super) fn scan_totals(
-        &self,
-        table: &'static str,
-        what: &str,
-        f: &mut dyn FnMut(WriteTotals) -> Result<(), StoreError>,
-    ) -> Result<(), StoreError> {
-        self.cursor(
-            what,
-            &format!(
-                "SELECT thread_id, count(*)::int8, coalesce(sum(octet_length(blob)), 0)::int8 \
-                 FROM {table} GROUP BY thread_id"
-            ),
-            &[],
-            2000,
-            &mut |r| {
-                f(WriteTotals {
-                    thread_id: get(r, 0, what)?,
-                    writes: nonneg(get(r, 1, what)?),
-                    bytes: nonneg(get(r, 2, what)?),
-                })
-            },
-        )
+    /// Row count and `blob` bytes of one table.
+    pub(super) fn totals(&self, table: &'static str, what: &str) -> Result<(u64, u64), StoreError> {
+        let sql = format!(
+            "SELECT count(*)::int8, coalesce(sum(octet_length(blob)), 0)::int8 FROM {table}"
+        );
+        let rows = self.query(what, &sql, &[])?;
+        let r = rows.first().ok_or_else(|| StoreError::Query {
+            what: what.to_owned(),
+            reason: "no row".into(),
+        })?;
+        Ok((nonneg(get(r, 0, what)?), nonneg(get(r, 1, what)?)))
     }
 
-    /// [`PostgresStore::scan_totals`] of `ids` only, in one statement.
+    /// Row counts and `blob` bytes per thread of one table, of `ids` only, in one statement.
     pub(super) fn totals_in(
         &self,
         table: &'static str,

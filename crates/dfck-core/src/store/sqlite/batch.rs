@@ -7,42 +7,33 @@
 //! until the next batch (or until it is forgotten), so every plan of the batch reads the
 //! snapshot its rows came from.
 
-use super::rows::{
-    UNDECODABLE, checkpoint_row, idx_col, len_col, serialized_len, text_col, write_row,
-};
+use super::rows::{checkpoint_row, len_col, text_col, write_row};
 use super::{CHECKPOINT_COLS, SqliteStore, q};
 use crate::error::StoreError;
+use crate::store::WriteTotals;
 use crate::store::batch::{NamespaceRows, ReadAhead, ThreadRows, add_gone, row_bytes};
-use crate::store::{CheckpointMetaRow, FactsRow, WriteTotals};
 use std::collections::{HashMap, HashSet};
 
 const WHAT: &str = "reading a batch of threads";
 
 impl SqliteStore {
-    /// Write totals per thread, of `ids` only when given (in any order,
-    /// [`crate::store::Store::write_totals_of`]), else of every thread in id order.
+    /// Write totals per thread of `ids` (in any order, [`crate::store::Store::write_totals_of`]).
     pub(super) fn write_totals_in(
         &self,
-        ids: Option<&[String]>,
+        ids: &[String],
         f: &mut dyn FnMut(WriteTotals) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
         let what = "summing writes";
-        let sql = match ids {
-            Some(_) => {
+        let mut st = self
+            .conn
+            .prepare_cached(
                 "SELECT thread_id, count(*), coalesce(sum(length(value)), 0) FROM writes \
-                 WHERE thread_id IN (SELECT value FROM json_each(?1)) GROUP BY thread_id"
-            }
-            None => {
-                "SELECT thread_id, count(*), coalesce(sum(length(value)), 0) FROM writes \
-                 GROUP BY thread_id ORDER BY thread_id"
-            }
-        };
-        let mut st = self.conn.prepare_cached(sql).map_err(q(what))?;
-        let mut rows = match ids {
-            Some(ids) => st.query([serde_json::Value::from(ids.to_vec()).to_string()]),
-            None => st.query([]),
-        }
-        .map_err(q(what))?;
+                 WHERE thread_id IN (SELECT value FROM json_each(?1)) GROUP BY thread_id",
+            )
+            .map_err(q(what))?;
+        let mut rows = st
+            .query([serde_json::Value::from(ids.to_vec()).to_string()])
+            .map_err(q(what))?;
         while let Some(r) = rows.next().map_err(q(what))? {
             f(WriteTotals {
                 thread_id: text_col(r, 0).map_err(q(what))?,
@@ -51,6 +42,18 @@ impl SqliteStore {
             })?;
         }
         Ok(())
+    }
+
+    /// [`crate::store::Store::write_totals`]: one pass over the table in its own order.
+    pub(super) fn write_totals_all(&self) -> Result<(u64, u64), StoreError> {
+        let what = "summing writes";
+        self.conn
+            .query_row(
+                "SELECT count(*), coalesce(sum(length(value)), 0) FROM writes",
+                [],
+                |r| Ok((len_col(r, 0)?, len_col(r, 1)?)),
+            )
+            .map_err(q(what))
     }
 
     /// The threads of `ids` read whole within about `budget` bytes (see
@@ -212,85 +215,5 @@ impl SqliteStore {
         // SQLite reads values inside each checkpoint: a scan and a value scan are the same.
         *self.ahead.borrow_mut() = ReadAhead::new(read, false, !ids.is_empty());
         Ok(())
-    }
-
-    /// [`crate::store::Store::scan_checkpoints_whole`]: one statement over the table; a
-    /// body over `max_body` is left unread (its length needs none of its overflow pages).
-    pub(super) fn scan_whole(
-        &self,
-        max_body: u64,
-        f: &mut dyn FnMut(CheckpointMetaRow, Option<FactsRow>) -> Result<(), StoreError>,
-    ) -> Result<(), StoreError> {
-        let what = "scanning checkpoints";
-        let mut st = self
-            .conn
-            .prepare(
-                "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, \
-                 CASE WHEN coalesce(length(checkpoint), 0) <= ?1 THEN checkpoint END, metadata, \
-                 coalesce(length(checkpoint), 0) + coalesce(length(metadata), 0), \
-                 coalesce(length(checkpoint), 0) <= ?1 \
-                 FROM checkpoints ORDER BY thread_id, checkpoint_ns, checkpoint_id",
-            )
-            .map_err(q(what))?;
-        let max = i64::try_from(max_body).unwrap_or(i64::MAX);
-        let mut rows = st.query([max]).map_err(q(what))?;
-        while let Some(r) = rows.next().map_err(q(what))? {
-            let whole: bool = r.get(8).map_err(q(what))?;
-            let row = checkpoint_row(r).map_err(q(what))?;
-            let meta = CheckpointMetaRow {
-                thread_id: row.thread_id.clone(),
-                checkpoint_ns: row.checkpoint_ns.clone(),
-                checkpoint_id: row.checkpoint_id.clone(),
-                bytes: len_col(r, 7).map_err(q(what))?,
-                metadata: row.metadata.clone(),
-                ts: None,
-            };
-            f(
-                meta,
-                whole.then_some(FactsRow {
-                    row,
-                    write_bytes: 0,
-                    blob_lengths: None,
-                    whole: true,
-                }),
-            )?;
-        }
-        Ok(())
-    }
-
-    /// [`crate::store::Store::write_bytes_at`]: the lengths of the values [`write_row`]
-    /// reads (an unreadable `idx` makes the value undecodable), none copied.
-    pub(super) fn write_bytes_each(
-        &self,
-        keys: &[crate::store::CheckpointKey],
-    ) -> Result<Vec<u64>, StoreError> {
-        let what = "reading pending writes";
-        let mut st = self
-            .conn
-            .prepare_cached(
-                "SELECT idx, value FROM writes \
-                 WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3",
-            )
-            .map_err(q(what))?;
-        keys.iter()
-            .map(|k| {
-                let mut rows = st
-                    .query(rusqlite::params![
-                        k.thread_id,
-                        k.checkpoint_ns,
-                        k.checkpoint_id
-                    ])
-                    .map_err(q(what))?;
-                let mut sum = 0u64;
-                while let Some(r) = rows.next().map_err(q(what))? {
-                    let len = match idx_col(r, 0).map_err(q(what))? {
-                        Some(_) => serialized_len(r, 1).map_err(q(what))?,
-                        None => UNDECODABLE.len(),
-                    };
-                    sum += len as u64;
-                }
-                Ok(sum)
-            })
-            .collect()
     }
 }

@@ -1,7 +1,7 @@
 //! The SQLite backend (`SqliteSaver` layout): read-only open, schema detection, streamed scans
 //! (this file); how a file is opened and what a failed open means (`open`), space and VACUUM
 //! (`space`), the write transaction and batches (`write`), copies into a SQLite target
-//! (`copy`), reading columns whatever their storage class (`rows`).
+//! (`copy`), reading columns whatever their storage class (`rows`), the summary's scan (`scan`).
 
 mod app;
 mod app_copy;
@@ -10,6 +10,7 @@ mod copy;
 mod maintenance;
 mod open;
 mod rows;
+mod scan;
 pub mod space;
 mod write;
 
@@ -341,6 +342,10 @@ impl Store for SqliteStore {
         self.scan_whole(max_body, f).map(|()| true)
     }
 
+    fn scan_reads_write_bytes(&self) -> bool {
+        true
+    }
+
     fn scan_checkpoint_meta(
         &self,
         f: &mut dyn FnMut(CheckpointMetaRow) -> Result<(), StoreError>,
@@ -369,11 +374,8 @@ impl Store for SqliteStore {
         Ok(())
     }
 
-    fn scan_write_totals(
-        &self,
-        f: &mut dyn FnMut(WriteTotals) -> Result<(), StoreError>,
-    ) -> Result<(), StoreError> {
-        self.write_totals_in(None, f)
+    fn write_totals(&self) -> Result<(u64, u64), StoreError> {
+        self.write_totals_all()
     }
 
     fn write_totals_of(
@@ -381,7 +383,7 @@ impl Store for SqliteStore {
         threads: &[String],
         f: &mut dyn FnMut(WriteTotals) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
-        self.write_totals_in(Some(threads), f)
+        self.write_totals_in(threads, f)
     }
 
     fn space(&self) -> Result<crate::store::space::StoreSpace, StoreError> {

@@ -1,0 +1,288 @@
+//! The store summary's scan on SQLite ([`crate::store::Store::scan_checkpoints_whole`]): one
+//! statement over `checkpoints` in key order and, beside it in the same read, one over
+//! `writes` in the same order, merged here. Each row comes with its pending-write bytes, and
+//! a thread's first row with its write totals: no point read per checkpoint and no totals
+//! query per batch. A row whose keys are not UTF-8 text, and every row of a store whose tables
+//! declare a collation (the merge compares bytes), is left to the point reads, which
+//! [`crate::store::Store::write_bytes_at`] also serves.
+
+use super::rows::{UNDECODABLE, checkpoint_row, idx_col, len_col, serialized_len};
+use super::{SqliteStore, q};
+use crate::error::StoreError;
+use crate::store::{CheckpointMetaRow, FactsRow};
+use rusqlite::Rows;
+use rusqlite::types::ValueRef;
+use std::cmp::Ordering;
+
+const WHAT: &str = "scanning checkpoints";
+
+/// Every write in key order: its keys, `idx`, the bytes [`super::rows::write_row`] reads of
+/// its value (`-1`: a number, read as undecodable) and `length(value)` as the totals count it.
+const WRITES_SCAN: &str = "SELECT thread_id, checkpoint_ns, checkpoint_id, idx, \
+     CASE typeof(value) WHEN 'blob' THEN length(value) \
+     WHEN 'text' THEN length(CAST(value AS BLOB)) WHEN 'null' THEN 0 ELSE -1 END, \
+     length(value) FROM writes ORDER BY thread_id, checkpoint_ns, checkpoint_id";
+
+/// A key column as UTF-8 text, else `None`.
+fn text_key<'r>(r: &'r rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Option<&'r [u8]>> {
+    Ok(match r.get_ref(i)? {
+        ValueRef::Text(b) if std::str::from_utf8(b).is_ok() => Some(b),
+        _ => None,
+    })
+}
+
+/// A (namespace, checkpoint id) as bytes.
+type Key = (Vec<u8>, Vec<u8>);
+
+/// One write as the merge reads it.
+struct WriteKey {
+    /// Its thread's place against a text id: numbers and NULL sort before text, blobs after.
+    thread: Result<Vec<u8>, Ordering>,
+    /// (namespace, checkpoint id) when both are UTF-8 text.
+    key: Option<Key>,
+    bytes: u64,
+    length: u64,
+}
+
+impl WriteKey {
+    fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        let thread = match r.get_ref(0)? {
+            ValueRef::Text(b) => Ok(b.to_vec()),
+            ValueRef::Blob(_) => Err(Ordering::Greater),
+            _ => Err(Ordering::Less),
+        };
+        let key = match (text_key(r, 1)?, text_key(r, 2)?) {
+            (Some(ns), Some(id)) => Some((ns.to_vec(), id.to_vec())),
+            _ => None,
+        };
+        let bytes = match (idx_col(r, 3)?, r.get::<_, Option<i64>>(4)?) {
+            (Some(_), Some(n)) if n >= 0 => n as u64,
+            (Some(_), None) => 0,
+            _ => UNDECODABLE.len() as u64,
+        };
+        Ok(WriteKey {
+            thread,
+            key,
+            bytes,
+            length: len_col(r, 5)?,
+        })
+    }
+
+    fn against(&self, thread: &[u8]) -> Ordering {
+        match &self.thread {
+            Ok(t) => t.as_slice().cmp(thread),
+            Err(o) => *o,
+        }
+    }
+}
+
+/// The writes scan, read a thread at a time as the checkpoints scan reaches it.
+struct WriteMerge<'s> {
+    rows: Rows<'s>,
+    peeked: Option<WriteKey>,
+    done: bool,
+    /// The thread whose writes are loaded: its write bytes per (namespace, id) in key order,
+    /// the next one a row may match, and its totals until given.
+    thread: Option<Vec<u8>>,
+    keys: Vec<(Key, u64)>,
+    next: usize,
+    totals: Option<(u64, u64)>,
+    /// A thread came out of byte order: the rest is left to the point reads.
+    off: bool,
+}
+
+impl<'s> WriteMerge<'s> {
+    fn new(rows: Rows<'s>) -> Self {
+        WriteMerge {
+            rows,
+            peeked: None,
+            done: false,
+            thread: None,
+            keys: Vec::new(),
+            next: 0,
+            totals: None,
+            off: false,
+        }
+    }
+
+    fn peek(&mut self) -> Result<Option<&WriteKey>, StoreError> {
+        if self.peeked.is_none() && !self.done {
+            match self.rows.next().map_err(q(WHAT))? {
+                Some(r) => self.peeked = Some(WriteKey::read(r).map_err(q(WHAT))?),
+                None => self.done = true,
+            }
+        }
+        Ok(self.peeked.as_ref())
+    }
+
+    /// Reads the writes of `thread`, passing those of the threads before it.
+    fn load(&mut self, thread: &[u8]) -> Result<(), StoreError> {
+        self.keys.clear();
+        self.next = 0;
+        let (mut writes, mut length) = (0u64, 0u64);
+        while let Some(w) = self.peek()? {
+            match w.against(thread) {
+                Ordering::Less => {}
+                Ordering::Greater => break,
+                Ordering::Equal => {
+                    writes += 1;
+                    length += w.length;
+                    let Some(w) = self.peeked.take() else { break };
+                    if let Some(key) = w.key {
+                        match self.keys.last_mut() {
+                            Some((k, bytes)) if *k == key => *bytes += w.bytes,
+                            _ => self.keys.push((key, w.bytes)),
+                        }
+                    }
+                }
+            }
+            self.peeked = None;
+        }
+        self.thread = Some(thread.to_vec());
+        self.totals = Some((writes, length));
+        Ok(())
+    }
+
+    /// The write bytes of checkpoint (`thread`, `ns`, `id`), and its thread's (writes, bytes)
+    /// the first time one of its rows asks; `None` once the merge is off. Rows come in key
+    /// order.
+    #[allow(clippy::type_complexity)]
+    fn at(
+        &mut self,
+        thread: &[u8],
+        ns: &[u8],
+        id: &[u8],
+    ) -> Result<Option<(u64, Option<(u64, u64)>)>, StoreError> {
+        if self.off {
+            return Ok(None);
+        }
+        match self.thread.as_deref().map(|t| t.cmp(thread)) {
+            Some(Ordering::Equal) => {}
+            Some(Ordering::Greater) => {
+                self.off = true;
+                return Ok(None);
+            }
+            _ => self.load(thread)?,
+        }
+        while self
+            .keys
+            .get(self.next)
+            .is_some_and(|((n, i), _)| (n.as_slice(), i.as_slice()) < (ns, id))
+        {
+            self.next += 1;
+        }
+        let bytes = match self.keys.get(self.next) {
+            Some(((n, i), bytes)) if n == ns && i == id => *bytes,
+            _ => 0,
+        };
+        Ok(Some((bytes, self.totals.take())))
+    }
+}
+
+impl SqliteStore {
+    /// Whether the checkpoint and write tables sort their keys by bytes (no declared
+    /// collation), as the merge needs.
+    fn keys_sort_bytewise(&self) -> Result<bool, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT count(*) = 0 FROM sqlite_master WHERE type = 'table' \
+                 AND lower(name) IN ('checkpoints', 'writes') AND sql LIKE '%collate%'",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(q(WHAT))
+    }
+
+    /// [`crate::store::Store::scan_checkpoints_whole`]: one statement over the table, merged
+    /// with one over the writes; a body over `max_body` is left unread (its length needs
+    /// none of its overflow pages).
+    pub(super) fn scan_whole(
+        &self,
+        max_body: u64,
+        f: &mut dyn FnMut(CheckpointMetaRow, Option<FactsRow>) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, \
+                 CASE WHEN coalesce(length(checkpoint), 0) <= ?1 THEN checkpoint END, metadata, \
+                 coalesce(length(checkpoint), 0) + coalesce(length(metadata), 0), \
+                 coalesce(length(checkpoint), 0) <= ?1 \
+                 FROM checkpoints ORDER BY thread_id, checkpoint_ns, checkpoint_id",
+            )
+            .map_err(q(WHAT))?;
+        let mut writes_st = match self.keys_sort_bytewise()? {
+            true => Some(self.conn.prepare(WRITES_SCAN).map_err(q(WHAT))?),
+            false => None,
+        };
+        let mut merge = match writes_st.as_mut() {
+            Some(st) => Some(WriteMerge::new(st.query([]).map_err(q(WHAT))?)),
+            None => None,
+        };
+        let max = i64::try_from(max_body).unwrap_or(i64::MAX);
+        let mut rows = st.query([max]).map_err(q(WHAT))?;
+        while let Some(r) = rows.next().map_err(q(WHAT))? {
+            let whole: bool = r.get(8).map_err(q(WHAT))?;
+            let keys = (text_key(r, 0), text_key(r, 1), text_key(r, 2));
+            let writes = match (whole, merge.as_mut(), keys) {
+                (true, Some(m), (Ok(Some(t)), Ok(Some(n)), Ok(Some(i)))) => m.at(t, n, i)?,
+                _ => None,
+            };
+            let row = checkpoint_row(r).map_err(q(WHAT))?;
+            let meta = CheckpointMetaRow {
+                thread_id: row.thread_id.clone(),
+                checkpoint_ns: row.checkpoint_ns.clone(),
+                checkpoint_id: row.checkpoint_id.clone(),
+                bytes: len_col(r, 7).map_err(q(WHAT))?,
+                metadata: row.metadata.clone(),
+                ts: None,
+            };
+            let facts = writes.map(|(write_bytes, thread_writes)| FactsRow {
+                row,
+                write_bytes,
+                blob_lengths: None,
+                whole: true,
+                thread_writes,
+            });
+            f(meta, facts)?;
+        }
+        Ok(())
+    }
+
+    /// [`crate::store::Store::write_bytes_at`]: the lengths of the values
+    /// [`super::rows::write_row`] reads (an unreadable `idx` makes the value undecodable),
+    /// none copied.
+    pub(super) fn write_bytes_each(
+        &self,
+        keys: &[crate::store::CheckpointKey],
+    ) -> Result<Vec<u64>, StoreError> {
+        let what = "reading pending writes";
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT idx, value FROM writes \
+                 WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3",
+            )
+            .map_err(q(what))?;
+        keys.iter()
+            .map(|k| {
+                let mut rows = st
+                    .query(rusqlite::params![
+                        k.thread_id,
+                        k.checkpoint_ns,
+                        k.checkpoint_id
+                    ])
+                    .map_err(q(what))?;
+                let mut sum = 0u64;
+                while let Some(r) = rows.next().map_err(q(what))? {
+                    let len = match idx_col(r, 0).map_err(q(what))? {
+                        Some(_) => serialized_len(r, 1).map_err(q(what))?,
+                        None => UNDECODABLE.len(),
+                    };
+                    sum += len as u64;
+                }
+                Ok(sum)
+            })
+            .collect()
+    }
+}
