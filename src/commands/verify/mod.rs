@@ -1,6 +1,9 @@
 //! `verify`: every check of the contract's finding table over a store or a set of threads,
 //! thread by thread (one (thread, ns) in memory at a time), optionally on several
-//! connections at once ([`dfck_core::pool`]).
+//! connections at once ([`dfck_core::pool`]); with one, reading and checking on two threads
+//! ([`pipeline`]).
+
+mod pipeline;
 
 use dfck_core::codec::Value;
 use dfck_core::error::{CodecError, Error, ModelError, StoreError};
@@ -352,9 +355,9 @@ const BATCH_THREADS: usize = 128;
 /// Bytes of rows one batch holds, about.
 const BATCH_BYTES: usize = 16 << 20;
 
-/// One namespace to check: read now, or read with its thread's batch.
-enum Namespace {
-    Read(String),
+/// One namespace to check: read now on a connection, or read with its thread's batch.
+enum Namespace<'a> {
+    Read(&'a dyn Store, String),
     Given(NamespaceRows),
 }
 
@@ -366,15 +369,16 @@ pub fn verify_thread(
 ) -> Result<(Vec<Finding>, u64), StoreError> {
     let namespaces = store.namespaces(thread_id)?;
     check_thread(
-        store,
         thread_id,
         opts,
-        namespaces.into_iter().map(Namespace::Read).collect(),
+        namespaces
+            .into_iter()
+            .map(|ns| Namespace::Read(store, ns))
+            .collect(),
     )
 }
 
 fn check_thread(
-    store: &dyn Store,
     thread_id: &str,
     opts: &VerifyOptions,
     namespaces: Vec<Namespace>,
@@ -384,7 +388,7 @@ fn check_thread(
     let mut facts = ThreadFacts::default();
     for source in namespaces {
         let ns = match &source {
-            Namespace::Read(ns) => ns.clone(),
+            Namespace::Read(_, ns) => ns.clone(),
             Namespace::Given(rows) => rows.checkpoint_ns.clone(),
         };
         let mut values = ValueChecks {
@@ -395,7 +399,9 @@ fn check_thread(
             sealing: SealingFacts::default(),
         };
         let t = match source {
-            Namespace::Read(ns) => LoadedThread::load_with(store, thread_id, &ns, &mut values)?,
+            Namespace::Read(store, ns) => {
+                LoadedThread::load_with(store, thread_id, &ns, &mut values)?
+            }
             Namespace::Given(rows) => LoadedThread::from_rows(thread_id, rows, &mut values)?,
         };
         checkpoints += t.nodes.len() as u64;
@@ -423,39 +429,63 @@ fn check_thread(
     Ok((findings, checkpoints))
 }
 
-/// The findings and checkpoint count of each thread of `ids`, in order (`None`: listed,
-/// then deleted, by DeerFlow, before it was read). The threads the store reads as a batch
-/// are checked from its rows, the others read one by one, all in one read transaction
-/// (SQLite: not one per statement), renewed before a thread read on its own once
-/// [`SNAPSHOT_HOLD`] has passed.
-#[allow(clippy::type_complexity)]
+/// The findings and checkpoints of one thread, or `None`: listed, then deleted by DeerFlow
+/// before it was read.
+type Checked = Option<(Vec<Finding>, u64)>;
+
+/// A thread of a chunk as its read leaves it ([`read_chunk`]).
+enum Slot {
+    /// Read on its own and checked there.
+    Done(Checked),
+    /// Read with its batch: checked from its rows, which needs no connection.
+    Given(ThreadRows),
+    /// Its read or check failed: the chunk's error (the threads after it are not read).
+    Failed(StoreError),
+}
+
+/// The findings and checkpoint count of each thread of `ids`, in order: [`read_chunk`],
+/// then [`check_slots`].
 fn verify_chunk(
     store: &dyn Store,
     ids: &[String],
     opts: &VerifyOptions,
     failpoints: &dfck_core::failpoint::Failpoints,
     progress: &(dyn Progress + Sync),
-) -> Result<Vec<Option<(Vec<Finding>, u64)>>, StoreError> {
-    store.begin_read_transaction()?;
-    let checked = check_chunk(store, ids, opts, failpoints, progress);
-    let ended = store.end_read_transaction();
-    let out = checked?;
-    ended?;
-    Ok(out)
+) -> Result<Vec<Checked>, StoreError> {
+    let slots = read_chunk(store, ids, opts, failpoints, progress)?;
+    check_slots(ids, slots, opts, progress)
 }
 
 /// How long a chunk's read transaction is held before the next thread renews it, so that a
 /// live writer's WAL can be checkpointed past it.
 const SNAPSHOT_HOLD: std::time::Duration = std::time::Duration::from_millis(200);
 
-#[allow(clippy::type_complexity)]
-fn check_chunk(
+/// Reads the threads of `ids`, all in one read transaction (SQLite: not one per statement),
+/// renewed before a thread read on its own once [`SNAPSHOT_HOLD`] has passed: those the
+/// store reads as a batch are left to [`check_slots`], the others read one by one and
+/// checked here.
+fn read_chunk(
     store: &dyn Store,
     ids: &[String],
     opts: &VerifyOptions,
     failpoints: &dfck_core::failpoint::Failpoints,
     progress: &(dyn Progress + Sync),
-) -> Result<Vec<Option<(Vec<Finding>, u64)>>, StoreError> {
+) -> Result<Vec<Slot>, StoreError> {
+    store.begin_read_transaction()?;
+    let read = read_in_transaction(store, ids, opts, failpoints, progress);
+    let ended = store.end_read_transaction();
+    let out = read?;
+    ended?;
+    Ok(out)
+}
+
+fn read_in_transaction(
+    store: &dyn Store,
+    ids: &[String],
+    opts: &VerifyOptions,
+    failpoints: &dfck_core::failpoint::Failpoints,
+    progress: &(dyn Progress + Sync),
+) -> Result<Vec<Slot>, StoreError> {
     let budget = failpoints.batch_bytes(BATCH_BYTES);
     let batch = match ids {
         [_, _, ..] if budget > 0 => store.read_threads(ids, budget, false)?,
@@ -471,12 +501,10 @@ fn check_chunk(
     let mut since = std::time::Instant::now();
     for id in ids {
         let checked = match given.remove(id) {
-            Some(t) => check_thread(
-                store,
-                id,
-                opts,
-                t.namespaces.into_iter().map(Namespace::Given).collect(),
-            ),
+            Some(t) => {
+                out.push(Slot::Given(t));
+                continue;
+            }
             None if required => Err(StoreError::Query {
                 what: format!("reading thread {id}"),
                 reason: "failpoint batch-required: read on its own, not with its batch".into(),
@@ -490,12 +518,47 @@ fn check_chunk(
                 verify_thread(store, id, opts)
             }
         };
-        out.push(match checked {
-            Ok(fc) => Some(fc),
-            Err(StoreError::ThreadNotFound { .. }) => None,
-            Err(e) => return Err(e),
-        });
+        match gone_or(checked) {
+            Ok(c) => out.push(Slot::Done(c)),
+            Err(e) => {
+                out.push(Slot::Failed(e));
+                break;
+            }
+        }
         progress.inc(1);
+    }
+    Ok(out)
+}
+
+/// A thread deleted before it was read is `None`, not an error.
+fn gone_or(checked: Result<(Vec<Finding>, u64), StoreError>) -> Result<Checked, StoreError> {
+    match checked {
+        Ok(fc) => Ok(Some(fc)),
+        Err(StoreError::ThreadNotFound { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Checks the threads [`read_chunk`] left to be checked from their rows, and gives every
+/// thread's result in order (the first failure, in thread order, fails the chunk).
+fn check_slots(
+    ids: &[String],
+    slots: Vec<Slot>,
+    opts: &VerifyOptions,
+    progress: &(dyn Progress + Sync),
+) -> Result<Vec<Checked>, StoreError> {
+    let mut out = Vec::with_capacity(ids.len());
+    for (id, slot) in ids.iter().zip(slots) {
+        out.push(match slot {
+            Slot::Done(c) => c,
+            Slot::Failed(e) => return Err(e),
+            Slot::Given(t) => {
+                let namespaces = t.namespaces.into_iter().map(Namespace::Given).collect();
+                let checked = gone_or(check_thread(id, opts, namespaces))?;
+                progress.inc(1);
+                checked
+            }
+        });
     }
     Ok(out)
 }
@@ -566,34 +629,45 @@ pub fn verify_store<'s>(
             jobs => (ids.len() / (jobs * 8)).clamp(1, BATCH_THREADS),
         };
         let chunks: Vec<&[String]> = ids.chunks(chunk).collect();
-        let ran = dfck_core::pool::run_ordered(
-            chunks.len(),
-            opts.jobs,
-            store,
-            &open_more,
-            &|s, k| verify_chunk(s, chunks[k], opts, &failpoints, progress),
-            &mut |k, results| {
-                for (id, r) in chunks[k].iter().zip(results) {
-                    match r {
-                        Some((findings, c)) => {
-                            report.threads_checked += 1;
-                            report.checkpoints_checked += c;
-                            for f in findings {
-                                if let Err(e) = take(&mut report, f) {
-                                    failure = Some(e);
-                                    return Err(StoreError::Query {
-                                        what: "writing findings".into(),
-                                        reason: "aborted".into(),
-                                    });
-                                }
+        let mut sink = |k: usize, results: Vec<Checked>| {
+            for (id, r) in chunks[k].iter().zip(results) {
+                match r {
+                    Some((findings, c)) => {
+                        report.threads_checked += 1;
+                        report.checkpoints_checked += c;
+                        for f in findings {
+                            if let Err(e) = take(&mut report, f) {
+                                failure = Some(e);
+                                return Err(StoreError::Query {
+                                    what: "writing findings".into(),
+                                    reason: "aborted".into(),
+                                });
                             }
                         }
-                        None => report.threads_gone.push(id.clone()),
                     }
+                    None => report.threads_gone.push(id.clone()),
                 }
-                Ok(())
-            },
-        );
+            }
+            Ok(())
+        };
+        // One connection: its thread reads while a second checks ([`pipeline`]).
+        let ran = match opts.jobs {
+            0 | 1 => pipeline::run(
+                store,
+                &chunks,
+                &|s, ids| read_chunk(s, ids, opts, &failpoints, progress),
+                &|ids, slots| check_slots(ids, slots, opts, progress),
+                &mut sink,
+            ),
+            _ => dfck_core::pool::run_ordered(
+                chunks.len(),
+                opts.jobs,
+                store,
+                &open_more,
+                &|s, k| verify_chunk(s, chunks[k], opts, &failpoints, progress),
+                &mut sink,
+            ),
+        };
         ran.map_err(Error::from)
     });
     progress.finish();
