@@ -3,7 +3,8 @@
 //! worker opens one. Items are handed out in order; results come back in item order, all at
 //! once or streamed to a sink as they complete. The first error stops every worker (items
 //! already started finish) and is returned.
-//! `verify --jobs` and the write engine's `--jobs` both run on it.
+//! `verify --jobs` and the write engine's `--jobs` both run on it. With one connection,
+//! [`two_stage`] splits each item's work over the connection's thread and a helper.
 
 use std::borrow::Borrow;
 use std::collections::BTreeMap;
@@ -125,6 +126,81 @@ where
     }
 }
 
+/// Runs items `0..count` in two stages: `first` on the calling thread (it may use what only
+/// that thread holds, a connection), `second` on a helper thread while the caller goes on
+/// with the next item, then `last` on the calling thread, in item order. At most two items
+/// are in flight. The first error, in item order, stops the run after every earlier item's
+/// `last`; a stop asked of the process starts no new item. Without a helper thread, each
+/// item goes through the three in turn. `stopped`: the error of a helper that went away.
+pub fn two_stage<A, B, E>(
+    count: usize,
+    first: &mut dyn FnMut(usize) -> Result<A, E>,
+    second: &(dyn Fn(usize, A) -> Result<B, E> + Sync),
+    last: &mut dyn FnMut(usize, B) -> Result<(), E>,
+    stopped: &dyn Fn() -> E,
+) -> Result<(), E>
+where
+    A: Send,
+    B: Send,
+    E: Send,
+{
+    std::thread::scope(|scope| {
+        let (to_helper, inbox) = std::sync::mpsc::sync_channel::<(usize, Result<A, E>)>(1);
+        let (outbox, from_helper) = std::sync::mpsc::channel::<(usize, Result<B, E>)>();
+        let helper = std::thread::Builder::new()
+            .name("dfck-stage".into())
+            .spawn_scoped(scope, move || {
+                for (k, a) in inbox {
+                    let b = a.and_then(|a| second(k, a));
+                    let failed = b.is_err();
+                    if outbox.send((k, b)).is_err() || failed {
+                        return;
+                    }
+                }
+            });
+        if helper.is_err() {
+            drop(to_helper);
+            for k in 0..count {
+                if crate::stop::requested() {
+                    break;
+                }
+                let b = second(k, first(k)?)?;
+                last(k, b)?;
+            }
+            return Ok(());
+        }
+        let mut in_flight = 0usize;
+        let mut take = |in_flight: &mut usize| -> Result<(), E> {
+            let (k, b) = from_helper.recv().map_err(|_| stopped())?;
+            *in_flight -= 1;
+            last(k, b?)
+        };
+        for k in 0..count {
+            if crate::stop::requested() {
+                break;
+            }
+            let a = first(k);
+            let failed = a.is_err();
+            if to_helper.send((k, a)).is_err() {
+                // The helper stopped on a failure: it is among the results still due.
+                while in_flight > 0 {
+                    take(&mut in_flight)?;
+                }
+                return Err(stopped());
+            }
+            in_flight += 1;
+            while in_flight >= 2 || (failed && in_flight > 0) {
+                take(&mut in_flight)?;
+            }
+        }
+        drop(to_helper);
+        while in_flight > 0 {
+            take(&mut in_flight)?;
+        }
+        Ok(())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -201,5 +277,50 @@ mod tests {
         assert_eq!(connections_per_item(3, 4), 1);
         assert_eq!(connections_per_item(10, 4), 1);
         assert_eq!(connections_per_item(0, 3), 3);
+    }
+
+    /// 40 items through [`two_stage`]; `fail_first` / `fail_second`: the item that fails
+    /// there. The items `last` saw, and the run's error.
+    fn staged(fail_first: usize, fail_second: usize) -> (Vec<usize>, Option<String>) {
+        let mut seen = Vec::new();
+        let ran = two_stage(
+            40,
+            &mut |k| match k == fail_first {
+                true => Err(format!("first {k}")),
+                false => Ok(k * 2),
+            },
+            &|k, a| {
+                // The helper is slower than the caller now and then: the order still holds.
+                if k % 7 == 0 {
+                    std::thread::sleep(std::time::Duration::from_millis(3));
+                }
+                match k == fail_second {
+                    true => Err(format!("second {k}")),
+                    false => Ok(a + 1),
+                }
+            },
+            &mut |k, b| {
+                assert_eq!(b, k * 2 + 1);
+                seen.push(k);
+                Ok(())
+            },
+            &|| "helper gone".to_string(),
+        );
+        (seen, ran.err())
+    }
+
+    #[test]
+    fn two_stages_keep_item_order_and_a_failure_comes_after_every_item_before_it() {
+        assert_eq!(staged(99, 99), ((0..40).collect(), None));
+        for at in [0, 1, 5, 21, 39] {
+            assert_eq!(
+                staged(at, 99),
+                ((0..at).collect(), Some(format!("first {at}")))
+            );
+            assert_eq!(
+                staged(99, at),
+                ((0..at).collect(), Some(format!("second {at}")))
+            );
+        }
     }
 }

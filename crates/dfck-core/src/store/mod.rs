@@ -7,6 +7,7 @@ pub mod app_copy;
 pub mod batch;
 pub mod delete;
 pub mod files;
+pub mod held;
 pub mod maintenance;
 pub mod postgres;
 pub mod schema;
@@ -599,29 +600,7 @@ pub trait Store {
         ns: &str,
         f: &mut dyn FnMut(StoredValue) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
-        self.scan_thread(thread_id, ns, &mut |row| match row.body {
-            CheckpointBody::Serialized { type_tag, bytes } => f(StoredValue {
-                row: ValueRow::Checkpoint,
-                channel: None,
-                type_tag,
-                bytes: Some(bytes),
-                checkpoint_ids: vec![row.checkpoint_id],
-            }),
-            CheckpointBody::Postgres { .. } => Err(StoreError::Query {
-                what: "reading a thread's stored values".into(),
-                reason: "this backend reads its values by blob".into(),
-            }),
-        })?;
-        for w in self.thread_writes(thread_id, ns)? {
-            f(StoredValue {
-                row: ValueRow::Write,
-                channel: Some(w.channel),
-                type_tag: w.type_tag,
-                bytes: Some(w.value),
-                checkpoint_ids: vec![w.checkpoint_id],
-            })?;
-        }
-        Ok(())
+        stored_values_of(self, thread_id, ns, f)
     }
 
     /// Reads the threads `ids` whole, every namespace, in as few queries as the backend
@@ -673,6 +652,39 @@ pub trait Store {
         thread_id: &str,
         ns: &str,
     ) -> Result<Vec<CheckpointWriteTotals>, StoreError>;
+}
+
+/// [`Store::scan_stored_values`] from a thread scan and its writes, where checkpoints hold
+/// their values (SQLite, and a batch held in memory: [`held::HeldStore`]).
+pub(crate) fn stored_values_of<S: Store + ?Sized>(
+    store: &S,
+    thread_id: &str,
+    ns: &str,
+    f: &mut dyn FnMut(StoredValue) -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
+    store.scan_thread(thread_id, ns, &mut |row| match row.body {
+        CheckpointBody::Serialized { type_tag, bytes } => f(StoredValue {
+            row: ValueRow::Checkpoint,
+            channel: None,
+            type_tag,
+            bytes: Some(bytes),
+            checkpoint_ids: vec![row.checkpoint_id],
+        }),
+        CheckpointBody::Postgres { .. } => Err(StoreError::Query {
+            what: "reading a thread's stored values".into(),
+            reason: "this backend reads its values by blob".into(),
+        }),
+    })?;
+    for w in store.thread_writes(thread_id, ns)? {
+        f(StoredValue {
+            row: ValueRow::Write,
+            channel: Some(w.channel),
+            type_tag: w.type_tag,
+            bytes: Some(w.value),
+            checkpoint_ids: vec![w.checkpoint_id],
+        })?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

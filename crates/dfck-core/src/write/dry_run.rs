@@ -62,7 +62,18 @@ where
 {
     let first = ReadOnly(store);
     if jobs <= 1 {
-        return dry_run_each(job, &first, threads, progress, sink);
+        // One connection: it reads while a second thread plans ([`super::dry_ahead`]).
+        let budget = crate::failpoint::Failpoints::from_env("plan").batch_bytes(AHEAD_BYTES);
+        let selection = super::Selection::of(&first, threads, false)?;
+        progress.start("planning threads", selection.total(&first, progress)?);
+        selection.each(&first, &mut |ids| match ahead_of(job, ids.len(), budget) {
+            Some(values) => {
+                super::dry_ahead::plan_ahead(job, store, ids, values, budget, progress, sink)
+            }
+            None => plan_into(job, &first, ids, progress, sink),
+        })?;
+        progress.finish();
+        return Ok(());
     }
     let selection = super::Selection::of(&first, threads, false)?;
     progress.start("planning threads", selection.total(&first, progress)?);
@@ -146,7 +157,7 @@ where
 }
 
 /// Threads a dry run reads ahead at a time, where the store reads threads in batches.
-const AHEAD_THREADS: usize = 128;
+pub(super) const AHEAD_THREADS: usize = 128;
 /// Bytes of rows a batch read ahead holds, about.
 pub(super) const AHEAD_BYTES: usize = 16 << 20;
 

@@ -13,6 +13,7 @@
 //! changes the rows (calling [`ApplyContext::row_written`] after each), and
 //! [`ThreadJob::verify`] checks the postcondition. Then call [`run`].
 
+mod dry_ahead;
 mod dry_run;
 mod group;
 mod job;

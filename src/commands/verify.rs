@@ -1,9 +1,7 @@
 //! `verify`: every check of the contract's finding table over a store or a set of threads,
 //! thread by thread (one (thread, ns) in memory at a time), optionally on several
-//! connections at once ([`dfck_core::pool`]); with one, reading and checking on two threads
-//! ([`pipeline`]).
-
-mod pipeline;
+//! connections at once ([`dfck_core::pool`]); with one, reading on the connection's thread
+//! while a second checks ([`dfck_core::pool::two_stage`]).
 
 use dfck_core::codec::Value;
 use dfck_core::error::{CodecError, Error, ModelError, StoreError};
@@ -650,14 +648,17 @@ pub fn verify_store<'s>(
             }
             Ok(())
         };
-        // One connection: its thread reads while a second checks ([`pipeline`]).
+        // One connection: its thread reads while a second checks.
         let ran = match opts.jobs {
-            0 | 1 => pipeline::run(
-                store,
-                &chunks,
-                &|s, ids| read_chunk(s, ids, opts, &failpoints, progress),
-                &|ids, slots| check_slots(ids, slots, opts, progress),
+            0 | 1 => dfck_core::pool::two_stage(
+                chunks.len(),
+                &mut |k| read_chunk(store, chunks[k], opts, &failpoints, progress),
+                &|k, slots| check_slots(chunks[k], slots, opts, progress),
                 &mut sink,
+                &|| StoreError::Query {
+                    what: "checking threads".into(),
+                    reason: "the checking thread stopped".into(),
+                },
             ),
             _ => dfck_core::pool::run_ordered(
                 chunks.len(),
