@@ -470,61 +470,53 @@ fn read_chunk(
     progress: &(dyn Progress + Sync),
 ) -> Result<Vec<Slot>, StoreError> {
     store.begin_read_transaction()?;
-    let read = read_in_transaction(store, ids, opts, failpoints, progress);
+    let read = (|| -> Result<Vec<Slot>, StoreError> {
+        let budget = failpoints.batch_bytes(BATCH_BYTES);
+        let batch = match ids {
+            [_, _, ..] if budget > 0 => store.read_threads(ids, budget, false)?,
+            _ => None,
+        };
+        let required = batch.is_some() && failpoints.batch_required();
+        let mut given: HashMap<String, ThreadRows> = batch
+            .unwrap_or_default()
+            .into_iter()
+            .map(|t| (t.thread_id.clone(), t))
+            .collect();
+        let mut out = Vec::with_capacity(ids.len());
+        let mut since = std::time::Instant::now();
+        for id in ids {
+            let checked = match given.remove(id) {
+                Some(t) => {
+                    out.push(Slot::Given(t));
+                    continue;
+                }
+                None if required => Err(StoreError::Query {
+                    what: format!("reading thread {id}"),
+                    reason: "failpoint batch-required: read on its own, not with its batch".into(),
+                }),
+                None => {
+                    if since.elapsed() >= SNAPSHOT_HOLD {
+                        store.end_read_transaction()?;
+                        store.begin_read_transaction()?;
+                        since = std::time::Instant::now();
+                    }
+                    verify_thread(store, id, opts)
+                }
+            };
+            match gone_or(checked) {
+                Ok(c) => out.push(Slot::Done(c)),
+                Err(e) => {
+                    out.push(Slot::Failed(e));
+                    break;
+                }
+            }
+            progress.inc(1);
+        }
+        Ok(out)
+    })();
     let ended = store.end_read_transaction();
     let out = read?;
     ended?;
-    Ok(out)
-}
-
-fn read_in_transaction(
-    store: &dyn Store,
-    ids: &[String],
-    opts: &VerifyOptions,
-    failpoints: &dfck_core::failpoint::Failpoints,
-    progress: &(dyn Progress + Sync),
-) -> Result<Vec<Slot>, StoreError> {
-    let budget = failpoints.batch_bytes(BATCH_BYTES);
-    let batch = match ids {
-        [_, _, ..] if budget > 0 => store.read_threads(ids, budget, false)?,
-        _ => None,
-    };
-    let required = batch.is_some() && failpoints.batch_required();
-    let mut given: HashMap<String, ThreadRows> = batch
-        .unwrap_or_default()
-        .into_iter()
-        .map(|t| (t.thread_id.clone(), t))
-        .collect();
-    let mut out = Vec::with_capacity(ids.len());
-    let mut since = std::time::Instant::now();
-    for id in ids {
-        let checked = match given.remove(id) {
-            Some(t) => {
-                out.push(Slot::Given(t));
-                continue;
-            }
-            None if required => Err(StoreError::Query {
-                what: format!("reading thread {id}"),
-                reason: "failpoint batch-required: read on its own, not with its batch".into(),
-            }),
-            None => {
-                if since.elapsed() >= SNAPSHOT_HOLD {
-                    store.end_read_transaction()?;
-                    store.begin_read_transaction()?;
-                    since = std::time::Instant::now();
-                }
-                verify_thread(store, id, opts)
-            }
-        };
-        match gone_or(checked) {
-            Ok(c) => out.push(Slot::Done(c)),
-            Err(e) => {
-                out.push(Slot::Failed(e));
-                break;
-            }
-        }
-        progress.inc(1);
-    }
     Ok(out)
 }
 
