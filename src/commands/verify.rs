@@ -495,12 +495,15 @@ fn read_chunk(
                     reason: "failpoint batch-required: read on its own, not with its batch".into(),
                 }),
                 None => {
+                    // A failure here takes its place after the batch's threads before it.
+                    let mut renewed = Ok(());
                     if since.elapsed() >= SNAPSHOT_HOLD {
-                        store.end_read_transaction()?;
-                        store.begin_read_transaction()?;
+                        renewed = store
+                            .end_read_transaction()
+                            .and_then(|()| store.begin_read_transaction());
                         since = std::time::Instant::now();
                     }
-                    verify_thread(store, id, opts)
+                    renewed.and_then(|()| verify_thread(store, id, opts))
                 }
             };
             match gone_or(checked) {
@@ -644,6 +647,7 @@ pub fn verify_store<'s>(
         let ran = match opts.jobs {
             0 | 1 => dfck_core::pool::two_stage(
                 chunks.len(),
+                true,
                 &mut |k| read_chunk(store, chunks[k], opts, &failpoints, progress),
                 &|k, slots| check_slots(chunks[k], slots, opts, progress),
                 &mut sink,

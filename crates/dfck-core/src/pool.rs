@@ -130,10 +130,12 @@ where
 /// that thread holds, a connection), `second` on a helper thread while the caller goes on
 /// with the next item, then `last` on the calling thread, in item order. At most two items
 /// are in flight. The first error, in item order, stops the run after every earlier item's
-/// `last`; a stop asked of the process starts no new item. Without a helper thread, each
-/// item goes through the three in turn. `stopped`: the error of a helper that went away.
+/// `last`; with `stops`, a stop asked of the process starts no new item. Without a helper
+/// thread, each item goes through the three in turn. `stopped`: the error of a helper that
+/// went away.
 pub fn two_stage<A, B, E>(
     count: usize,
+    stops: bool,
     first: &mut dyn FnMut(usize) -> Result<A, E>,
     second: &(dyn Fn(usize, A) -> Result<B, E> + Sync),
     last: &mut dyn FnMut(usize, B) -> Result<(), E>,
@@ -161,7 +163,7 @@ where
         if helper.is_err() {
             drop(to_helper);
             for k in 0..count {
-                if crate::stop::requested() {
+                if stops && crate::stop::requested() {
                     break;
                 }
                 let b = second(k, first(k)?)?;
@@ -176,7 +178,7 @@ where
             last(k, b?)
         };
         for k in 0..count {
-            if crate::stop::requested() {
+            if stops && crate::stop::requested() {
                 break;
             }
             let a = first(k);
@@ -285,6 +287,7 @@ mod tests {
         let mut seen = Vec::new();
         let ran = two_stage(
             40,
+            true,
             &mut |k| match k == fail_first {
                 true => Err(format!("first {k}")),
                 false => Ok(k * 2),

@@ -137,15 +137,16 @@ fn the_sqlite_summary_scan_reads_the_write_bytes_the_point_reads_read() {
 }
 
 /// A store with keys and values of every storage class, and writes of threads, namespaces
-/// and checkpoints that have no checkpoint row; `collate`: its ids declared `NOCASE`.
-fn odd_store(path: &std::path::Path, collate: &str) {
+/// and checkpoints that have no checkpoint row; `pragma` run first, `thread_type`: how
+/// `writes.thread_id` is declared (LangGraph: `TEXT`).
+fn odd_store(path: &std::path::Path, pragma: &str, thread_type: &str) {
     let c = rusqlite::Connection::open(path).unwrap();
     c.execute_batch(&format!(
-        "CREATE TABLE checkpoints (thread_id TEXT NOT NULL {collate}, \
+        "{pragma} CREATE TABLE checkpoints (thread_id TEXT NOT NULL, \
          checkpoint_ns TEXT NOT NULL DEFAULT '', checkpoint_id TEXT NOT NULL, \
          parent_checkpoint_id TEXT, type TEXT, checkpoint BLOB, metadata BLOB, \
          PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)); \
-         CREATE TABLE writes (thread_id TEXT NOT NULL {collate}, \
+         CREATE TABLE writes (thread_id {thread_type} NOT NULL, \
          checkpoint_ns TEXT NOT NULL DEFAULT '', checkpoint_id TEXT NOT NULL, \
          task_id TEXT NOT NULL, task_path TEXT NOT NULL DEFAULT '', idx INTEGER NOT NULL, \
          channel TEXT NOT NULL, type TEXT, value BLOB, \
@@ -154,32 +155,33 @@ fn odd_store(path: &std::path::Path, collate: &str) {
     .unwrap();
     let cp = "INSERT INTO checkpoints VALUES (?1, ?2, ?3, NULL, 'msgpack', x'80', '{}')";
     for (t, ns, id) in [
+        ("42", "", "1"),
         ("a", "", "1"),
         ("a", "", "2"),
         ("a", "sub", "1"),
         ("B", "", "1"),
         ("c", "", "1"),
         ("é", "", "1"),
+        ("ā", "", "1"),
     ] {
         c.execute(cp, rusqlite::params![t, ns, id]).unwrap();
     }
-    c.execute(
-        "INSERT INTO checkpoints VALUES (x'61', '', '3', NULL, 'msgpack', x'80', '{}')",
-        [],
-    )
-    .unwrap();
-    c.execute(
-        "INSERT INTO checkpoints VALUES (CAST(x'ff61' AS TEXT), '', '1', NULL, 'msgpack', \
-         x'80', '{}')",
-        [],
-    )
-    .unwrap();
+    for odd in ["x'61'", "CAST(x'ff61' AS TEXT)"] {
+        c.execute(
+            &format!(
+                "INSERT INTO checkpoints VALUES ({odd}, '', '3', NULL, 'msgpack', x'80', '{{}}')"
+            ),
+            [],
+        )
+        .unwrap();
+    }
     let w = "INSERT INTO writes VALUES (?1, ?2, ?3, ?4, '', ?5, 'messages', 'msgpack', ?6)";
     let blob = |n: usize| rusqlite::types::Value::Blob(vec![0x90; n]);
     let text = |s: &str| rusqlite::types::Value::Text(s.into());
     let int = rusqlite::types::Value::Integer;
     for (t, ns, id, task, idx, value) in [
         ("0", "", "1", "k", int(0), blob(3)),
+        ("42", "", "1", "k", int(0), blob(41)),
         ("a", "", "1", "k", int(0), blob(5)),
         ("a", "", "1", "k", int(1), text("héllo")),
         ("a", "", "1", "m", text("2"), rusqlite::types::Value::Null),
@@ -192,6 +194,7 @@ fn odd_store(path: &std::path::Path, collate: &str) {
         ("B", "", "1", "k", int(0), blob(23)),
         ("b", "", "1", "k2", int(0), blob(29)),
         ("é", "", "1", "k", int(0), blob(31)),
+        ("ā", "", "1", "k", int(0), blob(43)),
         ("zz", "", "1", "k", int(0), blob(37)),
     ] {
         c.execute(w, rusqlite::params![t, ns, id, task, idx, value])
@@ -204,31 +207,52 @@ fn odd_store(path: &std::path::Path, collate: &str) {
     .unwrap();
 }
 
-#[test]
-fn the_sqlite_summary_scan_merges_writes_of_every_storage_class() {
-    use crate::store::sqlite::SqliteStore;
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("odd.db");
-    odd_store(&path, "");
-    let store = SqliteStore::open_read_only(&path).unwrap();
-    assert!(scan_agrees_with_point_reads(&store));
-    let mut whole = Vec::new();
+/// Each row of the summary's scan: its thread, and (write bytes, thread totals) when read whole.
+#[allow(clippy::type_complexity)]
+fn scanned(store: &dyn Store) -> Vec<(String, Option<(u64, Option<(u64, u64)>)>)> {
+    let mut out = Vec::new();
     store
         .scan_checkpoints_whole(u64::MAX, &mut |meta, row| {
-            whole.push((
+            out.push((
                 meta.thread_id,
                 row.map(|r| (r.write_bytes, r.thread_writes)),
             ));
             Ok(())
         })
         .unwrap();
-    // Text ids are merged, the blob id and the non-UTF-8 one left to the point reads.
-    let blob_id = whole.iter().filter(|(_, r)| r.is_none()).count();
-    assert_eq!(blob_id, 2, "{whole:?}");
-    assert!(whole.contains(&("a".into(), Some((5 + 6 + 34 + 34, Some((9, 80)))))));
-    // Declared collations: nothing is merged (each row is left to the point reads).
-    let path = dir.path().join("nocase.db");
-    odd_store(&path, "COLLATE NOCASE");
+    out
+}
+
+#[test]
+fn the_sqlite_summary_scan_merges_writes_of_every_storage_class() {
+    use crate::store::sqlite::SqliteStore;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("odd.db");
+    odd_store(&path, "", "TEXT");
     let store = SqliteStore::open_read_only(&path).unwrap();
-    assert!(!scan_agrees_with_point_reads(&store));
+    assert!(scan_agrees_with_point_reads(&store));
+    let rows = scanned(&store);
+    assert!(rows.iter().all(|(_, r)| r.is_some()), "{rows:?}");
+    // Text ids are merged; the blob id and the non-UTF-8 one read their bytes on their own.
+    let merged = rows.iter().filter(|(_, r)| r.unwrap().1.is_some()).count();
+    assert_eq!(merged, 6, "{rows:?}");
+    assert!(rows.contains(&("a".into(), Some((5 + 6 + 34 + 34, Some((9, 80)))))));
+    // What the merge cannot compare by bytes is not merged: every row reads its bytes on
+    // its own, and the totals are asked for (a declared collation, UTF-16 text, a number-like
+    // thread id stored as a number).
+    for (name, pragma, thread_type) in [
+        ("nocase", "", "TEXT COLLATE NOCASE"),
+        ("utf16", "PRAGMA encoding = 'UTF-16le';", "TEXT"),
+        ("integer", "", "INTEGER"),
+    ] {
+        let path = dir.path().join(format!("{name}.db"));
+        odd_store(&path, pragma, thread_type);
+        let store = SqliteStore::open_read_only(&path).unwrap();
+        assert!(scan_agrees_with_point_reads(&store), "{name}");
+        let rows = scanned(&store);
+        assert!(
+            rows.iter().all(|(_, r)| r.is_some_and(|r| r.1.is_none())),
+            "{name}: {rows:?}"
+        );
+    }
 }

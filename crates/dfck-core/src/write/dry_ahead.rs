@@ -7,13 +7,15 @@
 //! a thread the command would write. At most two batches are in flight; reports, and a
 //! failure, reach the sink in thread order ([`crate::pool::two_stage`]).
 
-use super::dry_run::AHEAD_THREADS;
 use super::{ACTIVE_RUN, Planned, Refusal, ThreadPlan};
 use crate::error::Error;
 use crate::progress::Progress;
 use crate::store::batch::ThreadRows;
 use crate::store::held::{HeldStore, StoreShape};
 use crate::store::{PlanStore, ReadOnly, Store};
+
+/// Threads a dry run reads ahead at a time, where the store reads threads in batches.
+pub(super) const AHEAD_THREADS: usize = 128;
 
 /// What planning a thread from its batch gave.
 enum Outcome<R> {
@@ -62,8 +64,10 @@ where
         done?;
         Ok(ended?)
     };
+    // A stop asked of the process does not cut a dry run short (it never did).
     crate::pool::two_stage(
         chunks.len(),
+        false,
         &mut |k| read_batch(store, chunks[k], budget, values),
         &|k, rows| Ok(plan_batch(job, &shape, chunks[k], rows, values)),
         &mut finish_batch,
@@ -214,11 +218,10 @@ mod tests {
         let db = dir.path().join("s.db");
         let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
         std::fs::copy(fixtures.join("sqlite/delta_k3.db"), &db).unwrap();
-        std::fs::copy(
-            fixtures.join("sqlite/delta_k3.db-wal"),
-            db.with_extension("db-wal"),
-        )
-        .unwrap();
+        let wal = fixtures.join("sqlite/delta_k3.db-wal");
+        if wal.exists() {
+            std::fs::copy(wal, db.with_extension("db-wal")).unwrap();
+        }
         let store = SqliteStore::open_read_only(&db).unwrap();
         (dir, store)
     }

@@ -1,6 +1,7 @@
 //! The dry run of a write command: every thread planned exactly as [`super::run`] plans it,
 //! inside a read transaction of its own — no write lock, no advisory lock, no byte changed.
 
+use super::dry_ahead::AHEAD_THREADS;
 use super::{Planned, ThreadPlan, active_run_refusal};
 use crate::error::Error;
 use crate::error::StoreError;
@@ -156,8 +157,6 @@ where
     Ok(())
 }
 
-/// Threads a dry run reads ahead at a time, where the store reads threads in batches.
-pub(super) const AHEAD_THREADS: usize = 128;
 /// Bytes of rows a batch read ahead holds, about.
 pub(super) const AHEAD_BYTES: usize = 16 << 20;
 

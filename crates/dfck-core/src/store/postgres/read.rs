@@ -257,7 +257,7 @@ impl Store for PostgresStore {
     }
 
     fn write_totals(&self) -> Result<(u64, u64), StoreError> {
-        self.totals("checkpoint_writes", "summing writes")
+        self.totals("checkpoint_writes", "scanning writes")
     }
 
     fn write_totals_of(
@@ -277,7 +277,7 @@ impl Store for PostgresStore {
     }
 
     fn blob_totals(&self) -> Result<(u64, u64), StoreError> {
-        self.totals("checkpoint_blobs", "summing blobs")
+        self.totals("checkpoint_blobs", "scanning blobs")
     }
 
     fn values_shared_by_version(&self) -> bool {

@@ -2,9 +2,10 @@
 //! statement over `checkpoints` in key order and, beside it in the same read, one over
 //! `writes` in the same order, merged here. Each row comes with its pending-write bytes, and
 //! a thread's first row with its write totals: no point read per checkpoint and no totals
-//! query per batch. A row whose keys are not UTF-8 text, and every row of a store whose tables
-//! declare a collation (the merge compares bytes), is left to the point reads, which
-//! [`crate::store::Store::write_bytes_at`] also serves.
+//! query per batch. A row whose keys are not UTF-8 text, and every row of a store the merge
+//! cannot compare by bytes (a declared collation, UTF-16, key columns not of TEXT affinity),
+//! takes its write bytes from a point read, as [`crate::store::Store::write_bytes_at`]
+//! reads them, and its thread's totals from [`crate::store::Store::write_totals_of`].
 
 use super::rows::{UNDECODABLE, checkpoint_row, idx_col, len_col, serialized_len};
 use super::{SqliteStore, q};
@@ -180,13 +181,22 @@ impl<'s> WriteMerge<'s> {
 }
 
 impl SqliteStore {
-    /// Whether the checkpoint and write tables sort their keys by bytes (no declared
-    /// collation), as the merge needs.
-    fn keys_sort_bytewise(&self) -> Result<bool, StoreError> {
+    /// Whether both tables hold and sort their keys as the merge compares them: UTF-8 text
+    /// (the database's encoding), compared by bytes (no declared collation), each key
+    /// column of TEXT affinity (a number-like id stays text).
+    fn keys_merge(&self) -> Result<bool, StoreError> {
         self.conn
             .query_row(
-                "SELECT count(*) = 0 FROM sqlite_master WHERE type = 'table' \
-                 AND lower(name) IN ('checkpoints', 'writes') AND sql LIKE '%collate%'",
+                "SELECT (SELECT count(*) FROM sqlite_master WHERE type = 'table' \
+                   AND lower(name) IN ('checkpoints', 'writes') AND sql LIKE '%collate%') = 0 \
+                 AND (SELECT encoding FROM pragma_encoding) = 'UTF-8' \
+                 AND (SELECT count(*) FROM (\
+                   SELECT type FROM pragma_table_info('checkpoints') WHERE name IN \
+                     ('thread_id', 'checkpoint_ns', 'checkpoint_id') \
+                   UNION ALL SELECT type FROM pragma_table_info('writes') WHERE name IN \
+                     ('thread_id', 'checkpoint_ns', 'checkpoint_id')) \
+                   WHERE upper(type) NOT LIKE '%INT%' AND (upper(type) LIKE '%CHAR%' \
+                     OR upper(type) LIKE '%CLOB%' OR upper(type) LIKE '%TEXT%')) = 6",
                 [],
                 |r| r.get(0),
             )
@@ -211,7 +221,7 @@ impl SqliteStore {
                  FROM checkpoints ORDER BY thread_id, checkpoint_ns, checkpoint_id",
             )
             .map_err(q(WHAT))?;
-        let mut writes_st = match self.keys_sort_bytewise()? {
+        let mut writes_st = match self.keys_merge()? {
             true => Some(self.conn.prepare(WRITES_SCAN).map_err(q(WHAT))?),
             false => None,
         };
@@ -229,6 +239,19 @@ impl SqliteStore {
                 _ => None,
             };
             let row = checkpoint_row(r).map_err(q(WHAT))?;
+            // A row the merge cannot answer: its write bytes as the point reads find them.
+            let writes = match (whole, writes) {
+                (true, None) => {
+                    let key = crate::store::CheckpointKey {
+                        thread_id: row.thread_id.clone(),
+                        checkpoint_ns: row.checkpoint_ns.clone(),
+                        checkpoint_id: row.checkpoint_id.clone(),
+                    };
+                    let bytes = self.write_bytes_each(std::slice::from_ref(&key))?;
+                    Some((bytes.first().copied().unwrap_or(0), None))
+                }
+                (_, writes) => writes,
+            };
             let meta = CheckpointMetaRow {
                 thread_id: row.thread_id.clone(),
                 checkpoint_ns: row.checkpoint_ns.clone(),
