@@ -106,6 +106,28 @@ fn read_while_writing(
         let e = String::from_utf8_lossy(&o.stderr);
         assert_ne!(o.status.code(), Some(2), "verify beside a live writer: {e}");
         reads += 1;
+        // A dry run reads its batches while its second thread plans them.
+        let o = dfck(
+            target,
+            &["prune", "--all", "--branches", "--format", "json"],
+        );
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "prune dry run beside a live writer: {e}"
+        );
+        let j: Json = serde_json::from_slice(&o.stdout).expect("prune dry-run JSON");
+        let planned: Vec<&str> = j["threads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| t["thread_id"].as_str())
+            .collect();
+        assert!(
+            j["dry_run"] == true && live.iter().all(|t| planned.contains(&t.as_str())),
+            "{j}"
+        );
         if !converted && reads > 6 {
             let mut args = vec!["migrate", "delta-to-full", "--apply", "--format", "json"];
             args.extend_from_slice(convert);

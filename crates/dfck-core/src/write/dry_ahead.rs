@@ -7,7 +7,7 @@
 //! a thread the command would write. At most two batches are in flight; reports, and a
 //! failure, reach the sink in thread order ([`crate::pool::two_stage`]).
 
-use super::{ACTIVE_RUN, Planned, Refusal, ThreadPlan};
+use super::{Planned, ThreadPlan};
 use crate::error::Error;
 use crate::progress::Progress;
 use crate::store::batch::ThreadRows;
@@ -129,20 +129,34 @@ where
     out
 }
 
-/// A planned thread's dry-run report: a thread the command would write is refused while
-/// DeerFlow runs it, as the engine's active-run check refuses it.
+/// A planned thread's dry-run report, as the engine's dry run makes it: the active-run
+/// check ([`super::active_run_refusal`]), then [`ThreadPlan::would`] for a write.
 fn finish<J, R>(job: &J, store: &dyn Store, id: &str, report: R, write: bool) -> Result<R, Error>
 where
     J: for<'a> ThreadPlan<ReadOnly<'a>, Report = R> + Sync,
 {
-    if !write {
-        return Ok(report);
+    let planned = match write {
+        false => Planned::Done(report),
+        true => Planned::Write {
+            report,
+            work: (),
+            growth: 0,
+            written: 0,
+        },
+    };
+    let checked = super::active_run_refusal::<ReadOnly<'_>, J, ()>(job, store, id, planned)?;
+    Ok(dry_report(job, checked))
+}
+
+/// The report a dry run shows of a planned thread.
+fn dry_report<J, R, W>(job: &J, planned: Planned<R, W>) -> R
+where
+    J: for<'a> ThreadPlan<ReadOnly<'a>, Report = R> + Sync,
+{
+    match planned {
+        Planned::Done(report) => report,
+        Planned::Write { report, .. } => ThreadPlan::<ReadOnly<'_>>::would(job, report),
     }
-    if ThreadPlan::<ReadOnly<'_>>::guards_active_runs(job) && store.active_run(id)? {
-        let refusal = Refusal(ACTIVE_RUN.into());
-        return Ok(ThreadPlan::<ReadOnly<'_>>::refuse(job, report, refusal));
-    }
-    Ok(ThreadPlan::<ReadOnly<'_>>::would(job, report))
 }
 
 /// Plans a thread again on the connection (inside its batch's read transaction).
@@ -150,16 +164,16 @@ fn again<J, R>(job: &J, conn: &ReadOnly<'_>, id: &str) -> Result<R, Error>
 where
     J: for<'a> ThreadPlan<ReadOnly<'a>, Report = R> + Sync,
 {
-    match job.plan(conn, id)? {
-        Planned::Done(report) => Ok(report),
-        Planned::Write { report, .. } => finish(job, conn.0, id, report, true),
-    }
+    let planned = job.plan(conn, id)?;
+    let checked = super::active_run_refusal::<ReadOnly<'_>, J, _>(job, conn.0, id, planned)?;
+    Ok(dry_report(job, checked))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::store::sqlite::SqliteStore;
+    use crate::write::Refusal;
 
     /// A job whose report is a thread's checkpoint count; `head` asks the connection for a
     /// thread's head as well (a read no batch holds); `fail` fails a thread's plan.

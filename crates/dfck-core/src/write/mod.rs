@@ -208,12 +208,12 @@ pub const ACTIVE_RUN: &str = "DeerFlow's runs table has a pending or running run
 
 /// The one check every command shares after its plan: a write planned on a thread
 /// DeerFlow is running (a `pending` or `running` row of its `runs` table) is refused.
-fn active_run_refusal<C, J>(
+fn active_run_refusal<C, J, W>(
     job: &J,
     store: &dyn crate::store::Store,
     thread_id: &str,
-    planned: Planned<J::Report, J::Work>,
-) -> Result<Planned<J::Report, J::Work>, Error>
+    planned: Planned<J::Report, W>,
+) -> Result<Planned<J::Report, W>, Error>
 where
     C: ?Sized,
     J: ThreadPlan<C>,
