@@ -53,6 +53,7 @@ mod pg_batch_reads;
 mod pg_environment;
 mod pg_hardening;
 mod pg_short_reads;
+mod pg_together;
 mod postgres_fixtures;
 mod postgres_hostile;
 mod postgres_hostile_db;

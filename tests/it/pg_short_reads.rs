@@ -120,10 +120,12 @@ fn a_refused_savepoint_fails_its_group_and_commits_none_of_it() {
         .map(Vec::len)
         .unwrap_or(0);
     assert!(threads >= 3, "{threads} threads");
-    // The second thread's savepoint is refused by the server; nobody waits for its answer.
+    // The threads written together are refused (`together-fail:1`), so the group is worked
+    // again one savepoint per thread, and the second thread's savepoint is refused by the
+    // server; nobody waits for its answer.
     let mut args = prune.to_vec();
     args.push("--apply");
-    let out = run(&target, &args, "savepoint-fail:2");
+    let out = run(&target, &args, "together-fail:1,savepoint-fail:2");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         !out.status.success() && stderr.contains("opening the thread's savepoint"),

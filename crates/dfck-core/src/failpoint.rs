@@ -35,6 +35,8 @@
 //!   they are N rows at most (`0`: every such read goes through a cursor);
 //! - `savepoint-fail:N` — the N-th thread savepoint of a PostgreSQL group transaction is
 //!   sent as a statement the server refuses (its answer is not waited for);
+//! - `together-fail:N` — the N-th deletion of threads written together (a PostgreSQL group
+//!   without savepoints) is sent as a statement the server refuses;
 //! - `thread-page:N` — a whole-store listing of threads reads pages of N thread ids (so a
 //!   test's few threads span several pages);
 //! - `hold:PATH` — with every connection of a write command open (inside the first thread
@@ -65,6 +67,7 @@ pub struct Failpoints {
     summary_pending_bytes: Option<u64>,
     short_rows: Option<usize>,
     savepoint_fail: Option<usize>,
+    together_fail: Option<usize>,
     later_most: Option<usize>,
     #[cfg(feature = "failpoints")]
     hold: bool,
@@ -102,6 +105,7 @@ impl Failpoints {
             summary_pending_bytes: parse(find("summary-pending-bytes:")),
             short_rows: parse(find("short-rows:")),
             savepoint_fail: parse(find("savepoint-fail:")),
+            together_fail: parse(find("together-fail:")),
             later_most: parse(find("later-most:")),
             hold: find("hold:").is_some(),
         }
@@ -266,6 +270,12 @@ impl Failpoints {
     /// Whether the `n`-th (from 1) thread savepoint of the run is to fail.
     pub fn savepoint_fails(&self, n: u64) -> bool {
         self.savepoint_fail
+            .is_some_and(|k| u64::try_from(k).is_ok_and(|k| k == n))
+    }
+
+    /// Whether the `n`-th (from 1) deletion of threads written together is to fail.
+    pub fn together_fails(&self, n: u64) -> bool {
+        self.together_fail
             .is_some_and(|k| u64::try_from(k).is_ok_and(|k| k == n))
     }
 

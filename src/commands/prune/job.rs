@@ -12,7 +12,7 @@ use dfck_core::materialize::Reducer;
 use dfck_core::materialize::for_each_stored_messages;
 use dfck_core::model::MessagesEncoding;
 use dfck_core::model::thread::LoadedThread;
-use dfck_core::store::delete::{DeleteRows, LaterCount, RowCounts};
+use dfck_core::store::delete::{DeleteRows, LaterCount, Orphans, RowCounts};
 use dfck_core::store::{PlanStore, Store};
 use dfck_core::write::preamble::{self, Preamble};
 use dfck_core::write::{ApplyContext, Planned, Refusal, ThreadJob, ThreadPlan};
@@ -47,6 +47,9 @@ pub struct Pruned {
     work: Work,
     deleted: RowCounts,
     orphans_before: u64,
+    /// The orphans left, counted by the deletions of a group written together (verify
+    /// counts them itself otherwise).
+    orphans_after: Option<RowCounts>,
 }
 
 fn thread_gone(thread_id: &str) -> ThreadPrune {
@@ -421,7 +424,87 @@ impl<C: DeleteRows + ?Sized> ThreadJob<C> for Prune<'_> {
             work,
             deleted,
             orphans_before,
+            orphans_after: None,
         })
+    }
+
+    fn writes_together(&self) -> bool {
+        true
+    }
+
+    /// Deletions without a new root go together with other threads', holding their ids and
+    /// the kept states' fingerprints until then.
+    fn together(&self, work: &Work) -> Option<usize> {
+        match work {
+            Work::Whole => Some(0),
+            Work::Checkpoints(namespaces) => namespaces
+                .iter()
+                .map(|ns| {
+                    ns.root.is_none().then(|| {
+                        let ids = ns.delete.iter().chain(&ns.contaminated);
+                        ids.map(|id| id.len() + 24).sum::<usize>() + ns.kept.len() * 64
+                    })
+                })
+                .sum(),
+        }
+    }
+
+    /// The group's orphans counted, its checkpoints and whole threads deleted, its orphans
+    /// deleted and counted again: four statements for every thread, sent before any answer
+    /// is read.
+    fn apply_together(
+        &self,
+        conn: &C,
+        items: Vec<(&str, Work)>,
+        cx: &ApplyContext,
+    ) -> Result<Vec<Pruned>, Refusal> {
+        let ids: Vec<&str> = items.iter().map(|(id, _)| *id).collect();
+        let mut checkpoints = Vec::new();
+        let mut whole = Vec::new();
+        for (id, work) in &items {
+            match work {
+                Work::Whole => whole.push(*id),
+                Work::Checkpoints(namespaces) => checkpoints.extend(
+                    namespaces
+                        .iter()
+                        .filter(|ns| !ns.delete.is_empty())
+                        .map(|ns| (*id, ns.ns.as_str(), ns.delete.as_slice())),
+                ),
+            }
+        }
+        let before = conn
+            .orphans_together(&ids, Orphans::Count)
+            .map_err(store_refusal)?;
+        let deleted = conn
+            .delete_together(&checkpoints, &whole)
+            .map_err(store_refusal)?;
+        cx.row_written();
+        let orphans = conn
+            .orphans_together(&ids, Orphans::Delete)
+            .map_err(store_refusal)?;
+        cx.row_written();
+        let after = conn
+            .orphans_together(&ids, Orphans::Recount)
+            .map_err(store_refusal)?;
+        let (before, mut deleted, orphans, mut after) = (
+            before().map_err(store_refusal)?,
+            deleted().map_err(store_refusal)?,
+            orphans().map_err(store_refusal)?,
+            after().map_err(store_refusal)?,
+        );
+        Ok(items
+            .into_iter()
+            .map(|(id, work)| {
+                let mut rows = deleted.remove(id).unwrap_or_default();
+                rows.add(orphans.get(id).copied().unwrap_or_default());
+                Pruned {
+                    work,
+                    deleted: rows,
+                    orphans_before: before.get(id).map_or(0, RowCounts::rows),
+                    orphans_after: Some(after.remove(id).unwrap_or_default()),
+                }
+            })
+            .collect())
     }
 
     fn verify(&self, conn: &C, thread_id: &str, done: &Pruned) -> Result<(), Refusal> {
@@ -433,7 +516,10 @@ impl<C: DeleteRows + ?Sized> ThreadJob<C> for Prune<'_> {
         };
         // The count is sent first and read once the first namespace is (one round trip
         // fewer); the checks keep their order.
-        let orphans = conn.count_orphans_later(thread_id).map_err(store_refusal)?;
+        let orphans = match done.orphans_after {
+            Some(counted) => Box::new(move || Ok(counted)),
+            None => conn.count_orphans_later(thread_id).map_err(store_refusal)?,
+        };
         let mut first = match &done.work {
             Work::Checkpoints(namespaces) => namespaces.first().map(|ns| load(&ns.ns)),
             Work::Whole => None,

@@ -10,6 +10,7 @@ use super::{CheckpointBody, Store};
 use crate::codec::{self, EXT_DELTA_SNAPSHOT, Value};
 use crate::error::StoreError;
 use rusqlite::params;
+use std::collections::HashMap;
 
 /// Rows (and their logical bytes) deleted or counted.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -43,6 +44,26 @@ impl RowCounts {
 /// ([`DeleteRows::count_orphans_later`], [`DeleteRows::delete_checkpoints`]).
 pub type LaterCount<'a> = Box<dyn FnOnce() -> Result<RowCounts, StoreError> + 'a>;
 
+/// Counts (or deletions) of several threads sent and not yet read: each thread's rows (a
+/// thread without any has no entry), read when called ([`DeleteRows::delete_together`]).
+pub type LaterCounts<'a> = Box<dyn FnOnce() -> Result<HashMap<String, RowCounts>, StoreError> + 'a>;
+
+/// What [`DeleteRows::orphans_together`] does with the threads' orphans.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Orphans {
+    /// Counts them.
+    Count,
+    /// Deletes them.
+    Delete,
+    /// Counts them again, after [`Orphans::Count`] and the deletions, in the same
+    /// transaction.
+    Recount,
+}
+
+/// Checkpoints of one thread's namespace to delete together with others': (thread,
+/// namespace, checkpoint ids).
+pub type ThreadCheckpoints<'a> = (&'a str, &'a str, &'a [String]);
+
 /// The deletions a prune makes, per backend.
 pub trait DeleteRows: WriteStore {
     /// Deletes checkpoints of one namespace and the writes stored on them; the rows it
@@ -68,6 +89,38 @@ pub trait DeleteRows: WriteStore {
     fn count_orphans_later(&self, thread_id: &str) -> Result<LaterCount<'_>, StoreError> {
         let counted = self.count_orphans(thread_id)?;
         Ok(Box::new(move || Ok(counted)))
+    }
+    /// Deletes, for several threads at once, the `checkpoints` with the writes stored on
+    /// them, and every row of each `whole` thread: the rows deleted per thread, read when
+    /// the closure is called (PostgreSQL: one statement for all of them).
+    fn delete_together(
+        &self,
+        checkpoints: &[ThreadCheckpoints<'_>],
+        whole: &[&str],
+    ) -> Result<LaterCounts<'_>, StoreError> {
+        let mut out: HashMap<String, RowCounts> = HashMap::new();
+        for (thread_id, ns, ids) in checkpoints {
+            let rows = self.delete_checkpoints(thread_id, ns, ids)?()?;
+            out.entry((*thread_id).to_owned()).or_default().add(rows);
+        }
+        for thread_id in whole {
+            let rows = self.delete_thread(thread_id)?;
+            out.entry((*thread_id).to_owned()).or_default().add(rows);
+        }
+        Ok(Box::new(move || Ok(out)))
+    }
+    /// Counts or deletes the orphans of several threads at once, read as
+    /// [`Self::delete_together`]'s are; a count sees the rows as they are when it is made.
+    fn orphans_together(&self, ids: &[&str], step: Orphans) -> Result<LaterCounts<'_>, StoreError> {
+        let mut out: HashMap<String, RowCounts> = HashMap::new();
+        for thread_id in ids {
+            let rows = match step {
+                Orphans::Delete => self.delete_orphans(thread_id)?()?,
+                Orphans::Count | Orphans::Recount => self.count_orphans(thread_id)?,
+            };
+            out.insert((*thread_id).to_owned(), rows);
+        }
+        Ok(Box::new(move || Ok(out)))
     }
     /// Makes a checkpoint a root (no parent). With `messages`, it also stores that list
     /// as a `_DeltaSnapshot` of the `messages` channel at the checkpoint's version, so

@@ -175,4 +175,18 @@ pub trait WriteStore: PlanStore {
     fn end_in_group(&self, _keep: bool) -> Result<(), StoreError> {
         Ok(())
     }
+
+    /// Whether the threads of a group may also be written together, without a savepoint
+    /// each ([`WriteStore::join_group`]; the write engine's `together`).
+    fn writes_together(&self) -> bool {
+        false
+    }
+
+    /// Inside the group: the thread's turn without a savepoint of its own, its changes
+    /// made together with other threads'. [`ThreadLock::Busy`]: another dfck holds it.
+    fn join_group(&self, _thread_id: &str) -> Result<ThreadLock, StoreError> {
+        Ok(ThreadLock::Contended(
+            "this store writes threads one at a time".into(),
+        ))
+    }
 }

@@ -2,12 +2,14 @@
 //! savepoint of its own, so a store of many short threads does not pay a transaction (and a
 //! commit) per thread. Every thread stays all-or-nothing: a refusal rolls back its own
 //! savepoint only, and a crash rolls the whole open group back (each of its threads old).
-//! A group commits after [`GROUP_THREADS`] threads, [`GROUP_HOLD`] or [`GROUP_WRITTEN`]
+//! A group commits after [`GROUP_THREADS`] threads ([`TOGETHER_THREADS`] written together), [`GROUP_HOLD`] or [`GROUP_WRITTEN`]
 //! bytes, whichever comes first. A thread whose locks are not free at once, or that does
 //! not fit the free space beside the group's rows, gets a transaction of its own after the
-//! group commits. The contract is in `docs/write-engine.md`.
+//! group commits. Where the store can, the threads are first tried written together, without
+//! a savepoint each ([`super::together`]). The contract is in `docs/write-engine.md`.
 
 use super::dry_run::{AHEAD_BYTES, ahead_of, forget_ahead};
+use super::together::Together;
 use super::{
     ApplyContext, Locked, RunOptions, Sizes, ThreadJob, busy_refusal, finish_thread, run_thread,
     work_locked,
@@ -17,14 +19,39 @@ use crate::store::{ThreadLock, WriteStore};
 use std::time::{Duration, Instant};
 
 /// The most threads one group takes.
-pub(super) const GROUP_THREADS: usize = 64;
+const GROUP_THREADS: usize = 64;
+
+/// The most threads one group takes where they are written together
+/// ([`super::together`]): its statements and read-back cost per group, not per thread.
+const TOGETHER_THREADS: usize = 256;
 
 /// How long a group keeps its transaction open (on SQLite, the store's write lock) before
 /// it commits: far below DeerFlow's busy timeout (5 s). A single thread may take longer.
-const GROUP_HOLD: Duration = Duration::from_millis(200);
+pub(super) const GROUP_HOLD: Duration = Duration::from_millis(200);
 
 /// The rows a group writes before it commits (as the WAL bound between threads).
-const GROUP_WRITTEN: u64 = 16 << 20;
+pub(super) const GROUP_WRITTEN: u64 = 16 << 20;
+
+/// Whether `job`'s threads are written together on `conn` ([`super::together`]).
+pub(super) fn writes_together<C: WriteStore, J: ThreadJob<C>>(job: &J, conn: &C) -> bool {
+    job.writes_together() && conn.writes_together()
+}
+
+/// The most threads one group of `job` takes on `conn`; `savepoints`: the most that may
+/// each take a savepoint (PostgreSQL keeps 64 subtransactions of a session in memory).
+pub(super) fn most_threads<C: WriteStore, J: ThreadJob<C>>(
+    job: &J,
+    conn: &C,
+    cx: &ApplyContext,
+    savepoints: bool,
+) -> usize {
+    let most = if writes_together(job, conn) && !savepoints {
+        TOGETHER_THREADS
+    } else {
+        GROUP_THREADS
+    };
+    cx.failpoints.group_threads(most)
+}
 
 /// Works one worker's share of threads in groups, in order; one report per thread.
 pub(super) fn run_groups<C, J>(
@@ -38,13 +65,30 @@ where
     C: WriteStore,
     J: ThreadJob<C>,
 {
-    let most = cx.failpoints.group_threads(GROUP_THREADS);
+    let most = most_threads(job, conn, cx, false);
+    let in_savepoints = most_threads(job, conn, cx, true);
+    // Written together until a group's statements fail: then every group takes savepoints.
+    let mut together_ok = writes_together(job, conn);
     let mut reports = Vec::with_capacity(ids.len());
     // A stop asked of the process starts no new thread; the group under way commits the
     // threads it finished.
     while reports.len() < ids.len() && !crate::stop::requested() {
         let rest = &ids[reports.len()..];
-        let (done, alone) = group(job, conn, &rest[..rest.len().min(most)], cx)?;
+        // Threads written together where the job and the store can (a group of one gains
+        // nothing); a group that could not be is worked again one savepoint per thread.
+        let take = &rest[..rest.len().min(most)];
+        let together = if take.len() > 1 && together_ok {
+            super::together::together(job, conn, take, cx)?
+        } else {
+            Together::Again { applied: true }
+        };
+        let (done, alone) = match together {
+            Together::Worked(done, alone) => (done, alone),
+            Together::Again { applied } => {
+                together_ok &= applied;
+                group(job, conn, &take[..take.len().min(in_savepoints)], cx)?
+            }
+        };
         for ((report, committed), id) in done.into_iter().zip(rest) {
             reports.push(finish_thread(job, conn, id, report, committed, opts)?);
             opts.progress.inc(1);

@@ -98,6 +98,33 @@ pub trait ThreadJob<C: ?Sized>: ThreadPlan<C> {
     /// The report of a committed thread.
     fn committed(&self, report: Self::Report, expect: Self::Expect) -> Self::Report;
 
+    /// Whether the job writes threads together where the store can
+    /// ([`ThreadJob::together`]); its groups then take more threads. `false` by default.
+    fn writes_together(&self) -> bool {
+        false
+    }
+
+    /// Whether `work` may be applied together with other threads' work of the group
+    /// ([`ThreadJob::apply_together`]): no savepoint of its own, and the group's changes
+    /// made in a few statements for all of them. `Some(bytes)`: it may, holding about that
+    /// many bytes until it is applied; `None` (the default): it is worked on its own.
+    fn together(&self, _work: &Self::Work) -> Option<usize> {
+        None
+    }
+
+    /// Applies the work of several threads at once (each `together`), calling
+    /// [`ApplyContext::row_written`] after each change; what each thread's verify checks,
+    /// in order. `Err` (the store refused, or a thread's changes are not what the plan
+    /// said) rolls the whole group back, and the engine works its threads one at a time.
+    fn apply_together(
+        &self,
+        _conn: &C,
+        _items: Vec<(&str, Self::Work)>,
+        _cx: &ApplyContext,
+    ) -> Result<Vec<Self::Expect>, Refusal> {
+        Err(Refusal("this command writes threads one at a time".into()))
+    }
+
     /// Whether the engine may write several of this job's threads in one transaction,
     /// each in a savepoint of its own. A job that acts outside the thread's transaction
     /// ([`ThreadJob::before`], [`ThreadJob::after`]) says `false`.

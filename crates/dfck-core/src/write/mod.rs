@@ -19,6 +19,7 @@ mod group;
 mod job;
 pub mod preamble;
 mod select;
+mod together;
 
 pub use dry_run::{dry_run, dry_run_each, dry_run_jobs, plan_each};
 pub use job::{ApplyContext, Planned, Refusal, ThreadJob, ThreadPlan};
@@ -166,7 +167,7 @@ where
                 let share = ids
                     .len()
                     .div_ceil(opts.jobs.max(1))
-                    .clamp(1, group::GROUP_THREADS);
+                    .clamp(1, group::most_threads(job, first, &cx, false));
                 let shares: Vec<&[String]> = ids.chunks(share).collect();
                 crate::pool::run_ordered(
                     shares.len(),
@@ -478,6 +479,38 @@ where
     C: WriteStore,
     J: ThreadJob<C>,
 {
+    Ok(match plan_locked(job, conn, thread_id, cx, before)? {
+        Guarded::Write(report, work, after) => {
+            apply_locked(job, conn, thread_id, cx, report, work, after)
+        }
+        Guarded::Done(report) => Locked::Drop(report),
+        Guarded::NoRoom(report, refusal) => Locked::NoRoom(report, refusal),
+    })
+}
+
+/// What planning a locked thread and guarding its write came to.
+enum Guarded<R, W> {
+    /// Write `W`; the transaction then holds the `Sizes`.
+    Write(R, W, Sizes),
+    /// Nothing to write (skipped or refused).
+    Done(R),
+    /// It does not fit the free space beside what the transaction already holds.
+    NoRoom(R, Refusal),
+}
+
+/// Plans one thread whose locks are held and guards its write: the active-run refusal and
+/// the free space beside the `before` the transaction already holds.
+fn plan_locked<C, J>(
+    job: &J,
+    conn: &C,
+    thread_id: &str,
+    cx: &ApplyContext,
+    before: Sizes,
+) -> Result<Guarded<J::Report, J::Work>, Error>
+where
+    C: WriteStore,
+    J: ThreadJob<C>,
+{
     let planned = job.plan(conn, thread_id);
     // What was read ahead of the thread is spent: from now on it changes.
     conn.store().forget_ahead(thread_id);
@@ -489,7 +522,7 @@ where
             growth,
             written,
         } => (report, work, growth, written),
-        Planned::Done(report) => return Ok(Locked::Drop(report)),
+        Planned::Done(report) => return Ok(Guarded::Done(report)),
     };
     // Test builds: the `hold:PATH` failpoint, once per run, inside the first transaction
     // that writes (every connection open, the thread's locks held).
@@ -508,16 +541,33 @@ where
                 space_needed(growth, written).div_ceil(1 << 20),
                 free / (1 << 20)
             );
-            return Ok(Locked::NoRoom(report, Refusal(reason)));
+            return Ok(Guarded::NoRoom(report, Refusal(reason)));
         }
     }
+    Ok(Guarded::Write(report, work, after))
+}
+
+/// Applies and verifies one planned thread; the transaction then holds `after`.
+fn apply_locked<C, J>(
+    job: &J,
+    conn: &C,
+    thread_id: &str,
+    cx: &ApplyContext,
+    report: J::Report,
+    work: J::Work,
+    after: Sizes,
+) -> Locked<J::Report, J::Expect>
+where
+    C: WriteStore,
+    J: ThreadJob<C>,
+{
     let applied = job
         .apply(conn, thread_id, work, cx)
         .and_then(|expect| job.verify(conn, thread_id, &expect).map(|()| expect));
-    Ok(match applied {
+    match applied {
         Ok(expect) => Locked::Keep(report, expect, after),
         Err(reason) => Locked::Drop(job.refuse(report, reason)),
-    })
+    }
 }
 
 #[cfg(test)]

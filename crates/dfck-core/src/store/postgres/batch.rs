@@ -274,8 +274,8 @@ impl PostgresStore {
 /// A thread's blobs: by namespace, channel and version, the type and the blob.
 type ThreadBlobs = HashMap<String, HashMap<String, HashMap<String, (String, Option<Vec<u8>>)>>>;
 
-pub(super) fn json_list<'a>(ids: impl Iterator<Item = &'a String>) -> String {
-    serde_json::Value::from(ids.cloned().collect::<Vec<_>>()).to_string()
+pub(super) fn json_list<S: AsRef<str>>(ids: impl Iterator<Item = S>) -> String {
+    serde_json::Value::from(ids.map(|s| s.as_ref().to_owned()).collect::<Vec<_>>()).to_string()
 }
 
 /// A checkpoint row of [`PostgresStore::batch_checkpoints`], its blobs not yet attached.

@@ -84,11 +84,20 @@ impl PostgresStore {
         Ok(Some(busy))
     }
 
+    /// A thread's turn in the group, written together with others (no savepoint), or
+    /// [`ThreadLock::Busy`] when another dfck holds it.
+    pub(super) fn join_in_group(&self, thread_id: &str) -> Result<ThreadLock, StoreError> {
+        if self.group_busy.borrow().contains(thread_id) {
+            return Ok(ThreadLock::Busy(self.lock_holder(thread_id)));
+        }
+        Ok(ThreadLock::Held)
+    }
+
     /// A thread's turn in the group: its savepoint, or [`ThreadLock::Busy`] (nothing open)
     /// when another dfck holds it.
     pub(super) fn savepoint_in_group(&self, thread_id: &str) -> Result<ThreadLock, StoreError> {
-        if self.group_busy.borrow().contains(thread_id) {
-            return Ok(ThreadLock::Busy(self.lock_holder(thread_id)));
+        if let lock @ ThreadLock::Busy(_) = self.join_in_group(thread_id)? {
+            return Ok(lock);
         }
         // Answered before the thread's first statement is: no round trip of its own.
         let n = SAVEPOINTS.fetch_add(1, Ordering::Relaxed) + 1;

@@ -415,6 +415,14 @@ impl WriteStore for PostgresStore {
         self.end_savepoint(keep)
     }
 
+    fn writes_together(&self) -> bool {
+        true
+    }
+
+    fn join_group(&self, thread_id: &str) -> Result<ThreadLock, StoreError> {
+        self.join_in_group(thread_id)
+    }
+
     fn backup_to(&self, _dest: &std::path::Path) -> Result<(), StoreError> {
         Err(StoreError::Target(
             "--backup is for SQLite stores; back a PostgreSQL store up with pg_dump first".into(),
