@@ -2,13 +2,14 @@
 //! savepoint of its own, so a store of many short threads does not pay a transaction (and a
 //! commit) per thread. Every thread stays all-or-nothing: a refusal rolls back its own
 //! savepoint only, and a crash rolls the whole open group back (each of its threads old).
-//! A group commits after [`GROUP_THREADS`] threads ([`TOGETHER_THREADS`] written together), [`GROUP_HOLD`] or [`GROUP_WRITTEN`]
-//! bytes, whichever comes first. A thread whose locks are not free at once, or that does
+//! A group commits after 64 threads (256 written together), [`GROUP_HOLD`] or
+//! [`GROUP_WRITTEN`] bytes, whichever comes first (`super::limits`). A thread whose locks are not free at once, or that does
 //! not fit the free space beside the group's rows, gets a transaction of its own after the
 //! group commits. Where the store can, the threads are first tried written together, without
 //! a savepoint each ([`super::together`]). The contract is in `docs/write-engine.md`.
 
 use super::dry_run::{AHEAD_BYTES, ahead_of, forget_ahead};
+use super::limits::{GROUP_HOLD, GROUP_WRITTEN, most_threads, writes_together};
 use super::together::Together;
 use super::{
     ApplyContext, Locked, RunOptions, Sizes, ThreadJob, busy_refusal, finish_thread, run_thread,
@@ -16,42 +17,7 @@ use super::{
 };
 use crate::error::Error;
 use crate::store::{ThreadLock, WriteStore};
-use std::time::{Duration, Instant};
-
-/// The most threads one group takes.
-const GROUP_THREADS: usize = 64;
-
-/// The most threads one group takes where they are written together
-/// ([`super::together`]): its statements and read-back cost per group, not per thread.
-const TOGETHER_THREADS: usize = 256;
-
-/// How long a group keeps its transaction open (on SQLite, the store's write lock) before
-/// it commits: far below DeerFlow's busy timeout (5 s). A single thread may take longer.
-pub(super) const GROUP_HOLD: Duration = Duration::from_millis(200);
-
-/// The rows a group writes before it commits (as the WAL bound between threads).
-pub(super) const GROUP_WRITTEN: u64 = 16 << 20;
-
-/// Whether `job`'s threads are written together on `conn` ([`super::together`]).
-pub(super) fn writes_together<C: WriteStore, J: ThreadJob<C>>(job: &J, conn: &C) -> bool {
-    job.writes_together() && conn.writes_together()
-}
-
-/// The most threads one group of `job` takes on `conn`; `savepoints`: the most that may
-/// each take a savepoint (PostgreSQL keeps 64 subtransactions of a session in memory).
-pub(super) fn most_threads<C: WriteStore, J: ThreadJob<C>>(
-    job: &J,
-    conn: &C,
-    cx: &ApplyContext,
-    savepoints: bool,
-) -> usize {
-    let most = if writes_together(job, conn) && !savepoints {
-        TOGETHER_THREADS
-    } else {
-        GROUP_THREADS
-    };
-    cx.failpoints.group_threads(most)
-}
+use std::time::Instant;
 
 /// Works one worker's share of threads in groups, in order; one report per thread.
 pub(super) fn run_groups<C, J>(

@@ -17,6 +17,7 @@ mod dry_ahead;
 mod dry_run;
 mod group;
 mod job;
+mod limits;
 pub mod preamble;
 mod select;
 mod together;
@@ -167,7 +168,7 @@ where
                 let share = ids
                     .len()
                     .div_ceil(opts.jobs.max(1))
-                    .clamp(1, group::most_threads(job, first, &cx, false));
+                    .clamp(1, limits::most_threads(job, first, &cx, false));
                 let shares: Vec<&[String]> = ids.chunks(share).collect();
                 crate::pool::run_ordered(
                     shares.len(),

@@ -14,7 +14,7 @@
 //! take savepoints too. The contract is in `docs/write-engine.md`.
 
 use super::dry_run::{AHEAD_BYTES, ahead_of, forget_ahead};
-use super::group::{GROUP_HOLD, GROUP_WRITTEN, most_threads};
+use super::limits::{GROUP_HOLD, GROUP_WRITTEN, most_threads};
 use super::{
     ApplyContext, Guarded, Locked, Sizes, ThreadJob, apply_locked, busy_refusal, plan_locked,
 };
