@@ -76,6 +76,37 @@ fn a_refused_together_deletion_rolls_the_group_back_and_works_it_in_savepoints()
     // `pg_short_reads::a_refused_savepoint_fails_its_group_and_commits_none_of_it`.
 }
 
+#[test]
+fn a_group_failing_its_verification_is_rolled_back_before_it_is_worked_again() {
+    let Some(uri) = require_postgres("a group of threads written together failing verification")
+    else {
+        return;
+    };
+    let (expect, expect_after) = alone(&uri, "dfck_retention", "dfck_tog_va");
+    // The first group's deletions were made, then its check failed: they are rolled back
+    // before the threads are worked again in savepoints (else the second pass finds its
+    // rows gone and reports other counts).
+    let name = "dfck_tog_vb";
+    let target = pg::clone_db(&uri, "dfck_retention", name);
+    let got = report(
+        &run(&target, &PRUNE, "together-unverified:1"),
+        "together-unverified:1",
+    );
+    assert_eq!(got, expect);
+    assert_eq!(verified(&target, name), expect_after, "verify after");
+    // And when the second pass fails too, nothing of either pass is committed.
+    let target = pg::clone_db(&uri, "dfck_retention", "dfck_tog_vc");
+    let dry = ["prune", "--all", "--branches"];
+    let before = run(&target, &dry, "");
+    let out = run(&target, &PRUNE, "together-unverified:1,savepoint-fail:2");
+    assert!(!out.status.success(), "{:?}", out.status);
+    assert_eq!(
+        String::from_utf8_lossy(&run(&target, &dry, "").stdout),
+        String::from_utf8_lossy(&before.stdout),
+        "the dry run after"
+    );
+}
+
 /// The group counts each thread's orphans before its deletions run and after, as a thread
 /// alone does: the rows a branch deletion leaves unnamed are not among those before.
 #[test]

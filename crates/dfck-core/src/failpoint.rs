@@ -37,6 +37,8 @@
 //!   sent as a statement the server refuses (its answer is not waited for);
 //! - `together-fail:N` — the N-th deletion of threads written together (a PostgreSQL group
 //!   without savepoints) is sent as a statement the server refuses;
+//! - `together-unverified:N` — the N-th group written together fails its verification, as
+//!   a thread whose rows are not what its plan said does;
 //! - `thread-page:N` — a whole-store listing of threads reads pages of N thread ids (so a
 //!   test's few threads span several pages);
 //! - `hold:PATH` — with every connection of a write command open (inside the first thread
@@ -68,6 +70,7 @@ pub struct Failpoints {
     short_rows: Option<usize>,
     savepoint_fail: Option<usize>,
     together_fail: Option<usize>,
+    together_unverified: Option<usize>,
     later_most: Option<usize>,
     #[cfg(feature = "failpoints")]
     hold: bool,
@@ -106,6 +109,7 @@ impl Failpoints {
             short_rows: parse(find("short-rows:")),
             savepoint_fail: parse(find("savepoint-fail:")),
             together_fail: parse(find("together-fail:")),
+            together_unverified: parse(find("together-unverified:")),
             later_most: parse(find("later-most:")),
             hold: find("hold:").is_some(),
         }
@@ -276,6 +280,12 @@ impl Failpoints {
     /// Whether the `n`-th (from 1) deletion of threads written together is to fail.
     pub fn together_fails(&self, n: u64) -> bool {
         self.together_fail
+            .is_some_and(|k| u64::try_from(k).is_ok_and(|k| k == n))
+    }
+
+    /// Whether the `n`-th (from 1) group written together is to fail its verification.
+    pub fn together_unverified(&self, n: u64) -> bool {
+        self.together_unverified
             .is_some_and(|k| u64::try_from(k).is_ok_and(|k| k == n))
     }
 

@@ -20,7 +20,12 @@ use super::{
 };
 use crate::error::Error;
 use crate::store::{ThreadLock, WriteStore};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
+
+/// Groups written together that reached their verification in this process (the
+/// `together-unverified` failpoint counts them).
+static VERIFIED: AtomicU64 = AtomicU64::new(0);
 
 /// One thread of the group, as it stands before the threads written together are.
 enum Slot<R> {
@@ -154,6 +159,11 @@ where
         // reads threads in batches.
         if let Some(values) = ahead {
             conn.store().read_ahead(&written, budget, values)?;
+        }
+        // Test builds: the `together-unverified:N` failpoint fails the N-th group's check.
+        let n = VERIFIED.fetch_add(1, Ordering::Relaxed) + 1;
+        if cx.failpoints.together_unverified(n) {
+            return Ok(Err(true));
         }
         for (id, expect) in written.iter().zip(&expects) {
             let verified = job.verify(conn, id, expect);
