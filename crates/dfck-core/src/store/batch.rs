@@ -73,6 +73,19 @@ pub fn row_bytes(row: &CheckpointRow) -> usize {
     body + row.metadata.len() + 128
 }
 
+/// Hands the checkpoint rows of (thread, ns) read ahead with `values` to `f`, once; `None`
+/// when none are held there (the store reads them itself).
+pub fn serve_checkpoints(
+    ahead: &std::cell::RefCell<ReadAhead>,
+    thread_id: &str,
+    ns: &str,
+    values: bool,
+    f: &mut dyn FnMut(CheckpointRow) -> Result<(), crate::error::StoreError>,
+) -> Option<Result<(), crate::error::StoreError>> {
+    let rows = ahead.borrow_mut().take_checkpoints(thread_id, ns, values)?;
+    Some(rows.into_iter().try_for_each(f))
+}
+
 /// Threads read ahead ([`crate::store::Store::read_ahead`]), each namespace's rows handed
 /// out once.
 #[derive(Debug, Default)]

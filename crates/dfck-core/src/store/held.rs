@@ -85,14 +85,8 @@ impl HeldStore {
         values: bool,
         f: &mut dyn FnMut(CheckpointRow) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
-        let rows = self
-            .ahead
-            .borrow_mut()
-            .take_checkpoints(thread_id, ns, values);
-        match rows {
-            Some(rows) => rows.into_iter().try_for_each(f),
-            None => Err(self.miss()),
-        }
+        crate::store::batch::serve_checkpoints(&self.ahead, thread_id, ns, values, f)
+            .unwrap_or_else(|| Err(self.miss()))
     }
 }
 

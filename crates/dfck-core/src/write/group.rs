@@ -9,11 +9,10 @@
 //! a savepoint each ([`super::together`]). The contract is in `docs/write-engine.md`.
 
 use super::dry_run::{AHEAD_BYTES, ahead_of, forget_ahead};
-use super::limits::{GROUP_HOLD, GROUP_WRITTEN, most_threads, writes_together};
+use super::limits::{GROUP_HOLD, GROUP_WRITTEN, Turn, most_threads, turn, writes_together};
 use super::together::Together;
 use super::{
-    ApplyContext, Locked, RunOptions, Sizes, ThreadJob, busy_refusal, finish_thread, run_thread,
-    work_locked,
+    ApplyContext, Locked, RunOptions, Sizes, ThreadJob, finish_thread, run_thread, work_locked,
 };
 use crate::error::Error;
 use crate::store::{ThreadLock, WriteStore};
@@ -108,15 +107,14 @@ where
             {
                 break;
             }
-            match conn.lock_in_group(id)? {
-                ThreadLock::Held => {}
-                ThreadLock::Contended(_) => {
+            match turn(job, id, conn.lock_in_group(id)?) {
+                Turn::Go => {}
+                Turn::EndGroup => {
                     alone = true;
                     break;
                 }
-                ThreadLock::Busy(holder) => {
-                    let refusal = busy_refusal(holder.as_deref());
-                    done.push((job.refuse(job.untouched(id), refusal), false));
+                Turn::Refused(report) => {
+                    done.push((report, false));
                     continue;
                 }
             }

@@ -1,9 +1,9 @@
-//! The bounds of a group transaction ([`super::group`], [`super::together`]): how many
-//! threads it takes, how long it holds its locks and how many bytes it writes before it
-//! commits.
+//! What a group transaction's two ways of working ([`super::group`], [`super::together`])
+//! share: its bounds (how many threads it takes, how long it holds its locks and how many
+//! bytes it writes before it commits) and a thread's turn in it.
 
-use super::{ApplyContext, ThreadJob};
-use crate::store::WriteStore;
+use super::{ApplyContext, ThreadJob, ThreadPlan, busy_refusal};
+use crate::store::{ThreadLock, WriteStore};
 use std::time::Duration;
 
 /// The most threads one group takes.
@@ -39,4 +39,29 @@ pub(super) fn most_threads<C: WriteStore, J: ThreadJob<C>>(
         GROUP_THREADS
     };
     cx.failpoints.group_threads(most)
+}
+
+/// A thread's turn in a group, from what its lock came to.
+pub(super) enum Turn<R> {
+    /// Work it.
+    Go,
+    /// Its locks are not free at once: the group ends, and it goes alone.
+    EndGroup,
+    /// Another dfck holds it: refused, untouched.
+    Refused(R),
+}
+
+/// The [`Turn`] of `thread_id` whose lock in the group came to `lock`.
+pub(super) fn turn<C: ?Sized, J: ThreadPlan<C>>(
+    job: &J,
+    thread_id: &str,
+    lock: ThreadLock,
+) -> Turn<J::Report> {
+    match lock {
+        ThreadLock::Held => Turn::Go,
+        ThreadLock::Contended(_) => Turn::EndGroup,
+        ThreadLock::Busy(holder) => {
+            Turn::Refused(job.refuse(job.untouched(thread_id), busy_refusal(holder.as_deref())))
+        }
+    }
 }

@@ -455,10 +455,12 @@ impl Sizes {
     }
 }
 
-/// What one locked thread came to; the caller ends its transaction (or savepoint).
-enum Locked<R, E> {
-    /// Applied and verified: keep it, with what its rows add to the transaction's.
-    Keep(R, E, Sizes),
+/// What one locked thread came to; the caller ends its transaction (or savepoint). `X` is
+/// what apply returned, or (planned, not yet applied: [`plan_locked`]) the work to apply.
+enum Locked<R, X> {
+    /// Applied and verified (or planned to write): keep it, with what its rows add to the
+    /// transaction's.
+    Keep(R, X, Sizes),
     /// Nothing to keep (skipped, or refused with the report saying why): roll back.
     Drop(R),
     /// It does not fit the free space beside what the transaction already holds: roll
@@ -481,22 +483,12 @@ where
     J: ThreadJob<C>,
 {
     Ok(match plan_locked(job, conn, thread_id, cx, before)? {
-        Guarded::Write(report, work, after) => {
+        Locked::Keep(report, work, after) => {
             apply_locked(job, conn, thread_id, cx, report, work, after)
         }
-        Guarded::Done(report) => Locked::Drop(report),
-        Guarded::NoRoom(report, refusal) => Locked::NoRoom(report, refusal),
+        Locked::Drop(report) => Locked::Drop(report),
+        Locked::NoRoom(report, refusal) => Locked::NoRoom(report, refusal),
     })
-}
-
-/// What planning a locked thread and guarding its write came to.
-enum Guarded<R, W> {
-    /// Write `W`; the transaction then holds the `Sizes`.
-    Write(R, W, Sizes),
-    /// Nothing to write (skipped or refused).
-    Done(R),
-    /// It does not fit the free space beside what the transaction already holds.
-    NoRoom(R, Refusal),
 }
 
 /// Plans one thread whose locks are held and guards its write: the active-run refusal and
@@ -507,7 +499,7 @@ fn plan_locked<C, J>(
     thread_id: &str,
     cx: &ApplyContext,
     before: Sizes,
-) -> Result<Guarded<J::Report, J::Work>, Error>
+) -> Result<Locked<J::Report, J::Work>, Error>
 where
     C: WriteStore,
     J: ThreadJob<C>,
@@ -523,7 +515,7 @@ where
             growth,
             written,
         } => (report, work, growth, written),
-        Planned::Done(report) => return Ok(Guarded::Done(report)),
+        Planned::Done(report) => return Ok(Locked::Drop(report)),
     };
     // Test builds: the `hold:PATH` failpoint, once per run, inside the first transaction
     // that writes (every connection open, the thread's locks held).
@@ -542,10 +534,10 @@ where
                 space_needed(growth, written).div_ceil(1 << 20),
                 free / (1 << 20)
             );
-            return Ok(Guarded::NoRoom(report, Refusal(reason)));
+            return Ok(Locked::NoRoom(report, Refusal(reason)));
         }
     }
-    Ok(Guarded::Write(report, work, after))
+    Ok(Locked::Keep(report, work, after))
 }
 
 /// Applies and verifies one planned thread; the transaction then holds `after`.

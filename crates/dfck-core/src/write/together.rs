@@ -14,10 +14,8 @@
 //! take savepoints too. The contract is in `docs/write-engine.md`.
 
 use super::dry_run::{AHEAD_BYTES, ahead_of, forget_ahead};
-use super::limits::{GROUP_HOLD, GROUP_WRITTEN, most_threads};
-use super::{
-    ApplyContext, Guarded, Locked, Sizes, ThreadJob, apply_locked, busy_refusal, plan_locked,
-};
+use super::limits::{GROUP_HOLD, GROUP_WRITTEN, Turn, most_threads, turn};
+use super::{ApplyContext, Locked, Sizes, ThreadJob, apply_locked, plan_locked};
 use crate::error::Error;
 use crate::store::{ThreadLock, WriteStore};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -87,25 +85,24 @@ where
             {
                 break;
             }
-            match conn.join_group(id)? {
-                ThreadLock::Held => {}
-                ThreadLock::Contended(_) => {
+            match turn(job, id, conn.join_group(id)?) {
+                Turn::Go => {}
+                Turn::EndGroup => {
                     alone = true;
                     break;
                 }
-                ThreadLock::Busy(holder) => {
-                    let refusal = busy_refusal(holder.as_deref());
-                    slots.push(Slot::Done(job.refuse(job.untouched(id), refusal), false));
+                Turn::Refused(report) => {
+                    slots.push(Slot::Done(report, false));
                     continue;
                 }
             }
             let (report, work, after) = match plan_locked(job, conn, id, cx, sizes)? {
-                Guarded::Write(report, work, after) => (report, work, after),
-                Guarded::Done(report) => {
+                Locked::Keep(report, work, after) => (report, work, after),
+                Locked::Drop(report) => {
                     slots.push(Slot::Done(report, false));
                     continue;
                 }
-                Guarded::NoRoom(report, refusal) => {
+                Locked::NoRoom(report, refusal) => {
                     if kept {
                         alone = true;
                         break;

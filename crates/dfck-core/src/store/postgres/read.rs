@@ -337,12 +337,10 @@ impl Store for PostgresStore {
         ns: &str,
         f: &mut dyn FnMut(CheckpointRow) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
-        let ahead = self
-            .ahead
-            .borrow_mut()
-            .take_checkpoints(thread_id, ns, true);
-        if let Some(rows) = ahead {
-            return rows.into_iter().try_for_each(f);
+        if let Some(served) =
+            crate::store::batch::serve_checkpoints(&self.ahead, thread_id, ns, true, f)
+        {
+            return served;
         }
         let what = "reading a thread's checkpoints";
         let sql = format!("{POINT_SELECT} WHERE c.thread_id = $1 AND c.checkpoint_ns = $2");
@@ -564,12 +562,10 @@ impl Store for PostgresStore {
         ns: &str,
         f: &mut dyn FnMut(CheckpointRow) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
-        let ahead = self
-            .ahead
-            .borrow_mut()
-            .take_checkpoints(thread_id, ns, false);
-        if let Some(rows) = ahead {
-            return rows.into_iter().try_for_each(f);
+        if let Some(served) =
+            crate::store::batch::serve_checkpoints(&self.ahead, thread_id, ns, false, f)
+        {
+            return served;
         }
         self.scan_thread_split(thread_id, ns, f)
     }

@@ -629,12 +629,10 @@ impl Store for SqliteStore {
         ns: &str,
         f: &mut dyn FnMut(CheckpointRow) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
-        let ahead = self
-            .ahead
-            .borrow_mut()
-            .take_checkpoints(thread_id, ns, false);
-        if let Some(rows) = ahead {
-            return rows.into_iter().try_for_each(f);
+        if let Some(served) =
+            crate::store::batch::serve_checkpoints(&self.ahead, thread_id, ns, false, f)
+        {
+            return served;
         }
         let what = "reading a thread's checkpoints";
         let mut st = self
