@@ -37,17 +37,20 @@ pub fn run(global: &GlobalArgs, args: &VerifyArgs) -> Result<Outcome, Error> {
         Some(u) => crate::commands::deerflow_view::user_threads(store.as_ref(), u)?,
         None => args.threads.clone(),
     };
-    // NDJSON streams each finding as its thread finishes: memory stays flat whatever the
-    // number of findings (the other formats lay the whole report out).
-    let mut rows = match global.format() {
-        render::Format::Ndjson => Some(render::RowWriter::stdout()?),
-        _ => None,
+    // Findings are written as each thread finishes (the plain table layout, compact JSON,
+    // NDJSON, CSV): memory stays flat whatever their number. A terminal's table and
+    // `--pretty` JSON lay the whole report out.
+    let format = global.format();
+    let held = dfck_core::failpoint::Failpoints::from_env("verify").report_held();
+    let mut stream = match render::FindingStream::streams(format) && !held {
+        true => Some(render::FindingStream::new(format)?),
+        false => None,
     };
-    let mut write_row = |f: &dfck_core::finding::Finding| match rows.as_mut() {
-        Some(w) => w.row(f),
+    let streamed = stream.is_some();
+    let mut write_row = |f: &dfck_core::finding::Finding| match stream.as_mut() {
+        Some(s) => s.push(f),
         None => Ok(()),
     };
-    let streamed = global.format() == render::Format::Ndjson;
     let report = verify_store(
         store.as_ref(),
         &open,
@@ -56,9 +59,9 @@ pub fn run(global: &GlobalArgs, args: &VerifyArgs) -> Result<Outcome, Error> {
         &TerminalProgress::stderr(),
         streamed.then_some(&mut write_row as crate::commands::verify::FindingSink<'_>),
     )?;
-    match rows.as_mut() {
-        Some(w) => w.finish()?,
-        None => output(global.format(), &report, render::verify_table)?,
+    match stream {
+        Some(s) => s.finish(&report)?,
+        None => output(format, &report, render::verify_table)?,
     }
     Ok(if report.has_errors() {
         Outcome::Findings

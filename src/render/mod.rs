@@ -22,6 +22,7 @@ pub mod space;
 mod spool;
 mod stream;
 mod summary;
+mod verify;
 
 pub use full_to_delta::full_to_delta_table;
 pub use output::{RowWriter, emit, note, output, stdout_closed_at_exec, write_event};
@@ -29,16 +30,16 @@ pub use progress::TerminalProgress;
 pub use records::{Style, set_style};
 pub(crate) use stream::ReportStream;
 pub use summary::{SummaryStream, summary_table};
+pub use verify::{FindingStream, verify_table};
+use verify::{findings_table, severity_counts};
 
 /// Whether a report of many threads is written as its threads come in `format` (the plain
-/// table layout, compact JSON, NDJSON), not held whole.
+/// table layout, compact JSON, NDJSON, CSV), not held whole.
 pub fn streams(format: Format) -> bool {
     stream::RowStream::streams(format)
 }
 
 use crate::commands::inspect::{StateReport, ThreadReport};
-use crate::commands::verify::VerifyReport;
-use dfck_core::finding::{Finding, Severity};
 use dfck_core::lineage::{LineageEntry, LineageReport};
 use escape::owned as esc;
 use grid::Grid;
@@ -286,57 +287,6 @@ fn shown_messages_note(out: &mut String, r: &StateReport) -> usize {
         }
         None => 0,
     }
-}
-
-fn findings_table(findings: &[Finding]) -> Grid {
-    let mut t = table(&["severity", "code", "thread", "ns", "checkpoint", "message"]);
-    for f in findings {
-        add_row(
-            &mut t,
-            vec![
-                f.severity.as_str().to_owned(),
-                f.code.to_string(),
-                f.thread_id.clone(),
-                ns_label(&f.checkpoint_ns),
-                opt(&f.checkpoint_id),
-                f.message.clone(),
-            ],
-        );
-    }
-    t
-}
-
-fn severity_counts(findings: &[Finding]) -> String {
-    let n = |s: Severity| findings.iter().filter(|f| f.severity == s).count();
-    format!(
-        "{} error(s), {} warning(s), {} info",
-        n(Severity::Error),
-        n(Severity::Warning),
-        n(Severity::Info)
-    )
-}
-
-/// `dfck verify` as text.
-pub fn verify_table(r: &VerifyReport) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "threads checked: {}  checkpoints checked: {}  findings: {}",
-        r.threads_checked,
-        r.checkpoints_checked,
-        severity_counts(&r.findings)
-    );
-    for t in &r.threads_gone {
-        let _ = writeln!(
-            out,
-            "skipped: thread {} was deleted after the listing (by DeerFlow?) before it was read",
-            esc(t)
-        );
-    }
-    if !r.findings.is_empty() {
-        let _ = writeln!(out, "{}", findings_table(&r.findings));
-    }
-    finish(out)
 }
 
 fn lineage_label(e: &LineageEntry) -> String {

@@ -1,8 +1,9 @@
 //! The row formats of a report: NDJSON (one row per line) and CSV (flat rows), and the output
 //! style chosen on the command line (`--pretty`, `--no-headers`, `--color`).
 
+use super::spool::Spool;
 use dfck_core::error::Error;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::sync::OnceLock;
 
 /// How reports are written, beyond their format. Set once by the command line.
@@ -114,42 +115,93 @@ pub(crate) fn csv(doc: &Value) -> Result<String, Error> {
             "--format csv: this output has no flat rows; use --format json or ndjson".into(),
         ));
     };
-    let flats: Vec<Map<String, Value>> = rows
-        .iter()
-        .map(|r| {
-            flat(r)
-                .into_iter()
-                .map(|(k, v)| (k, Value::String(v)))
-                .collect()
-        })
-        .collect();
-    if flats.is_empty() {
-        return Ok(String::new());
+    // Held whole: the spool never leaves memory.
+    let mut out = CsvRows::new(Spool::new(usize::MAX));
+    for r in rows {
+        out.push_value(r)?;
     }
-    let mut cols: Vec<&String> = Vec::new();
-    for f in &flats {
-        for k in f.keys() {
-            if !cols.contains(&k) {
-                cols.push(k);
-            }
+    let mut text = Vec::new();
+    out.write(&mut text)?;
+    String::from_utf8(text).map_err(|e| Error::Render(e.to_string()))
+}
+
+/// CSV rows as they come: each row's flat fields wait in a [`Spool`] (as column numbers and
+/// text) while the columns are gathered, so that memory grows with the columns, not the
+/// rows; [`CsvRows::write`] writes what [`csv`] writes for the same rows.
+pub(crate) struct CsvRows {
+    spool: Spool,
+    /// Every field of any row so far, in first-seen order.
+    cols: Vec<String>,
+    rows: u64,
+}
+
+impl CsvRows {
+    /// No rows yet, kept in `spool`.
+    pub fn new(spool: Spool) -> Self {
+        CsvRows {
+            spool,
+            cols: Vec::new(),
+            rows: 0,
         }
     }
-    let mut out = String::new();
-    let mut line = |fields: Vec<String>| {
-        out.push_str(&fields.join(","));
-        out.push('\n');
-    };
-    if style().headers {
-        line(cols.iter().map(|c| csv_field(c)).collect());
+
+    /// Adds one row, as [`output`](super::output) would serialize it.
+    pub fn push<T: serde::Serialize>(&mut self, row: &T) -> Result<(), Error> {
+        let v = serde_json::to_value(row).map_err(|e| Error::Render(e.to_string()))?;
+        self.push_value(&v)
     }
-    for f in &flats {
-        line(
-            cols.iter()
-                .map(|c| csv_field(f.get(*c).and_then(Value::as_str).unwrap_or("")))
-                .collect(),
-        );
+
+    fn push_value(&mut self, row: &Value) -> Result<(), Error> {
+        let mut fields: Vec<(usize, String)> = Vec::new();
+        for (k, text) in flat(row) {
+            let col = match self.cols.iter().position(|c| *c == k) {
+                Some(i) => i,
+                None => {
+                    self.cols.push(k);
+                    self.cols.len() - 1
+                }
+            };
+            fields.push((col, text));
+        }
+        let record = serde_json::to_vec(&fields).map_err(|e| Error::Render(e.to_string()))?;
+        self.spool.push(&record);
+        self.rows += 1;
+        Ok(())
     }
-    Ok(out)
+
+    /// Writes the header and every row (nothing when no row came).
+    pub fn write(&mut self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        if self.rows == 0 {
+            return Ok(());
+        }
+        let cols = &self.cols;
+        let mut line = String::new();
+        if style().headers {
+            let header: Vec<String> = cols.iter().map(|c| csv_field(c)).collect();
+            line.push_str(&header.join(","));
+            line.push('\n');
+            out.write_all(line.as_bytes())?;
+        }
+        let mut cells: Vec<Option<String>> = vec![None; cols.len()];
+        self.spool.each(&mut |record| {
+            let fields: Vec<(usize, String)> =
+                serde_json::from_slice(record).map_err(std::io::Error::other)?;
+            cells.iter_mut().for_each(|c| *c = None);
+            // A field named twice keeps its last value, as a map of the row would.
+            for (col, text) in fields {
+                cells[col] = Some(text);
+            }
+            line.clear();
+            for (i, c) in cells.iter().enumerate() {
+                if i > 0 {
+                    line.push(',');
+                }
+                line.push_str(&csv_field(c.as_deref().unwrap_or("")));
+            }
+            line.push('\n');
+            out.write_all(line.as_bytes())
+        })
+    }
 }
 
 #[cfg(test)]
@@ -164,6 +216,32 @@ mod tests {
             csv(&doc).unwrap(),
             "id,head.step,ns\n\"a,b\",3,\"[\"\"\"\",\"\"x\"\"]\"\n"
         );
+    }
+
+    /// Rows whose fields differ (a field first seen late, one missing, one named twice by
+    /// flattening) stream to what the held report writes, kept in memory or in the file.
+    #[test]
+    fn streamed_csv_rows_are_the_held_ones() {
+        let rows = json!([
+            {"id": "a", "n": 1},
+            {"id": "b\nc", "note": "x,y", "head": {"step": 2}},
+            {"n": 3, "head.step": "flat", "head": {"step": 4}, "id": "\"q\""},
+        ]);
+        let held = csv(&json!({ "threads": rows })).unwrap();
+        assert!(held.starts_with("id,n,note,head.step\n"), "{held}");
+        for budget in [0, 8, 1 << 20] {
+            let mut out = CsvRows::new(Spool::new(budget));
+            for r in rows.as_array().unwrap() {
+                out.push(r).unwrap();
+            }
+            let mut text = Vec::new();
+            out.write(&mut text).unwrap();
+            assert_eq!(String::from_utf8(text).unwrap(), held, "budget {budget}");
+        }
+        let mut none = CsvRows::new(Spool::new(0));
+        let mut text = Vec::new();
+        none.write(&mut text).unwrap();
+        assert!(text.is_empty());
     }
 
     #[test]

@@ -1,12 +1,13 @@
 //! Reports written as their rows come: a whole-store report (the store summary, `prune`)
 //! renders each thread's row when the command hands it over. NDJSON writes it at once; the
-//! plain table layout and compact JSON keep it in a [`Spool`] until the lines above the rows
-//! (totals, counts) are known, then write those lines and the rows. A terminal's table (laid
-//! out to its width), `--pretty` JSON and CSV are rendered from the held report. Either way
-//! the bytes are the same.
+//! plain table layout, compact JSON and CSV keep it in a [`Spool`] until the lines above the
+//! rows (totals, counts, columns) are known, then write those lines and the rows. A
+//! terminal's table (laid out to its width) and `--pretty` JSON are rendered from the held
+//! report. Either way the bytes are the same.
 
 use super::Format;
 use super::grid::Grid;
+use super::records::CsvRows;
 use super::spool::Spool;
 use dfck_core::error::Error;
 
@@ -15,11 +16,14 @@ pub(crate) struct RowStream {
     rows: Rows,
     /// Rows pushed.
     shown: u64,
+    /// The key of the report's list of rows (`threads`, `findings`).
+    list: &'static str,
 }
 
 enum Rows {
     Table(Grid),
     Json(Spool),
+    Csv(CsvRows),
     Lines(super::RowWriter),
 }
 
@@ -29,20 +33,26 @@ impl RowStream {
         match format {
             Format::Table => super::grid::layout_streams(),
             Format::Json => !super::records::style().pretty,
-            Format::Ndjson => true,
-            _ => false,
+            Format::Ndjson | Format::Csv => true,
+            Format::Openmetrics => false,
         }
     }
 
-    /// Rows for `format` ([`RowStream::streams`]); a table with this header. NDJSON is
-    /// written to stdout from the first row on (refused when stdout was closed at exec).
-    pub fn new(format: Format, header: &[&str]) -> Result<Self, Error> {
+    /// Rows for `format` ([`RowStream::streams`]) of the report's list `list`; a table
+    /// with this header. NDJSON is written to stdout from the first row on (refused when
+    /// stdout was closed at exec).
+    pub fn new(format: Format, list: &'static str, header: &[&str]) -> Result<Self, Error> {
         let rows = match format {
             Format::Json => Rows::Json(Spool::for_report()),
+            Format::Csv => Rows::Csv(CsvRows::new(Spool::for_report())),
             Format::Ndjson => Rows::Lines(super::RowWriter::stdout()?),
             _ => Rows::Table(Grid::spooled(header)),
         };
-        Ok(RowStream { rows, shown: 0 })
+        Ok(RowStream {
+            rows,
+            shown: 0,
+            list,
+        })
     }
 
     /// Rows pushed so far.
@@ -64,6 +74,7 @@ impl RowStream {
                 super::json::to_writer(&mut buf, row).map_err(super::output::json_error)?;
                 spool.push(&buf);
             }
+            Rows::Csv(csv) => csv.push(row)?,
             Rows::Lines(w) => w.row(row)?,
         }
         Ok(())
@@ -72,7 +83,8 @@ impl RowStream {
     /// Writes the report to stdout. A table: `head` (the lines above it, escaped and
     /// wrapped as every text report), then the table and a newline when it has rows or
     /// `header_alone`. JSON: `doc`, the report with its `"threads"` list empty, that list
-    /// holding the rows. NDJSON: what is buffered (its rows are the report).
+    /// holding the rows. CSV: the header and the rows. NDJSON: what is buffered (its rows
+    /// are the report).
     pub fn finish<T: serde::Serialize>(
         self,
         head: impl FnOnce() -> String,
@@ -93,14 +105,19 @@ impl RowStream {
                 })
             }
             Rows::Lines(mut w) => w.finish(),
+            Rows::Csv(mut csv) => super::output::with_stdout(&mut |out| csv.write(out)),
             Rows::Json(mut spool) => {
                 let mut doc_bytes = Vec::new();
                 super::json::to_writer(&mut doc_bytes, doc).map_err(super::output::json_error)?;
-                const LIST: &[u8] = br#""threads":[]"#;
-                let Some(at) = doc_bytes.windows(LIST.len()).position(|w| w == LIST) else {
-                    return Err(Error::Render("the report has no list of threads".into()));
+                let list = format!(r#""{}":[]"#, self.list);
+                let list = list.as_bytes();
+                let Some(at) = doc_bytes.windows(list.len()).position(|w| w == list) else {
+                    return Err(Error::Render(format!(
+                        "the report has no list of {}",
+                        self.list
+                    )));
                 };
-                let (open, close) = doc_bytes.split_at(at + LIST.len() - 1);
+                let (open, close) = doc_bytes.split_at(at + list.len() - 1);
                 super::output::with_stdout(&mut |out| {
                     out.write_all(open)?;
                     let mut first = true;
@@ -129,7 +146,7 @@ impl<R: serde::Serialize> ReportStream<R> {
     /// A stream for `format` ([`RowStream::streams`]), a table with this header.
     pub fn new(format: Format, header: &[&str], cells: fn(&mut Grid, &R)) -> Result<Self, Error> {
         Ok(ReportStream {
-            rows: RowStream::new(format, header)?,
+            rows: RowStream::new(format, "threads", header)?,
             cells,
         })
     }

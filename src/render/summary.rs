@@ -143,7 +143,7 @@ impl SummaryStream {
     /// pushed, with DeerFlow's columns when `deerflow`.
     pub fn new(format: Format, top: Option<u64>, deerflow: bool) -> Result<Self, Error> {
         Ok(SummaryStream {
-            rows: RowStream::new(format, &table(deerflow))?,
+            rows: RowStream::new(format, "threads", &table(deerflow))?,
             delta: 0,
             top,
             deerflow,

@@ -1,7 +1,7 @@
-//! The store summary, `prune` and `migrate` are written as their threads come, in thread id order (a
-//! plain table or compact JSON; each thread's row waits in a spool, in memory up to a budget
-//! and then in a temporary file, until the totals above the rows are known), so that their
-//! memory does not grow with the number of threads. Each must be byte-identical to the
+//! The store summary, `prune`, `migrate` and `verify` are written as their threads come, in
+//! thread id order (a plain table, compact JSON or CSV; each row waits in a spool, in memory
+//! up to a budget and then in a temporary file, until the totals or columns above the rows
+//! are known), so that their memory does not grow with the number of threads or findings. Each must be byte-identical to the
 //! report held whole (`report-held:1`) on every SQLite and PostgreSQL fixture and defect
 //! store, with its rows in memory or in the file (`spool-bytes:0`), cut by `--top` or not,
 //! dry run or `--apply`. A temporary directory that does not exist fails the streamed run
@@ -11,7 +11,7 @@ use crate::common::*;
 use std::process::Output;
 
 /// The reports compared (the other formats and options hold every thread).
-const VARIANTS: [&[&str]; 18] = [
+const VARIANTS: [&[&str]; 26] = [
     &["inspect"],
     &["inspect", "--format", "ndjson"],
     &["inspect", "--format", "ndjson", "--top", "1"],
@@ -37,6 +37,14 @@ const VARIANTS: [&[&str]; 18] = [
     &["migrate", "delta-to-full", "--all", "--format", "json"],
     &["migrate", "full-to-delta", "--all"],
     &["migrate", "full-to-delta", "--all", "--format", "ndjson"],
+    &["inspect", "--format", "csv"],
+    &["inspect", "--format", "csv", "--top", "1"],
+    &["prune", "--all", "--branches", "--format", "csv"],
+    &["migrate", "delta-to-full", "--all", "--format", "csv"],
+    &["verify"],
+    &["verify", "--format", "json", "--jobs", "2"],
+    &["verify", "--format", "csv"],
+    &["verify", "--format", "ndjson"],
 ];
 
 fn run(target: &str, args: &[&str], failpoint: &str, tmp: Option<&str>) -> Output {
@@ -76,8 +84,11 @@ fn compare(target: &str) -> usize {
         // The stream was taken: its rows cannot reach a temporary directory that is not
         // there, and the run says so (the held summary needs none).
         let text = String::from_utf8_lossy(&held.stdout);
-        let empty = text.contains("(no threads)")
+        let empty = text.is_empty()
+            || text.contains("(no threads)")
             || text.contains(r#""threads":[]"#)
+            || text.contains(r#""findings":[]"#)
+            || text.contains("findings: 0 error(s), 0 warning(s), 0 info")
             || (text.contains("threads: 0 to ") && text.contains(" 0 refused, 0 skipped"));
         // (NDJSON has no spool: each row is written as it comes.)
         if !empty && !args.contains(&"ndjson") {
@@ -122,8 +133,9 @@ fn streamed_reports_are_the_held_ones_on_postgres() {
 /// same rows.
 #[test]
 fn applied_reports_stream_what_they_would_hold() {
-    let commands: [&[&str]; 4] = [
+    let commands: [&[&str]; 5] = [
         &["prune", "--all", "--branches", "--apply"],
+        &["prune", "--all", "--branches", "--apply", "--format", "csv"],
         &[
             "prune",
             "--all",
@@ -145,7 +157,7 @@ fn applied_reports_stream_what_they_would_hold() {
     ];
     let failpoints = ["report-held:1", "", "spool-bytes:0,group-threads:2"];
     // Each command changed rows on some store: the reports compared are of real writes.
-    assert_eq!(applied_alike(&commands, &failpoints), [true; 4]);
+    assert_eq!(applied_alike(&commands, &failpoints), [true; 5]);
 }
 
 /// Runs each of `commands` on fresh copies of four fixtures, once per failpoint, and asserts
