@@ -3,6 +3,7 @@
 # store of N DeerFlow-shaped short threads (scripts/gen_short_threads.py; every thread has a
 # duration-only leaf, so `verify` has ~1.4 findings a thread), each command in each format
 # runs once with OLD and once with NEW under GNU time; their stdout must be byte-identical.
+# (`copy` is a dry run into a target that does not exist.)
 # The floor of each command is its `--format ndjson` run with NEW (a format that writes each
 # row as it comes), measured in the same run; ratios are to it. Warm cache (the store was just
 # written, and each command runs once before it is measured). Prints a markdown table.
@@ -20,7 +21,8 @@ rm -f "$DB" "$DB-wal" "$DB-shm"
 rss() { { /usr/bin/time -f %M "$@" 2>&1 >"$W/out" || true; } | tail -n 1 | awk '{printf "%.0f", $1/1024}'; }
 echo "| Command ($N threads) | format | before | after | after / ndjson floor |"
 echo "|---|---|---|---|---|"
-for cmd in "inspect" "verify" "prune --all --branches" "migrate delta-to-full --all"; do
+for cmd in "inspect" "verify" "prune --all --branches" "migrate delta-to-full --all" \
+    "copy --all --to $D/target.db"; do
     # shellcheck disable=SC2086
     "$NEW" --db "$DB" $cmd --format ndjson >/dev/null || true
     # shellcheck disable=SC2086

@@ -78,25 +78,34 @@ pub fn run(global: &GlobalArgs, args: &CopyArgs) -> Result<Outcome, Error> {
     // discovered config is the source's DeerFlow).
     let (cache, _) = args.cache.connect(&to, None, args.apply)?;
     let progress = TerminalProgress::stderr();
-    let report = crate::commands::copy::run(
-        &WriteRequest {
-            target: &source,
-            threads: &threads,
-            all,
-            apply: args.apply,
-            jobs: args.jobs,
-            backup: None,
-            progress: &progress,
-            events: &render::write_event,
-            cache: cache
-                .as_ref()
-                .map(|c| c as &(dyn dfck_core::write::ThreadCache + Sync)),
-        },
-        &to,
-        args.replace,
-        args.checkpoints_only,
-    )?;
-    output(global.format(), &report, render::copy_table)?;
+    let request = WriteRequest {
+        target: &source,
+        threads: &threads,
+        all,
+        apply: args.apply,
+        jobs: args.jobs,
+        backup: None,
+        progress: &progress,
+        events: &render::write_event,
+        cache: cache
+            .as_ref()
+            .map(|c| c as &(dyn dfck_core::write::ThreadCache + Sync)),
+    };
+    let copy = crate::commands::copy::prepare(&request, &to, args.replace, args.checkpoints_only)?;
+    // Written as its threads come where the format allows (docs/performance.md, "Reports of
+    // many threads"); held whole for a terminal's table and `--pretty` JSON.
+    let format = global.format();
+    let held = dfck_core::failpoint::Failpoints::from_env("copy").report_held();
+    let report = if render::CopyStream::streams(format) && !held {
+        let mut out = render::CopyStream::new(format, copy.copies_deerflow())?;
+        let report = copy.run_each(&mut |t| out.push(&t))?;
+        out.finish(&report)?;
+        report
+    } else {
+        let report = copy.run()?;
+        output(format, &report, render::copy_table)?;
+        report
+    };
     Ok(if report.any_refused() {
         Outcome::Refused
     } else {

@@ -17,6 +17,7 @@ pub mod openmetrics;
 mod output;
 mod progress;
 
+mod copy;
 mod records;
 pub mod space;
 mod spool;
@@ -24,6 +25,7 @@ mod stream;
 mod summary;
 mod verify;
 
+pub use copy::{CopyStream, copy_table};
 pub use full_to_delta::full_to_delta_table;
 pub use output::{RowWriter, emit, note, output, stdout_closed_at_exec, write_event};
 pub use progress::TerminalProgress;
@@ -397,102 +399,6 @@ pub fn lineage_text(r: &LineageReport) -> String {
     finish(out)
 }
 
-/// The `copy` report as a table: totals, DeerFlow's rows (its shared rows and per thread),
-/// or what a copy left behind.
-pub fn copy_table(r: &crate::commands::copy::CopyReport) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "{}{} \u{2192} {}{}",
-        if r.dry_run {
-            "dry run, nothing written — "
-        } else {
-            "applied — "
-        },
-        esc(&r.source),
-        esc(&r.target),
-        match (r.target_created, r.dry_run) {
-            (true, true) => " (empty or missing: would be set up as a LangGraph store)",
-            (true, false) => " (set up as a LangGraph store)",
-            _ => "",
-        }
-    );
-    let _ = writeln!(
-        out,
-        "threads: {} {}, {} refused, {} skipped; {} checkpoints, {} writes, {}",
-        r.copied,
-        if r.dry_run { "to copy" } else { "copied" },
-        r.refused,
-        r.skipped,
-        r.checkpoints,
-        r.writes,
-        human_bytes(r.bytes)
-    );
-    let counts = |rows: &[(String, u64)]| {
-        if rows.is_empty() {
-            "-".to_owned()
-        } else {
-            rows.iter()
-                .map(|(t, n)| format!("{t} {n}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        }
-    };
-    if let Some(d) = &r.deerflow {
-        let _ = writeln!(
-            out,
-            "deerflow: schema {}; rows {}: {}",
-            d.revision.as_deref().unwrap_or("unrecorded"),
-            if r.dry_run { "to copy" } else { "copied" },
-            counts(&d.rows)
-        );
-        if let Some(s) = &d.shared {
-            let what = match (s.rows.is_empty(), &s.reason) {
-                (true, Some(why)) => esc(why),
-                (false, Some(why)) => format!("{} ({})", counts(&s.rows), esc(why)),
-                (_, None) => counts(&s.rows),
-            };
-            let _ = writeln!(out, "deerflow rows outside threads: {}: {what}", s.status);
-        }
-    }
-    let mut headers = vec![
-        "thread",
-        "status",
-        "namespaces",
-        "checkpoints",
-        "writes",
-        "bytes",
-    ];
-    if r.deerflow.is_some() {
-        headers.push("deerflow rows");
-    }
-    headers.push("reason");
-    let mut t = table(&headers);
-    for p in &r.threads {
-        let mut row = vec![
-            p.thread_id.clone(),
-            p.status.as_str().to_owned(),
-            p.namespaces.to_string(),
-            p.checkpoints.to_string(),
-            p.writes.to_string(),
-            human_bytes(p.bytes),
-        ];
-        if r.deerflow.is_some() {
-            row.push(counts(&p.deerflow_rows));
-        }
-        row.push(opt(&p.reason));
-        add_row(&mut t, row);
-    }
-    let _ = writeln!(out, "{t}");
-    if !r.not_copied.is_empty() {
-        let _ = writeln!(
-            out,
-            "not copied (--checkpoints-only): DeerFlow's own tables ({})",
-            r.not_copied.join(", ")
-        );
-    }
-    finish(out)
-}
 pub mod bench;
 pub mod bench_reporter;
 pub mod delete;

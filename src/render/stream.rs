@@ -91,17 +91,34 @@ impl RowStream {
         header_alone: bool,
         doc: &T,
     ) -> Result<(), Error> {
+        self.finish_around(head, header_alone, String::new, doc)
+    }
+
+    /// [`RowStream::finish`], a table followed by the lines `tail` gives.
+    pub fn finish_around<T: serde::Serialize>(
+        self,
+        head: impl FnOnce() -> String,
+        header_alone: bool,
+        tail: impl FnOnce() -> String,
+        doc: &T,
+    ) -> Result<(), Error> {
         let shown = self.shown;
         match self.rows {
             Rows::Table(mut g) => {
                 let text = super::finish(head());
+                let tail = tail();
+                let tail = if tail.is_empty() {
+                    tail
+                } else {
+                    super::finish(tail)
+                };
                 super::output::with_stdout(&mut |out| {
                     out.write_all(text.as_bytes())?;
                     if shown > 0 || header_alone {
                         g.write_spooled(out)?;
                         out.write_all(b"\n")?;
                     }
-                    Ok(())
+                    out.write_all(tail.as_bytes())
                 })
             }
             Rows::Lines(mut w) => w.finish(),

@@ -66,6 +66,7 @@ mod regenerate_reach;
 mod self_describing;
 mod sqlite_batch_reads;
 mod store_open;
+mod streamed_copy;
 mod streamed_reports;
 mod structure;
 mod thread_pages;

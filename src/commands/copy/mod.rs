@@ -25,7 +25,7 @@ pub use cache::PurgeReplaced;
 pub use convert::{LaidNs, NsRows, lay_out};
 pub use digest::{ThreadDigest, difference, digest_thread};
 pub use job::{Copy, CopyConn, Sides, TargetConn, decide};
-pub use run::run;
+pub use run::{Prepared, prepare};
 pub use shared::SharedReport;
 
 use dfck_core::error::Error;
@@ -34,6 +34,9 @@ use dfck_core::store::Backend;
 use dfck_core::store::app_copy::AppRows;
 use dfck_core::write::{Connections, RunOptions};
 use serde::Serialize;
+
+/// Where each thread's report goes as the copy is done with it, in thread order.
+pub type ThreadSink<'a> = &'a mut (dyn FnMut(CopyThread) -> Result<(), Error> + Send);
 
 /// What happens (or happened) to one thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -169,6 +172,46 @@ pub struct CopyPlace {
     pub target_created: bool,
 }
 
+/// The totals of a copy's threads, added up as they come.
+#[derive(Debug, Default)]
+pub struct CopyTotals {
+    copied: usize,
+    refused: usize,
+    skipped: usize,
+    checkpoints: usize,
+    writes: usize,
+    bytes: u64,
+    /// DeerFlow's rows copied (would be) per table, in first-seen order.
+    rows: Vec<(String, u64)>,
+}
+
+/// Adds `counts` to the per-table `rows`, a new table at the end.
+fn add_rows(rows: &mut Vec<(String, u64)>, counts: &[(String, u64)]) {
+    for (t, n) in counts {
+        match rows.iter_mut().find(|(r, _)| r == t) {
+            Some(r) => r.1 += n,
+            None => rows.push((t.clone(), *n)),
+        }
+    }
+}
+
+impl CopyTotals {
+    /// Counts one thread.
+    pub fn add(&mut self, t: &CopyThread) {
+        match t.status {
+            CopyStatus::Done | CopyStatus::Would => {
+                self.copied += 1;
+                self.checkpoints += t.checkpoints;
+                self.writes += t.writes;
+                self.bytes += t.bytes;
+                add_rows(&mut self.rows, &t.deerflow_rows);
+            }
+            CopyStatus::Refused => self.refused += 1,
+            CopyStatus::Skipped => self.skipped += 1,
+        }
+    }
+}
+
 impl CopyReport {
     /// Totals over `threads` (and DeerFlow's shared rows).
     pub fn new(
@@ -178,38 +221,37 @@ impl CopyReport {
         app: &AppSetup,
         shared: Option<SharedReport>,
     ) -> Self {
+        let mut totals = CopyTotals::default();
+        threads.iter().for_each(|t| totals.add(t));
+        let mut report = Self::of(dry_run, place, totals, app, shared);
+        report.threads = threads;
+        report
+    }
+
+    /// The report of threads counted in `totals` (and DeerFlow's shared rows), its list of
+    /// threads empty: they were handed over as they came.
+    pub fn of(
+        dry_run: bool,
+        place: CopyPlace,
+        totals: CopyTotals,
+        app: &AppSetup,
+        shared: Option<SharedReport>,
+    ) -> Self {
         let CopyPlace {
             source,
             target,
             target_backend,
             target_created,
         } = place;
-        let count = |s: CopyStatus| threads.iter().filter(|t| t.status == s).count();
-        let moved = threads
-            .iter()
-            .filter(|t| matches!(t.status, CopyStatus::Done | CopyStatus::Would));
-        let (mut checkpoints, mut writes, mut bytes) = (0, 0, 0);
+        // The shared rows' tables first, then the threads' in the order they came.
         let mut rows: Vec<(String, u64)> = Vec::new();
-        let mut add = |counts: &[(String, u64)]| {
-            for (t, n) in counts {
-                match rows.iter_mut().find(|(r, _)| r == t) {
-                    Some(r) => r.1 += n,
-                    None => rows.push((t.clone(), *n)),
-                }
-            }
-        };
         if let Some(s) = shared
             .as_ref()
             .filter(|s| matches!(s.status, CopyStatus::Done | CopyStatus::Would))
         {
-            add(&s.rows);
+            add_rows(&mut rows, &s.rows);
         }
-        for t in moved {
-            checkpoints += t.checkpoints;
-            writes += t.writes;
-            bytes += t.bytes;
-            add(&t.deerflow_rows);
-        }
+        add_rows(&mut rows, &totals.rows);
         let (deerflow, not_copied) = match app {
             AppSetup::Absent => (None, Vec::new()),
             AppSetup::Left(tables) => (None, tables.clone()),
@@ -235,13 +277,13 @@ impl CopyReport {
             target,
             target_backend,
             target_created,
-            copied: count(CopyStatus::Done) + count(CopyStatus::Would),
-            refused: count(CopyStatus::Refused),
-            skipped: count(CopyStatus::Skipped),
-            checkpoints,
-            writes,
-            bytes,
-            threads,
+            copied: totals.copied,
+            refused: totals.refused,
+            skipped: totals.skipped,
+            checkpoints: totals.checkpoints,
+            writes: totals.writes,
+            bytes: totals.bytes,
+            threads: Vec::new(),
             deerflow,
             not_copied,
         }
@@ -279,7 +321,8 @@ pub struct PlanSides<'a> {
 }
 
 /// The dry run: DeerFlow's shared rows (with `app` and `all`), then every thread of `ids`,
-/// what a copy would do, planned by the engine ([`dfck_core::write::plan_each`]).
+/// what a copy would do, planned by the engine ([`dfck_core::write::plan_each_into`]) and
+/// handed to `sink`.
 pub fn plan(
     sides: &PlanSides<'_>,
     ids: &[String],
@@ -287,7 +330,8 @@ pub fn plan(
     all: bool,
     opts: &CopyOptions,
     progress: &dyn Progress,
-) -> Result<(Vec<CopyThread>, Option<SharedReport>), Error> {
+    sink: ThreadSink<'_>,
+) -> Result<Option<SharedReport>, Error> {
     let conn = job::CopyPlanConn {
         source: sides.source,
         target: sides.target,
@@ -309,12 +353,13 @@ pub fn plan(
         app,
         cache: None,
     };
-    let threads = dfck_core::write::plan_each(&job, &conn, ids, progress)?;
-    Ok((threads, shared))
+    dfck_core::write::plan_each_into(&job, &conn, ids, progress, sink)?;
+    Ok(shared)
 }
 
 /// `copy --apply`: DeerFlow's shared rows in one engine transaction (with `app` and `all`),
-/// then one per thread of `ids` on the target (see [`dfck_core::write::run`]).
+/// then one per thread of `ids` on the target (see [`dfck_core::write::run_each`]), each
+/// thread's report handed to `sink`.
 pub fn apply(
     conns: Connections<'_, CopyConn>,
     ids: &[String],
@@ -322,7 +367,8 @@ pub fn apply(
     all: bool,
     opts: &CopyOptions,
     run: &RunOptions<'_>,
-) -> Result<(Vec<CopyThread>, Option<SharedReport>), Error> {
+    sink: ThreadSink<'_>,
+) -> Result<Option<SharedReport>, Error> {
     let shared = match app.filter(|_| all) {
         Some(app) => {
             let job = shared::Shared {
@@ -364,6 +410,6 @@ pub fn apply(
             .map(|p| p as &(dyn dfck_core::write::ThreadCache + Sync)),
         exact_threads: true,
     };
-    let threads = dfck_core::write::run(&job, conns, ids, &threads_run)?;
-    Ok((threads, shared))
+    dfck_core::write::run_each(&job, conns, ids, &threads_run, sink)?;
+    Ok(shared)
 }

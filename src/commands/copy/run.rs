@@ -4,7 +4,10 @@
 //! PostgreSQL; the target set up first when it is new).
 
 use super::app::{self, AppSetup};
-use super::{CopyConn, CopyOptions, CopyPlace, CopyReport, PlanSides, TargetConn, apply, plan};
+use super::{
+    CopyConn, CopyOptions, CopyPlace, CopyReport, CopyThread, CopyTotals, PlanSides, TargetConn,
+    ThreadSink, apply, plan,
+};
 use crate::commands::wiring::WriteRequest;
 use dfck_core::error::{Error, StoreError};
 use dfck_core::store::postgres::{PostgresStore, TargetState};
@@ -13,14 +16,26 @@ use dfck_core::store::{Backend, Store};
 use dfck_core::target::Target;
 use dfck_core::write::{Connections, RunOptions};
 
-/// Runs `dfck copy`: `req.target` is the source, `to` the store copied into (`--backup` does
-/// not apply); `checkpoints_only` leaves DeerFlow's tables behind.
-pub fn run(
-    req: &WriteRequest<'_>,
-    to: &Target,
+/// A copy checked and ready to run: the request, the source open in its snapshot, and what
+/// is done with DeerFlow's tables (decided before any thread, so that a report's columns are
+/// known before its rows).
+pub struct Prepared<'r> {
+    req: &'r WriteRequest<'r>,
+    to: &'r Target,
+    opts: CopyOptions,
+    src: Box<dyn Store + Send>,
+    setup: AppSetup,
+}
+
+/// Checks `dfck copy` (the stores, `--jobs`, DeerFlow's schema on both sides) before
+/// anything is read or written: `req.target` is the source, `to` the store copied into
+/// (`--backup` does not apply); `checkpoints_only` leaves DeerFlow's tables behind.
+pub fn prepare<'r>(
+    req: &'r WriteRequest<'r>,
+    to: &'r Target,
     replace: bool,
     checkpoints_only: bool,
-) -> Result<CopyReport, Error> {
+) -> Result<Prepared<'r>, Error> {
     let source = req.target;
     if same_store(source, to) {
         return Err(Error::Usage(
@@ -50,46 +65,95 @@ pub fn run(
     };
     let src = open_source(source)?;
     let setup = app_setup(src.as_ref(), to, checkpoints_only)?;
-    let app = match &setup {
-        AppSetup::Copy(a) => Some(a),
-        _ => None,
-    };
-    let ((threads, shared), created) = if req.apply {
-        drop(src);
-        copy(req, to, &opts, app)?
-    } else {
-        let (dst, created): (Option<Box<dyn Store>>, bool) = match to {
-            Target::Sqlite(p) if SqliteStore::prepare_copy_target(p, false)? => (None, true),
-            Target::Postgres { url, schema } => {
-                match PostgresStore::prepare_copy_target(url, schema.as_deref(), false)? {
-                    TargetState::Empty => (None, true),
-                    TargetState::Present => (Some(to.open_read_only()?), false),
+    Ok(Prepared {
+        req,
+        to,
+        opts,
+        src,
+        setup,
+    })
+}
+
+impl Prepared<'_> {
+    /// Runs the copy (or its dry run): the report holds every thread.
+    pub fn run(self) -> Result<CopyReport, Error> {
+        let mut threads = Vec::new();
+        let mut report = self.run_each(&mut |t| {
+            threads.push(t);
+            Ok(())
+        })?;
+        report.threads = threads;
+        Ok(report)
+    }
+
+    /// Whether DeerFlow's own tables are copied (the report's `deerflow` is there).
+    pub fn copies_deerflow(&self) -> bool {
+        matches!(self.setup, AppSetup::Copy(_))
+    }
+
+    /// Runs the copy (or its dry run), each thread's report handed to `sink` in thread
+    /// order; the report returned holds the totals, not the threads.
+    pub fn run_each(self, sink: ThreadSink<'_>) -> Result<CopyReport, Error> {
+        let Prepared {
+            req,
+            to,
+            opts,
+            src,
+            setup,
+        } = self;
+        let source = req.target;
+        let app = match &setup {
+            AppSetup::Copy(a) => Some(a),
+            _ => None,
+        };
+        let mut totals = CopyTotals::default();
+        let mut counted = |t: CopyThread| {
+            totals.add(&t);
+            sink(t)
+        };
+        let (shared, created) = if req.apply {
+            drop(src);
+            copy(req, to, &opts, app, &mut counted)?
+        } else {
+            let (dst, created): (Option<Box<dyn Store>>, bool) = match to {
+                Target::Sqlite(p) if SqliteStore::prepare_copy_target(p, false)? => (None, true),
+                Target::Postgres { url, schema } => {
+                    match PostgresStore::prepare_copy_target(url, schema.as_deref(), false)? {
+                        TargetState::Empty => (None, true),
+                        TargetState::Present => (Some(to.open_read_only()?), false),
+                    }
                 }
-            }
-            t => (Some(t.open_read_only()?), false),
+                t => (Some(t.open_read_only()?), false),
+            };
+            let app_dst = match app {
+                Some(_) => open_app_target(to)?,
+                None => None,
+            };
+            let ids = app::thread_ids(src.as_ref(), app, req.selected())?;
+            let sides = PlanSides {
+                source: src.as_ref(),
+                target: dst.as_deref(),
+                app_target: app_dst.as_deref().and_then(|s| s.app_rows()),
+            };
+            let shared = plan(
+                &sides,
+                &ids,
+                app,
+                req.all,
+                &opts,
+                req.progress,
+                &mut counted,
+            )?;
+            (shared, created)
         };
-        let app_dst = match app {
-            Some(_) => open_app_target(to)?,
-            None => None,
+        let place = CopyPlace {
+            source: source.display(),
+            target: to.display(),
+            target_backend: opts.target,
+            target_created: created,
         };
-        let ids = app::thread_ids(src.as_ref(), app, req.selected())?;
-        let sides = PlanSides {
-            source: src.as_ref(),
-            target: dst.as_deref(),
-            app_target: app_dst.as_deref().and_then(|s| s.app_rows()),
-        };
-        (
-            plan(&sides, &ids, app, req.all, &opts, req.progress)?,
-            created,
-        )
-    };
-    let place = CopyPlace {
-        source: source.display(),
-        target: to.display(),
-        target_backend: backend,
-        target_created: created,
-    };
-    Ok(CopyReport::new(!req.apply, place, threads, &setup, shared))
+        Ok(CopyReport::of(!req.apply, place, totals, &setup, shared))
+    }
 }
 
 /// What the copy does with DeerFlow's tables: nothing when the source has none; with
@@ -155,16 +219,15 @@ fn same_store(a: &Target, b: &Target) -> bool {
     }
 }
 
-/// The threads copied and DeerFlow's shared rows.
-type Copied = (Vec<super::CopyThread>, Option<super::SharedReport>);
-
-/// `--apply`: sets the target up when it is new, then the engine's run.
+/// `--apply`: sets the target up when it is new, then the engine's run, each thread's report
+/// to `sink`; DeerFlow's shared rows, and whether the target was set up.
 fn copy(
     req: &WriteRequest<'_>,
     target: &Target,
     opts: &CopyOptions,
     app: Option<&app::AppCopy>,
-) -> Result<(Copied, bool), Error> {
+    sink: ThreadSink<'_>,
+) -> Result<(Option<super::SharedReport>, bool), Error> {
     let source = req.target;
     // Every worker reads the first connection's snapshot: PostgreSQL exports it. (A SQLite
     // read transaction cannot be shared; each worker holds its own.)
@@ -222,6 +285,6 @@ fn copy(
         open: &open,
         spare: None,
     };
-    let copied = apply(conns, &ids, app, req.all, opts, &run)?;
-    Ok((copied, created))
+    let shared = apply(conns, &ids, app, req.all, opts, &run, sink)?;
+    Ok((shared, created))
 }

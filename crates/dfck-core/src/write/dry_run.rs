@@ -109,10 +109,25 @@ where
     C: PlanStore + ?Sized,
     J: ThreadPlan<C>,
 {
+    super::collect(|sink| plan_each_into(job, conn, ids, progress, sink))
+}
+
+/// [`plan_each`], each report handed to `sink` as it is planned.
+pub fn plan_each_into<C, J>(
+    job: &J,
+    conn: &C,
+    ids: &[String],
+    progress: &dyn Progress,
+    sink: &mut (dyn FnMut(J::Report) -> Result<(), Error> + Send),
+) -> Result<(), Error>
+where
+    C: PlanStore + ?Sized,
+    J: ThreadPlan<C>,
+{
     progress.start("planning threads", Some(ids.len() as u64));
-    let reports = super::collect(|sink| plan_into(job, conn, ids, progress, sink))?;
+    plan_into(job, conn, ids, progress, sink)?;
     progress.finish();
-    Ok(reports)
+    Ok(())
 }
 
 /// [`plan_each`], each report to `sink`.

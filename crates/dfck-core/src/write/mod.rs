@@ -22,7 +22,7 @@ pub mod preamble;
 mod select;
 mod together;
 
-pub use dry_run::{dry_run, dry_run_each, dry_run_jobs, plan_each};
+pub use dry_run::{dry_run, dry_run_each, dry_run_jobs, plan_each, plan_each_into};
 pub use job::{ApplyContext, Planned, Refusal, ThreadJob, ThreadPlan};
 pub use select::Selection;
 
