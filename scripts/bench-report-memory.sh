@@ -17,8 +17,18 @@ mkdir -p "$D"; DB="$D/df.db"; W=$(mktemp -d)
 trap 'rm -rf "$W" "$DB" "$DB-wal" "$DB-shm"' EXIT
 rm -f "$DB" "$DB-wal" "$DB-shm"
 "$PYTHON" scripts/gen_short_threads.py --out "$DB" --threads "$N" >&2
-# rss BIN ARGS...: peak RSS in MiB; stdout to $W/out (verify exits 1 on error findings).
-rss() { { /usr/bin/time -f %M "$@" 2>&1 >"$W/out" || true; } | tail -n 1 | awk '{printf "%.0f", $1/1024}'; }
+# rss BIN ARGS...: peak RSS in MiB; stdout to $W/out, stderr to $W/err. A run that fails
+# (exit 2 or worse; verify exits 1 on error findings) stops the script.
+rss() {
+    local rc=0
+    /usr/bin/time -o "$W/time" -f %M "$@" >"$W/out" 2>"$W/err" || rc=$?
+    if [ "$rc" -gt 1 ]; then
+        echo "failed ($rc): $*" >&2
+        cat "$W/err" >&2
+        exit 1
+    fi
+    tail -n 1 "$W/time" | awk '{printf "%.0f", $1/1024}'
+}
 echo "| Command ($N threads) | format | before | after | after / ndjson floor |"
 echo "|---|---|---|---|---|"
 for cmd in "inspect" "verify" "prune --all --branches" "migrate delta-to-full --all" \

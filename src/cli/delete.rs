@@ -130,23 +130,31 @@ pub fn run(global: &GlobalArgs, args: &DeleteArgs) -> Result<Outcome, Error> {
     opts.events_dir = found.as_ref().and_then(|f| f.app.events_dir.clone());
     let (cache, cache_report) = args.cache.connect(&target, found.as_ref(), args.apply)?;
     let progress = TerminalProgress::stderr();
-    let report = delete::run(
-        &WriteRequest {
-            target: &target,
-            threads: &args.threads,
-            all: false,
-            apply: args.apply,
-            jobs: args.jobs,
-            backup: args.backup.as_deref(),
-            progress: &progress,
-            events: &render::write_event,
-            cache: super::deerflow::thread_cache(&cache),
-        },
-        args.user.as_deref(),
-        &opts,
-        cache_report,
-    )?;
-    if let (Some(path), Some(user)) = (receipt, &args.user) {
+    let request = WriteRequest {
+        target: &target,
+        threads: &args.threads,
+        all: false,
+        apply: args.apply,
+        jobs: args.jobs,
+        backup: args.backup.as_deref(),
+        progress: &progress,
+        events: &render::write_event,
+        cache: super::deerflow::thread_cache(&cache),
+    };
+    let user = args.user.as_deref();
+    // Written as its threads come where the format allows (docs/performance.md, "Reports of
+    // many threads"); held whole for a terminal's table, `--pretty` JSON, or a receipt (which
+    // lists the user's threads).
+    let format = global.format();
+    let held = dfck_core::failpoint::Failpoints::from_env("delete").report_held();
+    if receipt.is_none() && render::delete::DeleteStream::streams(format) && !held {
+        let mut out = render::delete::DeleteStream::new(format)?;
+        let report = delete::run_each(&request, user, &opts, cache_report, &mut |t| out.push(&t))?;
+        out.finish(&report)?;
+        return Ok(outcome(&report));
+    }
+    let report = delete::run(&request, user, &opts, cache_report)?;
+    if let (Some(path), Some(user)) = (receipt, user) {
         let doc = delete::receipt::Receipt::new(user, &report);
         delete::receipt::write(&path, &doc)?;
         render::note(&format!(
@@ -154,10 +162,15 @@ pub fn run(global: &GlobalArgs, args: &DeleteArgs) -> Result<Outcome, Error> {
             path.display()
         ));
     }
-    output(global.format(), &report, render::delete::delete_table)?;
-    Ok(if report.refused > 0 {
+    output(format, &report, render::delete::delete_table)?;
+    Ok(outcome(&report))
+}
+
+/// Exit 1 when a thread is refused.
+fn outcome(report: &delete::DeleteReport) -> Outcome {
+    if report.refused > 0 {
         Outcome::Refused
     } else {
         Outcome::Clean
-    })
+    }
 }

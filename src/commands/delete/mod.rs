@@ -13,7 +13,7 @@ pub mod receipt;
 
 pub use job::{Delete, NOT_DUE};
 
-use crate::commands::wiring::WriteRequest;
+use crate::commands::wiring::{Sink, WriteRequest};
 use dfck_core::deerflow::AppSchema;
 use dfck_core::error::Error;
 use dfck_core::store::Store;
@@ -206,21 +206,54 @@ impl DeleteReport {
         cache: CacheReport,
         threads: Vec<ThreadDelete>,
     ) -> Self {
-        let count = |s: DeleteStatus| threads.iter().filter(|t| t.status == s).count();
+        let mut totals = DeleteTotals::default();
+        threads.iter().for_each(|t| totals.add(t));
+        let mut report = DeleteReport::of(dry_run, erase, revision, cache, totals);
+        report.threads = threads;
+        report
+    }
+
+    /// The report of threads counted in `totals`, its list of threads empty: they were
+    /// handed over as they came.
+    fn of(
+        dry_run: bool,
+        erase: bool,
+        revision: Option<String>,
+        cache: CacheReport,
+        totals: DeleteTotals,
+    ) -> Self {
         DeleteReport {
             dry_run,
             erase,
             revision,
             cache,
-            deleted: count(DeleteStatus::Done) + count(DeleteStatus::Would),
-            refused: count(DeleteStatus::Refused),
-            skipped: count(DeleteStatus::Skipped),
-            checkpoints: threads
-                .iter()
-                .filter(|t| matches!(t.status, DeleteStatus::Done | DeleteStatus::Would))
-                .map(|t| t.checkpoints)
-                .sum(),
-            threads,
+            deleted: totals.deleted,
+            refused: totals.refused,
+            skipped: totals.skipped,
+            checkpoints: totals.checkpoints,
+            threads: Vec::new(),
+        }
+    }
+}
+
+/// The totals of a delete's threads, added up as they come.
+#[derive(Debug, Default)]
+struct DeleteTotals {
+    deleted: usize,
+    refused: usize,
+    skipped: usize,
+    checkpoints: u64,
+}
+
+impl DeleteTotals {
+    fn add(&mut self, t: &ThreadDelete) {
+        match t.status {
+            DeleteStatus::Done | DeleteStatus::Would => {
+                self.deleted += 1;
+                self.checkpoints += t.checkpoints;
+            }
+            DeleteStatus::Refused => self.refused += 1,
+            DeleteStatus::Skipped => self.skipped += 1,
         }
     }
 }
@@ -282,12 +315,31 @@ fn schema_of(store: &dyn Store) -> Result<AppSchema, Error> {
     Ok(schema)
 }
 
-/// Runs `dfck delete`: the dry run, or with `req.apply` the deletion.
+/// Runs `dfck delete`: the dry run, or with `req.apply` the deletion; the report holds every
+/// thread.
 pub fn run(
     req: &WriteRequest<'_>,
     user: Option<&str>,
     opts: &DeleteOptions,
     cache: CacheReport,
+) -> Result<DeleteReport, Error> {
+    let mut threads = Vec::new();
+    let mut report = run_each(req, user, opts, cache, &mut |t| {
+        threads.push(t);
+        Ok(())
+    })?;
+    report.threads = threads;
+    Ok(report)
+}
+
+/// [`run`], each thread's report handed to `sink` in thread order; the report returned holds
+/// the totals, not the threads.
+pub fn run_each(
+    req: &WriteRequest<'_>,
+    user: Option<&str>,
+    opts: &DeleteOptions,
+    cache: CacheReport,
+    sink: Sink<'_, ThreadDelete>,
 ) -> Result<DeleteReport, Error> {
     let probe = req.target.open_read_only()?;
     let schema = schema_of(probe.as_ref())?;
@@ -300,7 +352,12 @@ pub fn run(
         opts.events_dir.clone().filter(|_| opts.erase),
     );
     let job = Delete { opts, op: &op };
-    let threads = if req.apply {
+    let mut totals = DeleteTotals::default();
+    let mut counted = |t: ThreadDelete| {
+        totals.add(&t);
+        sink(t)
+    };
+    if req.apply {
         let run = dfck_core::write::RunOptions {
             jobs: usize::from(req.jobs),
             backup: req.backup,
@@ -310,22 +367,28 @@ pub fn run(
             cache: req.cache,
             exact_threads: true,
         };
+        // Only one backend runs; it takes the sink.
+        let sink = std::sync::Mutex::new(&mut counted);
+        let take = || {
+            sink.lock()
+                .map_err(|_| Error::Render("a report sink panicked".into()))
+        };
         crate::commands::wiring::with_connections(
             req.target,
             req.jobs,
             req.backup.is_some(),
-            |c| dfck_core::write::run(&job, c, &ids, &run),
-            |c| dfck_core::write::run(&job, c, &ids, &run),
-        )?
+            |c| dfck_core::write::run_each(&job, c, &ids, &run, &mut **take()?),
+            |c| dfck_core::write::run_each(&job, c, &ids, &run, &mut **take()?),
+        )?;
     } else {
         if req.backup.is_some() {
             return Err(Error::Usage("--backup goes with --apply".into()));
         }
         let store = req.target.open_read_only()?;
         let conn = dfck_core::store::ReadOnly(store.as_ref());
-        dfck_core::write::plan_each(&job, &conn, &ids, req.progress)?
-    };
-    Ok(DeleteReport::new(
-        !req.apply, opts.erase, revision, cache, threads,
+        dfck_core::write::plan_each_into(&job, &conn, &ids, req.progress, &mut counted)?;
+    }
+    Ok(DeleteReport::of(
+        !req.apply, opts.erase, revision, cache, totals,
     ))
 }

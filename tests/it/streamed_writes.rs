@@ -1,0 +1,207 @@
+//! `copy` and `delete` write their reports as their threads come (a plain table, compact
+//! JSON, CSV or NDJSON), so that their memory does not grow with the number of threads:
+//! byte-identical to the report held whole (`report-held:1`), its rows in memory or in the
+//! temporary file (`spool-bytes:0`), dry run and `--apply` (the rows written the same too). A
+//! temporary directory that does not exist fails the streamed run, which shows the stream
+//! was taken.
+
+use crate::common::pg::clone_db;
+use crate::common::*;
+use std::path::Path;
+use std::process::Output;
+
+fn copy(source: &str, to: &Path, extra: &[&str], failpoint: &str, tmp: Option<&str>) -> Output {
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", to.display()));
+    }
+    let mut c = crate::common::dfck_command();
+    c.arg("--db")
+        .arg(source)
+        .args(["copy", "--all", "--to"])
+        .arg(to)
+        .args(extra)
+        .env_remove("DFCK_DB")
+        .env_remove("COLUMNS")
+        .env("DFCK_FAILPOINT", failpoint);
+    if let Some(t) = tmp {
+        c.env("TMPDIR", t);
+    }
+    c.output().expect("run dfck")
+}
+
+const FORMATS: [&str; 4] = ["table", "json", "csv", "ndjson"];
+
+#[test]
+fn copy_reports_stream_what_they_would_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    let to = dir.path().join("target.db");
+    let (mut compared, mut deerflow, mut left, mut applied) = (0, false, false, 0);
+    for db in crate::sqlite_batch_reads::stores(dir.path()) {
+        let source = db.to_str().unwrap();
+        let stem = db.file_stem().unwrap().to_string_lossy().into_owned();
+        // Dry runs on every store; writes on two fixtures, and DeerFlow's database copied
+        // without its own tables (a target without DeerFlow's schema), which the report says
+        // below its threads.
+        let modes: &[&[&str]] = match stem.as_str() {
+            "sqlite-deerflow" | "sqlite-retention" => &[&[], &["--apply"]],
+            "sqlite-deerflow_app" => &[
+                &[],
+                &["--checkpoints-only"],
+                &["--apply", "--checkpoints-only"],
+            ],
+            _ => &[&[]],
+        };
+        for format in FORMATS {
+            for mode in modes {
+                let mut extra = vec!["--format", format];
+                extra.extend_from_slice(mode);
+                let held = copy(source, &to, &extra, "report-held:1", None);
+                // A store dfck refuses to copy from: nothing to compare.
+                if !matches!(held.status.code(), Some(0 | 1)) {
+                    continue;
+                }
+                let rows = |applied: bool| match applied {
+                    true => store_rows::sqlite_rows(to.to_str().unwrap()),
+                    false => Vec::new(),
+                };
+                let apply = mode.contains(&"--apply");
+                let held_rows = rows(apply);
+                let text = String::from_utf8_lossy(&held.stdout).into_owned();
+                deerflow |= text.contains("deerflow rows") || text.contains("deerflow_rows");
+                left |= text.contains("not copied (--checkpoints-only)");
+                compared += 1;
+                applied += usize::from(apply);
+                for failpoint in ["", "spool-bytes:0"] {
+                    let out = copy(source, &to, &extra, failpoint, None);
+                    assert_eq!(
+                        (out.status.code(), String::from_utf8_lossy(&out.stdout)),
+                        (held.status.code(), text.as_str().into()),
+                        "{stem} {extra:?} {failpoint}: {}",
+                        String::from_utf8_lossy(&out.stderr)
+                    );
+                    assert_eq!(rows(apply), held_rows, "{stem} {extra:?}");
+                }
+                // The stream was taken (NDJSON has no spool; CSV of no thread is empty).
+                if format != "ndjson" && !text.is_empty() {
+                    let missing = "/nonexistent-dfck-tmp";
+                    let out = copy(source, &to, &extra, "spool-bytes:0", Some(missing));
+                    let err = String::from_utf8_lossy(&out.stderr);
+                    assert_eq!(out.status.code(), Some(2), "{stem} {extra:?}: {err}");
+                    assert!(err.contains(missing), "{stem} {extra:?}: {err}");
+                }
+            }
+        }
+    }
+    assert!(
+        compared >= 80 && applied >= 12,
+        "{compared} reports, {applied} applied"
+    );
+    assert!(deerflow, "no report showed DeerFlow's rows");
+    assert!(left, "no table said what --checkpoints-only left");
+}
+
+fn delete(target: &str, args: &[&str], failpoint: &str, tmp: Option<&str>) -> Output {
+    let mut c = crate::common::dfck_command();
+    c.arg("--db")
+        .arg(target)
+        .arg("delete")
+        .args(args)
+        .env_remove("DFCK_DB")
+        .env_remove("COLUMNS")
+        .env("DFCK_FAILPOINT", failpoint);
+    if let Some(t) = tmp {
+        c.env("TMPDIR", t);
+    }
+    c.output().expect("run dfck")
+}
+
+/// The selections of `delete` compared: every thread due, none due (each a skipped row), one
+/// user's threads, named threads; dry runs and `--apply`.
+const DELETES: [&[&str]; 6] = [
+    &["--older-than", "1s"],
+    &["--older-than", "36500d"],
+    &["--user", "a0000000-0000-4000-8000-000000000003"],
+    &["--older-than", "1s", "--apply"],
+    &["--user", "a0000000-0000-4000-8000-000000000003", "--apply"],
+    &[
+        "df0a0000-0000-4000-8000-000000000001",
+        "df0a0000-0000-4000-8000-000000000002",
+        "--apply",
+    ],
+];
+
+/// Compares `delete`'s streamed reports with the held ones on fresh copies `fresh` makes
+/// (with a reader of their rows); how many reports were compared.
+fn compare_deletes(fresh: &mut dyn FnMut() -> (String, Box<dyn Fn() -> Vec<String>>)) -> usize {
+    let mut compared = 0;
+    for args in DELETES {
+        for format in FORMATS {
+            let mut args = args.to_vec();
+            args.extend(["--format", format]);
+            let (target, rows) = fresh();
+            let held = delete(&target, &args, "report-held:1", None);
+            assert!(
+                matches!(held.status.code(), Some(0 | 1)),
+                "{args:?}: {}",
+                String::from_utf8_lossy(&held.stderr)
+            );
+            let held_rows = rows();
+            if args.contains(&"--apply") {
+                // The reports compared are of real deletions.
+                let (_, untouched) = fresh();
+                assert_ne!(held_rows, untouched(), "{args:?} deleted nothing");
+            }
+            let text = String::from_utf8_lossy(&held.stdout).into_owned();
+            compared += 1;
+            for failpoint in ["", "spool-bytes:0"] {
+                let (target, rows) = fresh();
+                let out = delete(&target, &args, failpoint, None);
+                assert_eq!(
+                    (out.status.code(), String::from_utf8_lossy(&out.stdout)),
+                    (held.status.code(), text.as_str().into()),
+                    "{args:?} {failpoint}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                assert_eq!(rows(), held_rows, "{args:?} {failpoint}");
+            }
+            if format != "ndjson" {
+                let (target, _) = fresh();
+                let missing = "/nonexistent-dfck-tmp";
+                let out = delete(&target, &args, "spool-bytes:0", Some(missing));
+                let err = String::from_utf8_lossy(&out.stderr);
+                assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+                assert!(err.contains(missing), "{args:?}: {err}");
+            }
+        }
+    }
+    compared
+}
+
+#[test]
+fn delete_reports_stream_what_they_would_hold_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut n = 0;
+    let mut fresh = || -> (String, Box<dyn Fn() -> Vec<String>>) {
+        n += 1;
+        let into = dir.path().join(n.to_string());
+        std::fs::create_dir_all(&into).unwrap();
+        let db = crate::sqlite_batch_reads::copy_store("sqlite", "deerflow_app", &into);
+        let path = db.to_str().unwrap().to_owned();
+        let read = path.clone();
+        (path, Box::new(move || store_rows::sqlite_rows(&read)))
+    };
+    assert_eq!(compare_deletes(&mut fresh), DELETES.len() * FORMATS.len());
+}
+
+#[test]
+fn delete_reports_stream_what_they_would_hold_on_postgres() {
+    let Some(uri) = require_postgres("the streamed delete reports") else {
+        return;
+    };
+    let mut fresh = || -> (String, Box<dyn Fn() -> Vec<String>>) {
+        let target = clone_db(&uri, "dfck_deerflow_app", "dfck_streamed_delete");
+        let read = target.clone();
+        (target, Box::new(move || store_rows::pg_rows(&read)))
+    };
+    assert_eq!(compare_deletes(&mut fresh), DELETES.len() * FORMATS.len());
+}
