@@ -97,6 +97,9 @@ pub fn run(global: &GlobalArgs, args: &CopyArgs) -> Result<Outcome, Error> {
     let format = global.format();
     let held = dfck_core::failpoint::Failpoints::from_env("copy").report_held();
     let report = if render::CopyStream::streams(format) && !held {
+        if args.apply {
+            render::check_stream_before_writes(format)?;
+        }
         let mut out = render::CopyStream::new(format, copy.copies_deerflow())?;
         let report = copy.run_each(&mut |t| out.push(&t))?;
         out.finish(&report)?;

@@ -148,6 +148,9 @@ pub fn run(global: &GlobalArgs, args: &DeleteArgs) -> Result<Outcome, Error> {
     let format = global.format();
     let held = dfck_core::failpoint::Failpoints::from_env("delete").report_held();
     if receipt.is_none() && render::delete::DeleteStream::streams(format) && !held {
+        if args.apply {
+            render::check_stream_before_writes(format)?;
+        }
         let mut out = render::delete::DeleteStream::new(format)?;
         let report = delete::run_each(&request, user, &opts, cache_report, &mut |t| out.push(&t))?;
         out.finish(&report)?;

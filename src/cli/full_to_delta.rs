@@ -103,6 +103,7 @@ pub fn run(global: &GlobalArgs, args: &FullToDeltaArgs) -> Result<Outcome, Error
         stream: render::full_to_delta::stream,
         head: render::full_to_delta::head,
         table: render::full_to_delta_table,
+        writes: args.apply,
     };
     let report = writing.write(
         global.format(),

@@ -104,6 +104,7 @@ pub fn run(global: &GlobalArgs, args: &MigrateArgs) -> Result<Outcome, Error> {
         stream: render::migrate::stream,
         head: render::migrate::head,
         table: render::migrate::migrate_table,
+        writes: args.apply,
     };
     let report: MigrateReport = writing.write(
         global.format(),

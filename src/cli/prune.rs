@@ -119,6 +119,7 @@ pub fn run(global: &GlobalArgs, args: &PruneArgs) -> Result<Outcome, Error> {
         stream: render::prune::stream,
         head: render::prune::head,
         table: render::prune::prune_table,
+        writes: args.apply,
     };
     // Without an age, no thread is deleted whole: the report streams (docs/performance.md).
     let report = writing.write(

@@ -16,6 +16,9 @@ pub(crate) struct ReportWriting<R, T> {
     pub head: fn(&T) -> String,
     /// The whole report as text.
     pub table: fn(&T) -> String,
+    /// The command writes to the store (`--apply`): a stream that could not keep its rows
+    /// fails before the first write.
+    pub writes: bool,
 }
 
 impl<R: serde::Serialize, T: serde::Serialize> ReportWriting<R, T> {
@@ -30,6 +33,9 @@ impl<R: serde::Serialize, T: serde::Serialize> ReportWriting<R, T> {
     ) -> Result<T, Error> {
         let failpoints = dfck_core::failpoint::Failpoints::from_env(self.command);
         if streamable && render::streams(format) && !failpoints.report_held() {
+            if self.writes {
+                render::check_stream_before_writes(format)?;
+            }
             let mut out = (self.stream)(format)?;
             let report = each(&mut |r| out.push(&r))?;
             out.finish((self.head)(&report), &report)?;

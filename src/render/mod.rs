@@ -41,6 +41,13 @@ pub fn streams(format: Format) -> bool {
     stream::RowStream::streams(format)
 }
 
+/// Before a write command streams its report in `format` ([`streams`]): fails, naming the
+/// temporary directory, when its rows could not wait in a temporary file there, so that the
+/// command stops before its first write.
+pub fn check_stream_before_writes(format: Format) -> Result<(), dfck_core::error::Error> {
+    stream::RowStream::check_before_writes(format)
+}
+
 use crate::commands::inspect::{StateReport, ThreadReport};
 use dfck_core::lineage::{LineageEntry, LineageReport};
 use escape::owned as esc;

@@ -78,6 +78,12 @@ impl Spool {
     }
 }
 
+/// Fails, saying why, when a spool could not move its rows to a temporary file: one is made
+/// and dropped at once.
+pub(crate) fn probe() -> std::io::Result<()> {
+    tempfile::tempfile().map(drop).map_err(in_temp_dir)
+}
+
 /// A spool's I/O error, saying where the rows were kept.
 fn in_temp_dir(e: std::io::Error) -> std::io::Error {
     std::io::Error::new(

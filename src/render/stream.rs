@@ -38,6 +38,17 @@ impl RowStream {
         }
     }
 
+    /// Before a command that writes to the store streams its report in `format`: fails when
+    /// the rows could not wait in a temporary file, so that the command stops before its
+    /// first write rather than after its last (NDJSON waits for nothing).
+    pub fn check_before_writes(format: Format) -> Result<(), Error> {
+        match format {
+            Format::Ndjson => Ok(()),
+            _ if Self::streams(format) => Ok(super::spool::probe()?),
+            _ => Ok(()),
+        }
+    }
+
     /// Rows for `format` ([`RowStream::streams`]) of the report's list `list`; a table
     /// with this header. NDJSON is written to stdout from the first row on (refused when
     /// stdout was closed at exec).

@@ -205,3 +205,60 @@ fn delete_reports_stream_what_they_would_hold_on_postgres() {
     };
     assert_eq!(compare_deletes(&mut fresh), DELETES.len() * FORMATS.len());
 }
+
+/// A write command whose streamed report could not wait in a temporary file stops before its
+/// first write (exit 2, one line naming the directory), however small its report: the store
+/// (and a copy's target) is left as it was. NDJSON waits for nothing, and runs.
+#[test]
+fn a_write_whose_report_cannot_wait_fails_before_its_first_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = "/nonexistent-dfck-tmp";
+    let to = dir.path().join("copied.db");
+    let to = to.to_str().unwrap();
+    let commands: [(&str, &[&str]); 5] = [
+        ("retention", &["prune", "--all", "--branches", "--apply"]),
+        (
+            "delta_k3",
+            &["migrate", "delta-to-full", "--all", "--apply"],
+        ),
+        ("full", &["migrate", "full-to-delta", "--all", "--apply"]),
+        ("delta_k3", &["copy", "--all", "--to", to, "--apply"]),
+        ("deerflow_app", &["delete", "--older-than", "1s", "--apply"]),
+    ];
+    let mut n = 0;
+    for (stem, args) in commands {
+        for format in FORMATS {
+            n += 1;
+            let into = dir.path().join(n.to_string());
+            std::fs::create_dir_all(&into).unwrap();
+            let db = crate::sqlite_batch_reads::copy_store("sqlite", stem, &into);
+            let db = db.to_str().unwrap();
+            let before = store_rows::sqlite_rows(db);
+            let _ = std::fs::remove_file(to);
+            let mut c = crate::common::dfck_command();
+            c.arg("--db")
+                .arg(db)
+                .args(args)
+                .args(["--format", format])
+                .env_remove("DFCK_DB")
+                .env_remove("COLUMNS")
+                .env("TMPDIR", missing);
+            let out = c.output().expect("run dfck");
+            let err = String::from_utf8_lossy(&out.stderr);
+            let changed = store_rows::sqlite_rows(db) != before
+                || std::path::Path::new(to).exists() && !store_rows::sqlite_rows(to).is_empty();
+            if format == "ndjson" {
+                assert!(matches!(out.status.code(), Some(0 | 1)), "{args:?}: {err}");
+                assert!(changed, "{stem} {args:?} changed nothing");
+                continue;
+            }
+            assert_eq!(out.status.code(), Some(2), "{args:?} {format}: {err}");
+            assert!(
+                err.contains("temporary file") && err.contains(missing) && err.lines().count() == 1,
+                "{args:?} {format}: {err}"
+            );
+            assert!(out.stdout.is_empty(), "{args:?} {format}");
+            assert!(!changed, "{stem} {args:?} {format} wrote before failing");
+        }
+    }
+}
