@@ -95,11 +95,7 @@ pub fn run(global: &GlobalArgs, args: &CopyArgs) -> Result<Outcome, Error> {
     // Written as its threads come where the format allows (docs/performance.md, "Reports of
     // many threads"); held whole for a terminal's table and `--pretty` JSON.
     let format = global.format();
-    let held = dfck_core::failpoint::Failpoints::from_env("copy").report_held();
-    let report = if render::CopyStream::streams(format) && !held {
-        if args.apply {
-            render::check_stream_before_writes(format)?;
-        }
+    let report = if super::report::streamed("copy", format, args.apply) {
         let mut out = render::CopyStream::new(format, copy.copies_deerflow())?;
         let report = copy.run_each(&mut |t| out.push(&t))?;
         out.finish(&report)?;

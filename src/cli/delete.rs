@@ -146,11 +146,7 @@ pub fn run(global: &GlobalArgs, args: &DeleteArgs) -> Result<Outcome, Error> {
     // many threads"); held whole for a terminal's table, `--pretty` JSON, or a receipt (which
     // lists the user's threads).
     let format = global.format();
-    let held = dfck_core::failpoint::Failpoints::from_env("delete").report_held();
-    if receipt.is_none() && render::delete::DeleteStream::streams(format) && !held {
-        if args.apply {
-            render::check_stream_before_writes(format)?;
-        }
+    if receipt.is_none() && super::report::streamed("delete", format, args.apply) {
         let mut out = render::delete::DeleteStream::new(format)?;
         let report = delete::run_each(&request, user, &opts, cache_report, &mut |t| out.push(&t))?;
         out.finish(&report)?;

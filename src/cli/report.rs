@@ -16,8 +16,7 @@ pub(crate) struct ReportWriting<R, T> {
     pub head: fn(&T) -> String,
     /// The whole report as text.
     pub table: fn(&T) -> String,
-    /// The command writes to the store (`--apply`): a stream that could not keep its rows
-    /// fails before the first write.
+    /// The command writes to the store (`--apply`) ([`streamed`]).
     pub writes: bool,
 }
 
@@ -31,11 +30,7 @@ impl<R: serde::Serialize, T: serde::Serialize> ReportWriting<R, T> {
         each: impl FnOnce(&mut (dyn FnMut(R) -> Result<(), Error> + Send)) -> Result<T, Error>,
         held: impl FnOnce() -> Result<T, Error>,
     ) -> Result<T, Error> {
-        let failpoints = dfck_core::failpoint::Failpoints::from_env(self.command);
-        if streamable && render::streams(format) && !failpoints.report_held() {
-            if self.writes {
-                render::check_stream_before_writes(format)?;
-            }
+        if streamable && streamed(self.command, format, self.writes) {
             let mut out = (self.stream)(format)?;
             let report = each(&mut |r| out.push(&r))?;
             out.finish((self.head)(&report), &report)?;
@@ -45,4 +40,24 @@ impl<R: serde::Serialize, T: serde::Serialize> ReportWriting<R, T> {
         output(format, &report, self.table)?;
         Ok(report)
     }
+}
+
+/// Whether `command`'s report is written as its rows come: where `format` streams and no
+/// failpoint (`report-held`) asks for it whole. A command that `writes` to the store streams
+/// only where its rows could wait in a temporary file; otherwise its report is held in
+/// memory, as a note on stderr says, so that a report is never lost after the writes.
+pub(crate) fn streamed(command: &'static str, format: render::Format, writes: bool) -> bool {
+    let failpoints = dfck_core::failpoint::Failpoints::from_env(command);
+    if !render::streams(format) || failpoints.report_held() {
+        return false;
+    }
+    if writes {
+        if let Err(e) = render::check_stream_before_writes(format) {
+            render::note(&format!(
+                "dfck: note: {e}; the report is held in memory instead"
+            ));
+            return false;
+        }
+    }
+    true
 }

@@ -41,8 +41,7 @@ pub fn run(global: &GlobalArgs, args: &VerifyArgs) -> Result<Outcome, Error> {
     // NDJSON, CSV): memory stays flat whatever their number. A terminal's table and
     // `--pretty` JSON lay the whole report out.
     let format = global.format();
-    let held = dfck_core::failpoint::Failpoints::from_env("verify").report_held();
-    let mut stream = match render::FindingStream::streams(format) && !held {
+    let mut stream = match super::report::streamed("verify", format, false) {
         true => Some(render::FindingStream::new(format)?),
         false => None,
     };

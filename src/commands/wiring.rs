@@ -79,6 +79,24 @@ impl WriteRequest<'_> {
 /// A sink for the reports a write command streams ([`WriteRequest::dry_or_apply_each`]).
 pub type Sink<'a, R> = &'a mut (dyn FnMut(R) -> Result<(), Error> + Send);
 
+/// A report sink handed to whichever of several closures runs (one backend's half of a
+/// command): each takes it when it does.
+pub struct OneSink<'a, R>(std::sync::Mutex<Sink<'a, R>>);
+
+impl<'a, R> OneSink<'a, R> {
+    /// Shares `sink`.
+    pub fn new(sink: Sink<'a, R>) -> Self {
+        OneSink(std::sync::Mutex::new(sink))
+    }
+
+    /// The sink, for the closure that runs.
+    pub fn take(&self) -> Result<std::sync::MutexGuard<'_, Sink<'a, R>>, Error> {
+        self.0
+            .lock()
+            .map_err(|_| Error::Render("a report sink panicked".into()))
+    }
+}
+
 impl WriteRequest<'_> {
     /// [`WriteRequest::dry_or_apply`] for a command whose thread reports stream: whichever
     /// half runs hands them to `sink` (the write engine's `dry_run_each` or `run_each`).
@@ -99,17 +117,12 @@ impl WriteRequest<'_> {
         ) -> Result<(), Error>,
     ) -> Result<(), Error> {
         // Only one half runs; each takes the sink when it does.
-        let shared = std::sync::Mutex::new(sink);
-        let take = || {
-            shared
-                .lock()
-                .map_err(|_| Error::Render("a report sink panicked".into()))
-        };
+        let shared = OneSink::new(sink);
         self.dry_or_apply(
             phase,
-            |store| dry(store, &mut **take()?),
-            |c, run| sqlite(c, run, &mut **take()?),
-            |c, run| postgres(c, run, &mut **take()?),
+            |store| dry(store, &mut **shared.take()?),
+            |c, run| sqlite(c, run, &mut **shared.take()?),
+            |c, run| postgres(c, run, &mut **shared.take()?),
         )
     }
 }

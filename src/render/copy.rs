@@ -4,7 +4,7 @@
 
 use super::grid::Grid;
 use super::stream::RowStream;
-use super::{Format, add_row, esc, finish, human_bytes, opt, table};
+use super::{Format, add_row, esc, finish, human_bytes, opt, table, table_counts};
 use crate::commands::copy::{CopyReport, CopyThread};
 use dfck_core::error::Error;
 use std::fmt::Write as _;
@@ -26,18 +26,6 @@ fn header(deerflow: bool) -> Vec<&'static str> {
     headers
 }
 
-/// Rows per table, as the report shows them.
-fn counts(rows: &[(String, u64)]) -> String {
-    if rows.is_empty() {
-        "-".to_owned()
-    } else {
-        rows.iter()
-            .map(|(t, n)| format!("{t} {n}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
-}
-
 fn add_thread(t: &mut Grid, p: &CopyThread, deerflow: bool) {
     let mut row = vec![
         p.thread_id.clone(),
@@ -48,7 +36,7 @@ fn add_thread(t: &mut Grid, p: &CopyThread, deerflow: bool) {
         human_bytes(p.bytes),
     ];
     if deerflow {
-        row.push(counts(&p.deerflow_rows));
+        row.push(table_counts(&p.deerflow_rows));
     }
     row.push(opt(&p.reason));
     add_row(t, row);
@@ -90,13 +78,13 @@ fn head(r: &CopyReport) -> String {
             "deerflow: schema {}; rows {}: {}",
             d.revision.as_deref().unwrap_or("unrecorded"),
             if r.dry_run { "to copy" } else { "copied" },
-            counts(&d.rows)
+            table_counts(&d.rows)
         );
         if let Some(s) = &d.shared {
             let what = match (s.rows.is_empty(), &s.reason) {
                 (true, Some(why)) => esc(why),
-                (false, Some(why)) => format!("{} ({})", counts(&s.rows), esc(why)),
-                (_, None) => counts(&s.rows),
+                (false, Some(why)) => format!("{} ({})", table_counts(&s.rows), esc(why)),
+                (_, None) => table_counts(&s.rows),
             };
             let _ = writeln!(out, "deerflow rows outside threads: {}: {what}", s.status);
         }
@@ -138,12 +126,7 @@ pub struct CopyStream {
 }
 
 impl CopyStream {
-    /// Whether the report can be streamed in `format` (otherwise it is held whole).
-    pub fn streams(format: Format) -> bool {
-        RowStream::streams(format)
-    }
-
-    /// A stream for `format` ([`CopyStream::streams`]), with the column of DeerFlow's rows
+    /// A stream for `format` ([`streams`](super::streams)), with the column of DeerFlow's rows
     /// when `deerflow`.
     pub fn new(format: Format, deerflow: bool) -> Result<Self, Error> {
         Ok(CopyStream {

@@ -4,7 +4,7 @@
 
 use super::grid::Grid;
 use super::stream::RowStream;
-use super::{Format, add_row, finish, human_bytes, table};
+use super::{Format, add_row, finish, human_bytes, table, table_counts};
 use crate::commands::delete::{DeleteReport, ThreadDelete};
 use dfck_core::error::Error;
 use std::fmt::Write;
@@ -66,15 +66,7 @@ fn head(r: &DeleteReport) -> String {
 }
 
 fn add_thread(t: &mut Grid, d: &ThreadDelete) {
-    let rows = if d.app_rows.is_empty() {
-        "-".to_owned()
-    } else {
-        d.app_rows
-            .iter()
-            .map(|(table, n)| format!("{table} {n}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
+    let rows = table_counts(&d.app_rows);
     add_row(
         t,
         vec![
@@ -113,12 +105,7 @@ pub struct DeleteStream {
 }
 
 impl DeleteStream {
-    /// Whether the report can be streamed in `format` (otherwise it is held whole).
-    pub fn streams(format: Format) -> bool {
-        RowStream::streams(format)
-    }
-
-    /// A stream for `format` ([`DeleteStream::streams`]).
+    /// A stream for `format` ([`streams`](super::streams)).
     pub fn new(format: Format) -> Result<Self, Error> {
         Ok(DeleteStream {
             rows: RowStream::new(format, "threads", &HEADER)?,

@@ -216,6 +216,11 @@ impl Grid {
 
     /// A table whose rows wait in a [`Spool`] (rendered, compact) until it is written with
     /// [`Grid::write_spooled`]: its memory does not grow with its rows.
+    /// The first row a [`Grid::spooled`] table could not keep ([`Spool::check`]).
+    pub fn check_spool(&self) -> std::io::Result<()> {
+        self.spool.as_ref().map_or(Ok(()), Spool::check)
+    }
+
     pub fn spooled(header: &[&str]) -> Self {
         let mut g = Grid::new(header);
         g.spool = Some(Spool::for_report());

@@ -111,6 +111,15 @@ pub(crate) fn finish(out: String) -> String {
     grid::wrap_text(&out)
 }
 
+/// Rows per table as reports show them (`threads_meta 1, runs 2`), `-` for none.
+fn table_counts(rows: &[(String, u64)]) -> String {
+    if rows.is_empty() {
+        return "-".to_owned();
+    }
+    let each: Vec<String> = rows.iter().map(|(t, n)| format!("{t} {n}")).collect();
+    each.join(", ")
+}
+
 fn opt<T: ToString>(v: &Option<T>) -> String {
     v.as_ref().map(T::to_string).unwrap_or_else(|| "-".into())
 }

@@ -169,6 +169,11 @@ impl CsvRows {
         Ok(())
     }
 
+    /// The first row that could not be kept ([`Spool::check`]).
+    pub fn check(&self) -> std::io::Result<()> {
+        self.spool.check()
+    }
+
     /// Writes the header and every row (nothing when no row came).
     pub fn write(&mut self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
         if self.rows == 0 {

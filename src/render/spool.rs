@@ -13,6 +13,8 @@ pub(crate) const IN_MEMORY: usize = 4 << 20;
 pub(crate) struct Spool {
     file: std::io::BufWriter<SpooledTempFile>,
     records: u64,
+    /// The record whose write fails (the `spool-fail` failpoint in tests).
+    fail_at: Option<u64>,
     /// The first failed write, reported when the records are read back.
     error: Option<std::io::Error>,
 }
@@ -31,6 +33,7 @@ impl Spool {
         Spool {
             file: std::io::BufWriter::with_capacity(1 << 16, tempfile::spooled_tempfile(in_memory)),
             records: 0,
+            fail_at: None,
             error: None,
         }
     }
@@ -38,12 +41,18 @@ impl Spool {
     /// An empty spool with the budget of this run (`spool-bytes` failpoint in tests).
     pub fn for_report() -> Self {
         let failpoints = dfck_core::failpoint::Failpoints::from_env("report");
-        Spool::new(failpoints.spool_bytes(IN_MEMORY))
+        let mut spool = Spool::new(failpoints.spool_bytes(IN_MEMORY));
+        spool.fail_at = failpoints.spool_fail();
+        spool
     }
 
     /// Appends one record; a failed write is reported by [`Spool::each`].
     pub fn push(&mut self, record: &[u8]) {
         if self.error.is_some() {
+            return;
+        }
+        if self.fail_at == Some(self.records + 1) {
+            self.error = Some(std::io::Error::from(std::io::ErrorKind::StorageFull));
             return;
         }
         let r = u32::try_from(record.len())
@@ -53,6 +62,15 @@ impl Spool {
         match r {
             Ok(()) => self.records += 1,
             Err(e) => self.error = Some(e),
+        }
+    }
+
+    /// The first failed write so far, saying where the rows were kept: a stream stops at
+    /// the row that could not be kept, not after the command's last write.
+    pub fn check(&self) -> std::io::Result<()> {
+        match &self.error {
+            Some(e) => Err(in_temp_dir(std::io::Error::new(e.kind(), e.to_string()))),
+            None => Ok(()),
         }
     }
 

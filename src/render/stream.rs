@@ -1,5 +1,5 @@
-//! Reports written as their rows come: a whole-store report (the store summary, `prune`)
-//! renders each thread's row when the command hands it over. NDJSON writes it at once; the
+//! Reports written as their rows come: a whole-store report (the store summary, `verify`,
+//! the write commands) renders each row when the command hands it over. NDJSON writes it at once; the
 //! plain table layout, compact JSON and CSV keep it in a [`Spool`] until the lines above the
 //! rows (totals, counts, columns) are known, then write those lines and the rows. A
 //! terminal's table (laid out to its width) and `--pretty` JSON are rendered from the held
@@ -71,7 +71,8 @@ impl RowStream {
         self.shown
     }
 
-    /// Adds one row: `row` as JSON, or the table's cells `cells` adds.
+    /// Adds one row: `row` as JSON, or the table's cells `cells` adds. A row that could not
+    /// be kept (its temporary file failed) is an error here, so that the command stops.
     pub fn push<T: serde::Serialize>(
         &mut self,
         row: &T,
@@ -79,13 +80,20 @@ impl RowStream {
     ) -> Result<(), Error> {
         self.shown += 1;
         match &mut self.rows {
-            Rows::Table(g) => cells(g),
+            Rows::Table(g) => {
+                cells(g);
+                g.check_spool()?;
+            }
             Rows::Json(spool) => {
                 let mut buf = Vec::with_capacity(512);
                 super::json::to_writer(&mut buf, row).map_err(super::output::json_error)?;
                 spool.push(&buf);
+                spool.check()?;
             }
-            Rows::Csv(csv) => csv.push(row)?,
+            Rows::Csv(csv) => {
+                csv.push(row)?;
+                csv.check()?;
+            }
             Rows::Lines(w) => w.row(row)?,
         }
         Ok(())
@@ -93,9 +101,9 @@ impl RowStream {
 
     /// Writes the report to stdout. A table: `head` (the lines above it, escaped and
     /// wrapped as every text report), then the table and a newline when it has rows or
-    /// `header_alone`. JSON: `doc`, the report with its `"threads"` list empty, that list
-    /// holding the rows. CSV: the header and the rows. NDJSON: what is buffered (its rows
-    /// are the report).
+    /// `header_alone`. JSON: `doc`, the report with its list of rows (`"threads"`,
+    /// `"findings"`) empty, that list holding the rows. CSV: the header and the rows.
+    /// NDJSON: what is buffered (its rows are the report).
     pub fn finish<T: serde::Serialize>(
         self,
         head: impl FnOnce() -> String,

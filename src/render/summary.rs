@@ -123,8 +123,8 @@ pub fn summary_table(s: &StoreSummary) -> String {
     finish(out)
 }
 
-/// The store summary written as its threads come ([`RowStream`]: the plain table layout or
-/// compact JSON, the formats a report of a million threads is read in).
+/// The store summary written as its threads come ([`RowStream`]: the plain table layout,
+/// compact JSON, NDJSON or CSV).
 pub struct SummaryStream {
     rows: RowStream,
     /// How many of the threads listed hold delta checkpoints.

@@ -94,12 +94,7 @@ pub struct FindingStream {
 }
 
 impl FindingStream {
-    /// Whether findings can be streamed in `format` (otherwise the report is held whole).
-    pub fn streams(format: Format) -> bool {
-        RowStream::streams(format)
-    }
-
-    /// A stream for `format` ([`FindingStream::streams`]).
+    /// A stream for `format` ([`streams`](super::streams)).
     pub fn new(format: Format) -> Result<Self, Error> {
         Ok(FindingStream {
             rows: RowStream::new(format, "findings", &HEADER)?,

@@ -31,6 +31,34 @@ fn copy(source: &str, to: &Path, extra: &[&str], failpoint: &str, tmp: Option<&s
 
 const FORMATS: [&str; 4] = ["table", "json", "csv", "ndjson"];
 
+/// A temporary directory that is not there.
+const MISSING: &str = "/nonexistent-dfck-tmp";
+
+/// A run whose report's rows cannot wait in a temporary file (`TMPDIR` missing): a dry run
+/// fails, exit 2 with one line naming the directory (the stream was taken, and failed); a
+/// run that writes (`apply`) checks first and holds its report instead, saying so on stderr,
+/// and ends as the held run `held` did.
+fn held_when_no_file(out: &Output, apply: bool, held: &Output, what: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    if apply {
+        assert_eq!(
+            (out.status.code(), &out.stdout),
+            (held.status.code(), &held.stdout),
+            "{what}: {err}"
+        );
+        assert!(
+            err.contains(MISSING) && err.contains("the report is held in memory instead"),
+            "{what}: {err}"
+        );
+    } else {
+        assert_eq!(out.status.code(), Some(2), "{what}: {err}");
+        assert!(
+            err.contains("temporary file") && err.contains(MISSING) && err.lines().count() == 1,
+            "{what}: {err}"
+        );
+    }
+}
+
 #[test]
 fn copy_reports_stream_what_they_would_hold() {
     let dir = tempfile::tempdir().unwrap();
@@ -81,13 +109,11 @@ fn copy_reports_stream_what_they_would_hold() {
                     );
                     assert_eq!(rows(apply), held_rows, "{stem} {extra:?}");
                 }
-                // The stream was taken (NDJSON has no spool; CSV of no thread is empty).
+                // The stream was taken (NDJSON has no spool; CSV of no thread is empty);
+                // a write holds its report instead ([`held_when_no_file`]).
                 if format != "ndjson" && !text.is_empty() {
-                    let missing = "/nonexistent-dfck-tmp";
-                    let out = copy(source, &to, &extra, "spool-bytes:0", Some(missing));
-                    let err = String::from_utf8_lossy(&out.stderr);
-                    assert_eq!(out.status.code(), Some(2), "{stem} {extra:?}: {err}");
-                    assert!(err.contains(missing), "{stem} {extra:?}: {err}");
+                    let out = copy(source, &to, &extra, "spool-bytes:0", Some(MISSING));
+                    held_when_no_file(&out, apply, &held, &format!("{stem} {extra:?}"));
                 }
             }
         }
@@ -165,12 +191,13 @@ fn compare_deletes(fresh: &mut dyn FnMut() -> (String, Box<dyn Fn() -> Vec<Strin
                 assert_eq!(rows(), held_rows, "{args:?} {failpoint}");
             }
             if format != "ndjson" {
-                let (target, _) = fresh();
-                let missing = "/nonexistent-dfck-tmp";
-                let out = delete(&target, &args, "spool-bytes:0", Some(missing));
-                let err = String::from_utf8_lossy(&out.stderr);
-                assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-                assert!(err.contains(missing), "{args:?}: {err}");
+                let (target, rows) = fresh();
+                let out = delete(&target, &args, "spool-bytes:0", Some(MISSING));
+                let apply = args.contains(&"--apply");
+                held_when_no_file(&out, apply, &held, &format!("{args:?}"));
+                if apply {
+                    assert_eq!(rows(), held_rows, "{args:?}");
+                }
             }
         }
     }
@@ -206,13 +233,13 @@ fn delete_reports_stream_what_they_would_hold_on_postgres() {
     assert_eq!(compare_deletes(&mut fresh), DELETES.len() * FORMATS.len());
 }
 
-/// A write command whose streamed report could not wait in a temporary file stops before its
-/// first write (exit 2, one line naming the directory), however small its report: the store
-/// (and a copy's target) is left as it was. NDJSON waits for nothing, and runs.
+/// A write command whose streamed report could not wait in a temporary file (`TMPDIR`
+/// missing) finds out before its first write and holds its report in memory instead, however
+/// small: it writes what the held run writes and prints what it prints, with a note on
+/// stderr, rather than losing its report after its last write. NDJSON waits for nothing.
 #[test]
-fn a_write_whose_report_cannot_wait_fails_before_its_first_write() {
+fn a_write_whose_report_cannot_wait_in_a_file_holds_it() {
     let dir = tempfile::tempdir().unwrap();
-    let missing = "/nonexistent-dfck-tmp";
     let to = dir.path().join("copied.db");
     let to = to.to_str().unwrap();
     let commands: [(&str, &[&str]); 5] = [
@@ -225,40 +252,94 @@ fn a_write_whose_report_cannot_wait_fails_before_its_first_write() {
         ("delta_k3", &["copy", "--all", "--to", to, "--apply"]),
         ("deerflow_app", &["delete", "--older-than", "1s", "--apply"]),
     ];
-    let mut n = 0;
+    // Each run on a fresh copy of `stem` at the same path (and no copy target): its exit,
+    // stdout, stderr and the rows of the store and the target after it.
+    let run = |stem: &str, args: &[&str], failpoint: &str, tmp: Option<&str>| {
+        let into = dir.path().join("work");
+        let _ = std::fs::remove_dir_all(&into);
+        std::fs::create_dir_all(&into).unwrap();
+        let db = crate::sqlite_batch_reads::copy_store("sqlite", stem, &into);
+        let db = db.to_str().unwrap().to_owned();
+        let before = store_rows::sqlite_rows(&db);
+        let _ = std::fs::remove_file(to);
+        let mut c = crate::common::dfck_command();
+        c.arg("--db")
+            .arg(&db)
+            .args(args)
+            .env_remove("DFCK_DB")
+            .env_remove("COLUMNS")
+            .env("DFCK_FAILPOINT", failpoint);
+        if let Some(t) = tmp {
+            c.env("TMPDIR", t);
+        }
+        let out = c.output().expect("run dfck");
+        let mut rows = store_rows::sqlite_rows(&db);
+        if std::path::Path::new(to).exists() {
+            rows.extend(store_rows::sqlite_rows(to));
+        }
+        assert!(rows != before, "{stem} {args:?} wrote nothing");
+        (out, rows)
+    };
     for (stem, args) in commands {
         for format in FORMATS {
-            n += 1;
-            let into = dir.path().join(n.to_string());
-            std::fs::create_dir_all(&into).unwrap();
-            let db = crate::sqlite_batch_reads::copy_store("sqlite", stem, &into);
-            let db = db.to_str().unwrap();
-            let before = store_rows::sqlite_rows(db);
-            let _ = std::fs::remove_file(to);
-            let mut c = crate::common::dfck_command();
-            c.arg("--db")
-                .arg(db)
-                .args(args)
-                .args(["--format", format])
-                .env_remove("DFCK_DB")
-                .env_remove("COLUMNS")
-                .env("TMPDIR", missing);
-            let out = c.output().expect("run dfck");
+            let mut args = args.to_vec();
+            args.extend(["--format", format]);
+            let (held, held_rows) = run(stem, &args, "report-held:1", None);
+            let (out, rows) = run(stem, &args, "", Some(MISSING));
             let err = String::from_utf8_lossy(&out.stderr);
-            let changed = store_rows::sqlite_rows(db) != before
-                || std::path::Path::new(to).exists() && !store_rows::sqlite_rows(to).is_empty();
-            if format == "ndjson" {
-                assert!(matches!(out.status.code(), Some(0 | 1)), "{args:?}: {err}");
-                assert!(changed, "{stem} {args:?} changed nothing");
-                continue;
-            }
-            assert_eq!(out.status.code(), Some(2), "{args:?} {format}: {err}");
-            assert!(
-                err.contains("temporary file") && err.contains(missing) && err.lines().count() == 1,
-                "{args:?} {format}: {err}"
+            assert_eq!(
+                (out.status.code(), String::from_utf8_lossy(&out.stdout)),
+                (held.status.code(), String::from_utf8_lossy(&held.stdout)),
+                "{args:?}: {err}"
             );
-            assert!(out.stdout.is_empty(), "{args:?} {format}");
-            assert!(!changed, "{stem} {args:?} {format} wrote before failing");
+            assert!(rows == held_rows, "{args:?}: other rows written");
+            let noted = err.contains(MISSING) && err.contains("the report is held in memory");
+            assert_eq!(noted, format != "ndjson", "{args:?}: {err}");
         }
     }
+}
+
+/// A row that cannot be kept in the temporary file (`spool-fail`, as in a full disk) stops a
+/// write command at the next thread, with a one-line error naming the directory: it does not
+/// go on writing every thread while its report is already lost. What it committed before
+/// stays committed (each thread is its own all-or-nothing unit).
+#[test]
+fn a_report_row_that_cannot_be_kept_stops_the_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |failpoint: &str| {
+        let into = dir.path().join("work");
+        let _ = std::fs::remove_dir_all(&into);
+        std::fs::create_dir_all(&into).unwrap();
+        let db = crate::sqlite_batch_reads::copy_store("sqlite", "retention", &into);
+        let db = db.to_str().unwrap().to_owned();
+        let mut c = crate::common::dfck_command();
+        c.arg("--db")
+            .arg(&db)
+            .args([
+                "prune",
+                "--all",
+                "--branches",
+                "--apply",
+                "--format",
+                "json",
+            ])
+            .env_remove("DFCK_DB")
+            .env("DFCK_FAILPOINT", failpoint);
+        let out = c.output().expect("run dfck");
+        (out, store_rows::sqlite_rows(&db))
+    };
+    let (whole, all_pruned) = run("group-threads:2");
+    assert_eq!(whole.status.code(), Some(0));
+    let (out, rows) = run("group-threads:2,spool-bytes:0,spool-fail:3");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("temporary file") && err.lines().count() == 1,
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
+    assert!(
+        rows != all_pruned,
+        "the run went on after its report failed"
+    );
 }

@@ -29,6 +29,8 @@
 //!   streaming;
 //! - `spool-bytes:N` — a streamed report keeps N bytes of its rows in memory before it moves
 //!   them to a temporary file (`0`: straight to the file);
+//! - `spool-fail:N` — the N-th row a streamed report keeps fails to be written, as in a full
+//!   temporary directory;
 //! - `summary-pending-bytes:N` — the store summary's scan keeps N bytes of rows for its
 //!   counting thread before it counts them itself (`0`: every row at once);
 //! - `short-rows:N` — a PostgreSQL read of one thread's rows takes one statement only when
@@ -65,6 +67,7 @@ pub struct Failpoints {
     summary_wait_bytes: Option<u64>,
     report_held: bool,
     spool_bytes: Option<usize>,
+    spool_fail: Option<u64>,
     thread_page: Option<usize>,
     summary_pending_bytes: Option<u64>,
     short_rows: Option<usize>,
@@ -104,6 +107,7 @@ impl Failpoints {
             summary_wait_bytes: parse(find("summary-wait-bytes:")),
             report_held: find("report-held:").is_some(),
             spool_bytes: parse(find("spool-bytes:")),
+            spool_fail: parse(find("spool-fail:")),
             thread_page: parse(find("thread-page:")),
             summary_pending_bytes: parse(find("summary-pending-bytes:")),
             short_rows: parse(find("short-rows:")),
@@ -248,6 +252,11 @@ impl Failpoints {
     /// The bytes a streamed report keeps in memory: `default` unless injected.
     pub fn spool_bytes(&self, default: usize) -> usize {
         self.spool_bytes.unwrap_or(default)
+    }
+
+    /// The row (counted from 1) whose writing into a streamed report's spool fails.
+    pub fn spool_fail(&self) -> Option<u64> {
+        self.spool_fail
     }
 
     /// The bytes of rows the store summary's scan keeps for its counting thread:

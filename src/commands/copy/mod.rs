@@ -213,21 +213,6 @@ impl CopyTotals {
 }
 
 impl CopyReport {
-    /// Totals over `threads` (and DeerFlow's shared rows).
-    pub fn new(
-        dry_run: bool,
-        place: CopyPlace,
-        threads: Vec<CopyThread>,
-        app: &AppSetup,
-        shared: Option<SharedReport>,
-    ) -> Self {
-        let mut totals = CopyTotals::default();
-        threads.iter().for_each(|t| totals.add(t));
-        let mut report = Self::of(dry_run, place, totals, app, shared);
-        report.threads = threads;
-        report
-    }
-
     /// The report of threads counted in `totals` (and DeerFlow's shared rows), its list of
     /// threads empty: they were handed over as they came.
     pub fn of(

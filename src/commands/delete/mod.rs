@@ -13,7 +13,7 @@ pub mod receipt;
 
 pub use job::{Delete, NOT_DUE};
 
-use crate::commands::wiring::{Sink, WriteRequest};
+use crate::commands::wiring::{OneSink, Sink, WriteRequest};
 use dfck_core::deerflow::AppSchema;
 use dfck_core::error::Error;
 use dfck_core::store::Store;
@@ -368,17 +368,13 @@ pub fn run_each(
             exact_threads: true,
         };
         // Only one backend runs; it takes the sink.
-        let sink = std::sync::Mutex::new(&mut counted);
-        let take = || {
-            sink.lock()
-                .map_err(|_| Error::Render("a report sink panicked".into()))
-        };
+        let sink = OneSink::new(&mut counted);
         crate::commands::wiring::with_connections(
             req.target,
             req.jobs,
             req.backup.is_some(),
-            |c| dfck_core::write::run_each(&job, c, &ids, &run, &mut **take()?),
-            |c| dfck_core::write::run_each(&job, c, &ids, &run, &mut **take()?),
+            |c| dfck_core::write::run_each(&job, c, &ids, &run, &mut **sink.take()?),
+            |c| dfck_core::write::run_each(&job, c, &ids, &run, &mut **sink.take()?),
         )?;
     } else {
         if req.backup.is_some() {
