@@ -47,7 +47,8 @@ const VARIANTS: [&[&str]; 26] = [
     &["verify", "--format", "ndjson"],
 ];
 
-fn run(target: &str, args: &[&str], failpoint: &str, tmp: Option<&str>) -> Output {
+/// `dfck --db TARGET ARGS…` with `failpoint` (and `TMPDIR` at `tmp`), plain (no `COLUMNS`).
+pub(crate) fn run(target: &str, args: &[&str], failpoint: &str, tmp: Option<&str>) -> Output {
     let mut c = crate::common::dfck_command();
     c.arg("--db")
         .arg(target)

@@ -7,6 +7,7 @@
 
 use crate::common::pg::clone_db;
 use crate::common::*;
+use crate::streamed_reports::run;
 use std::path::Path;
 use std::process::Output;
 
@@ -14,19 +15,10 @@ fn copy(source: &str, to: &Path, extra: &[&str], failpoint: &str, tmp: Option<&s
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", to.display()));
     }
-    let mut c = crate::common::dfck_command();
-    c.arg("--db")
-        .arg(source)
-        .args(["copy", "--all", "--to"])
-        .arg(to)
-        .args(extra)
-        .env_remove("DFCK_DB")
-        .env_remove("COLUMNS")
-        .env("DFCK_FAILPOINT", failpoint);
-    if let Some(t) = tmp {
-        c.env("TMPDIR", t);
-    }
-    c.output().expect("run dfck")
+    let to = to.to_str().unwrap();
+    let mut args = vec!["copy", "--all", "--to", to];
+    args.extend_from_slice(extra);
+    run(source, &args, failpoint, tmp)
 }
 
 const FORMATS: [&str; 4] = ["table", "json", "csv", "ndjson"];
@@ -127,18 +119,9 @@ fn copy_reports_stream_what_they_would_hold() {
 }
 
 fn delete(target: &str, args: &[&str], failpoint: &str, tmp: Option<&str>) -> Output {
-    let mut c = crate::common::dfck_command();
-    c.arg("--db")
-        .arg(target)
-        .arg("delete")
-        .args(args)
-        .env_remove("DFCK_DB")
-        .env_remove("COLUMNS")
-        .env("DFCK_FAILPOINT", failpoint);
-    if let Some(t) = tmp {
-        c.env("TMPDIR", t);
-    }
-    c.output().expect("run dfck")
+    let mut all = vec!["delete"];
+    all.extend_from_slice(args);
+    run(target, &all, failpoint, tmp)
 }
 
 /// The selections of `delete` compared: every thread due, none due (each a skipped row), one
@@ -254,7 +237,7 @@ fn a_write_whose_report_cannot_wait_in_a_file_holds_it() {
     ];
     // Each run on a fresh copy of `stem` at the same path (and no copy target): its exit,
     // stdout, stderr and the rows of the store and the target after it.
-    let run = |stem: &str, args: &[&str], failpoint: &str, tmp: Option<&str>| {
+    let run_on = |stem: &str, args: &[&str], failpoint: &str, tmp: Option<&str>| {
         let into = dir.path().join("work");
         let _ = std::fs::remove_dir_all(&into);
         std::fs::create_dir_all(&into).unwrap();
@@ -262,17 +245,7 @@ fn a_write_whose_report_cannot_wait_in_a_file_holds_it() {
         let db = db.to_str().unwrap().to_owned();
         let before = store_rows::sqlite_rows(&db);
         let _ = std::fs::remove_file(to);
-        let mut c = crate::common::dfck_command();
-        c.arg("--db")
-            .arg(&db)
-            .args(args)
-            .env_remove("DFCK_DB")
-            .env_remove("COLUMNS")
-            .env("DFCK_FAILPOINT", failpoint);
-        if let Some(t) = tmp {
-            c.env("TMPDIR", t);
-        }
-        let out = c.output().expect("run dfck");
+        let out = run(&db, args, failpoint, tmp);
         let mut rows = store_rows::sqlite_rows(&db);
         if std::path::Path::new(to).exists() {
             rows.extend(store_rows::sqlite_rows(to));
@@ -284,8 +257,8 @@ fn a_write_whose_report_cannot_wait_in_a_file_holds_it() {
         for format in FORMATS {
             let mut args = args.to_vec();
             args.extend(["--format", format]);
-            let (held, held_rows) = run(stem, &args, "report-held:1", None);
-            let (out, rows) = run(stem, &args, "", Some(MISSING));
+            let (held, held_rows) = run_on(stem, &args, "report-held:1", None);
+            let (out, rows) = run_on(stem, &args, "", Some(MISSING));
             let err = String::from_utf8_lossy(&out.stderr);
             assert_eq!(
                 (out.status.code(), String::from_utf8_lossy(&out.stdout)),
@@ -306,31 +279,28 @@ fn a_write_whose_report_cannot_wait_in_a_file_holds_it() {
 #[test]
 fn a_report_row_that_cannot_be_kept_stops_the_writes() {
     let dir = tempfile::tempdir().unwrap();
-    let run = |failpoint: &str| {
+    let prune = |failpoint: &str| {
         let into = dir.path().join("work");
         let _ = std::fs::remove_dir_all(&into);
         std::fs::create_dir_all(&into).unwrap();
         let db = crate::sqlite_batch_reads::copy_store("sqlite", "retention", &into);
         let db = db.to_str().unwrap().to_owned();
-        let mut c = crate::common::dfck_command();
-        c.arg("--db")
-            .arg(&db)
-            .args([
-                "prune",
-                "--all",
-                "--branches",
-                "--apply",
-                "--format",
-                "json",
-            ])
-            .env_remove("DFCK_DB")
-            .env("DFCK_FAILPOINT", failpoint);
-        let out = c.output().expect("run dfck");
-        (out, store_rows::sqlite_rows(&db))
+        let args = [
+            "prune",
+            "--all",
+            "--branches",
+            "--apply",
+            "--format",
+            "json",
+        ];
+        (
+            run(&db, &args, failpoint, None),
+            store_rows::sqlite_rows(&db),
+        )
     };
-    let (whole, all_pruned) = run("group-threads:2");
+    let (whole, all_pruned) = prune("group-threads:2");
     assert_eq!(whole.status.code(), Some(0));
-    let (out, rows) = run("group-threads:2,spool-bytes:0,spool-fail:3");
+    let (out, rows) = prune("group-threads:2,spool-bytes:0,spool-fail:3");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
