@@ -43,7 +43,7 @@ pub fn streams(format: Format) -> bool {
 
 /// Before a write command streams its report in `format` ([`streams`]): fails, naming the
 /// temporary directory, when its rows could not wait in a temporary file there, so that the
-/// command stops before its first write.
+/// command knows before its first write (it then holds its report instead).
 pub fn check_stream_before_writes(format: Format) -> Result<(), dfck_core::error::Error> {
     stream::RowStream::check_before_writes(format)
 }

@@ -1,7 +1,7 @@
 //! Reports written as their rows come: a whole-store report (the store summary, `verify`,
-//! the write commands) renders each row when the command hands it over. NDJSON writes it at once; the
-//! plain table layout, compact JSON and CSV keep it in a [`Spool`] until the lines above the
-//! rows (totals, counts, columns) are known, then write those lines and the rows. A
+//! the write commands) renders each row when the command hands it over. NDJSON writes it at
+//! once; the plain table layout, compact JSON and CSV keep it in a [`Spool`] until the lines
+//! above the rows (totals, counts, columns) are known, then write those lines and the rows. A
 //! terminal's table (laid out to its width) and `--pretty` JSON are rendered from the held
 //! report. Either way the bytes are the same.
 
@@ -39,8 +39,8 @@ impl RowStream {
     }
 
     /// Before a command that writes to the store streams its report in `format`: fails when
-    /// the rows could not wait in a temporary file, so that the command stops before its
-    /// first write rather than after its last (NDJSON waits for nothing).
+    /// the rows could not wait in a temporary file, so that this is known before the first
+    /// write, not after the last (NDJSON waits for nothing).
     pub fn check_before_writes(format: Format) -> Result<(), Error> {
         match format {
             Format::Ndjson => Ok(()),
