@@ -12,6 +12,7 @@
 use super::checks::{digest, encoded_len};
 use dfck_core::codec::{self, EXT_DELTA_SNAPSHOT, Value};
 use dfck_core::materialize::{Reducer, replay_writes, unwrap_snapshot};
+use dfck_core::model::read_back::ReadBack;
 use dfck_core::model::thread::LoadedThread;
 use dfck_core::model::{Checkpoint, MESSAGES, Write};
 use dfck_core::store::Store;
@@ -65,10 +66,11 @@ pub(crate) fn fingerprints(
         .filter(|(_, n)| n.parent_index.is_none())
         .map(|(i, _)| (i, Rc::new(Vec::new())))
         .collect();
+    let mut reads = ReadBack::new(t, store);
     while let Some((i, base)) = stack.pop() {
         let n = &t.nodes[i];
-        let (ck, raw) = t
-            .checkpoint_lazy_messages(store, i)
+        let (ck, raw) = reads
+            .lazy_messages(i)
             .map_err(|e| Refusal(format!("unreadable checkpoint: {e}")))?;
         // What this checkpoint shows for `messages`, and the history its children start from.
         let versioned = ck.version(MESSAGES).is_some();

@@ -18,6 +18,8 @@ use dfck_core::write::preamble::{self, Preamble};
 use dfck_core::write::{ApplyContext, Planned, Refusal, ThreadJob, ThreadPlan};
 use std::collections::BTreeMap;
 
+mod held;
+
 /// What one namespace loses: the checkpoints to delete and the state of those kept.
 pub struct NsWork {
     ns: String,
@@ -32,6 +34,12 @@ pub struct NsWork {
     latest: Option<u128>,
     /// Checkpoints `verify` already calls contaminated: pruning must add none.
     contaminated: Vec<String>,
+    /// The pending writes stored on the checkpoints to delete.
+    writes_deleted: u64,
+    /// The namespace as planned, every value held, when no new root is made: apply turns it
+    /// into what the deletions leave ([`held::settle`]), which verify checks instead of
+    /// reading the namespace back.
+    held: Option<LoadedThread>,
 }
 
 /// What the plan hands to apply.
@@ -46,7 +54,7 @@ pub enum Work {
 pub struct Pruned {
     work: Work,
     deleted: RowCounts,
-    orphans_before: u64,
+    orphans_before: RowCounts,
     /// The orphans left, counted by the deletions of a group written together (verify
     /// counts them itself otherwise).
     orphans_after: Option<RowCounts>,
@@ -133,9 +141,14 @@ pub fn plan_thread(
         }
     };
     let mut work = Vec::new();
-    for t in &loaded {
-        match plan_namespace(store, t, opts, &mut report) {
-            Ok(Some(w)) => work.push(w),
+    for t in loaded {
+        match plan_namespace(store, &t, opts, &mut report) {
+            Ok(Some(mut w)) => {
+                if w.root.is_none() && t.values {
+                    w.held = Some(t);
+                }
+                work.push(w)
+            }
             Ok(None) => {}
             Err(reason) => return Ok((report.refused(reason), None)),
         }
@@ -198,6 +211,7 @@ fn plan_namespace(
     if delete.is_empty() {
         return Ok(None);
     }
+    let writes_deleted = delete.keys().map(|&i| t.nodes[i].writes.len() as u64).sum();
     for (&i, &shape) in &delete {
         report.checkpoints += 1;
         report.writes += t.nodes[i].writes.len() as u64;
@@ -257,6 +271,8 @@ fn plan_namespace(
         kept,
         latest,
         contaminated: contaminated(t),
+        writes_deleted,
+        held: None,
     }))
 }
 
@@ -416,10 +432,12 @@ impl<C: DeleteRows + ?Sized> ThreadJob<C> for Prune<'_> {
         }
         sent.push(conn.delete_orphans(thread_id).map_err(store_refusal)?);
         cx.row_written();
-        let orphans_before = orphans_before().map_err(store_refusal)?.rows();
+        let orphans_before = orphans_before().map_err(store_refusal)?;
         for rows in sent {
             deleted.add(rows().map_err(store_refusal)?);
         }
+        let mut work = work;
+        held::settle(&mut work);
         Ok(Pruned {
             work,
             deleted,
@@ -432,6 +450,10 @@ impl<C: DeleteRows + ?Sized> ThreadJob<C> for Prune<'_> {
         true
     }
 
+    fn verifies_from_memory(&self, done: &Pruned) -> bool {
+        held::in_memory(&done.work)
+    }
+
     /// Deletions without a new root go together with other threads', holding their ids and
     /// the kept states' fingerprints until then.
     fn together(&self, work: &Work) -> Option<usize> {
@@ -442,7 +464,9 @@ impl<C: DeleteRows + ?Sized> ThreadJob<C> for Prune<'_> {
                 .map(|ns| {
                     ns.root.is_none().then(|| {
                         let ids = ns.delete.iter().chain(&ns.contaminated);
-                        ids.map(|id| id.len() + 24).sum::<usize>() + ns.kept.len() * 64
+                        ids.map(|id| id.len() + 24).sum::<usize>()
+                            + ns.kept.len() * 64
+                            + held::held_bytes(ns)
                     })
                 })
                 .sum(),
@@ -494,13 +518,14 @@ impl<C: DeleteRows + ?Sized> ThreadJob<C> for Prune<'_> {
         );
         Ok(items
             .into_iter()
-            .map(|(id, work)| {
+            .map(|(id, mut work)| {
+                held::settle(&mut work);
                 let mut rows = deleted.remove(id).unwrap_or_default();
                 rows.add(orphans.get(id).copied().unwrap_or_default());
                 Pruned {
                     work,
                     deleted: rows,
-                    orphans_before: before.get(id).map_or(0, RowCounts::rows),
+                    orphans_before: before.get(id).copied().unwrap_or_default(),
                     orphans_after: Some(after.remove(id).unwrap_or_default()),
                 }
             })
@@ -521,7 +546,10 @@ impl<C: DeleteRows + ?Sized> ThreadJob<C> for Prune<'_> {
             None => conn.count_orphans_later(thread_id).map_err(store_refusal)?,
         };
         let mut first = match &done.work {
-            Work::Checkpoints(namespaces) => namespaces.first().map(|ns| load(&ns.ns)),
+            Work::Checkpoints(namespaces) => namespaces
+                .first()
+                .filter(|ns| ns.held.is_none())
+                .map(|ns| load(&ns.ns)),
             Work::Whole => None,
         };
         let orphans = orphans().map_err(store_refusal)?;
@@ -536,8 +564,16 @@ impl<C: DeleteRows + ?Sized> ThreadJob<C> for Prune<'_> {
                 }
             }
             Work::Checkpoints(namespaces) => {
+                held::counted(namespaces, done).or_else(fail)?;
                 for ns in namespaces {
-                    let after = first.take().unwrap_or_else(|| load(&ns.ns))?;
+                    let read;
+                    let after = match &ns.held {
+                        Some(t) => t,
+                        None => {
+                            read = first.take().unwrap_or_else(|| load(&ns.ns))?;
+                            &read
+                        }
+                    };
                     if let Some(n) = after
                         .nodes
                         .iter()
@@ -545,19 +581,19 @@ impl<C: DeleteRows + ?Sized> ThreadJob<C> for Prune<'_> {
                     {
                         return fail(format!("kept checkpoint {} lost its parent", n.id));
                     }
-                    let shown = fingerprints(store, &after, ns.reducer)?;
+                    let shown = fingerprints(store, after, ns.reducer)?;
                     compare_states(&ns.kept, &shown)?;
                     // What LangGraph resumes from shows the same conversation.
-                    let now = newest_id(&after).and_then(|id| shown.get(id).copied());
+                    let now = newest_id(after).and_then(|id| shown.get(id).copied());
                     if now != ns.latest {
                         return fail(format!(
                             "the latest state (get_state without a checkpoint id, now at {}) would change",
-                            newest_id(&after).unwrap_or("no checkpoint")
+                            newest_id(after).unwrap_or("no checkpoint")
                         ));
                     }
                     // The fork analysis judges a replay by its siblings: deleting one must
                     // not leave a kept checkpoint looking contaminated.
-                    if let Some(id) = contaminated(&after)
+                    if let Some(id) = contaminated(after)
                         .into_iter()
                         .find(|id| !ns.contaminated.contains(id))
                     {
@@ -577,7 +613,7 @@ impl<C: DeleteRows + ?Sized> ThreadJob<C> for Prune<'_> {
         report.writes = done.deleted.writes;
         report.blobs = done.deleted.blobs;
         report.bytes_freed = done.deleted.bytes;
-        report.orphans_before = Some(done.orphans_before);
+        report.orphans_before = Some(done.orphans_before.rows());
         report.orphans_after = Some(0);
         report
     }

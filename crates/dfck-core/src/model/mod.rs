@@ -2,6 +2,7 @@
 //! mode detection (DeerFlow's metadata rule and the structural encoding of `messages`).
 
 pub mod facts;
+pub mod read_back;
 pub mod thread;
 
 use crate::codec::{self, Value};

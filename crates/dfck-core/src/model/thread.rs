@@ -232,11 +232,28 @@ impl LoadedThread {
         if self.values {
             return Ok(Cow::Borrowed(ck));
         }
-        Ok(Cow::Owned(Checkpoint::from_row(self.read_back(store, i)?)?))
+        self.values_of(i, self.read_back(store, i)?)
+    }
+
+    /// Checkpoint `i` decoded whole from its stored `row`, read back.
+    pub(super) fn values_of(
+        &self,
+        i: usize,
+        row: CheckpointRow,
+    ) -> Result<Cow<'_, Checkpoint>, Error> {
+        self.nodes[i]
+            .checkpoint
+            .as_ref()
+            .map_err(ModelError::restated)?;
+        Ok(Cow::Owned(Checkpoint::from_row(row)?))
     }
 
     /// The stored row of checkpoint `i`, read again.
-    fn read_back(&self, store: &dyn Store, i: usize) -> Result<CheckpointRow, StoreError> {
+    pub(super) fn read_back(
+        &self,
+        store: &dyn Store,
+        i: usize,
+    ) -> Result<CheckpointRow, StoreError> {
         let id = &self.nodes[i].id;
         store
             .checkpoint(&self.thread_id, &self.checkpoint_ns, id)?
@@ -312,7 +329,14 @@ impl LoadedThread {
         if self.values {
             return Ok((self.checkpoint_values(store, i)?, None));
         }
-        let row = self.read_back(store, i)?;
+        self.lazy_messages_of(self.read_back(store, i)?)
+    }
+
+    /// [`Self::checkpoint_lazy_messages`] of a stored `row`, read back.
+    pub(super) fn lazy_messages_of(
+        &self,
+        row: CheckpointRow,
+    ) -> Result<(Cow<'_, Checkpoint>, Option<Vec<u8>>), Error> {
         let raw = match &row.body {
             CheckpointBody::Serialized {
                 type_tag: Some(tag),
@@ -469,6 +493,36 @@ impl LoadedThread {
             index,
             values: keep_values,
         })
+    }
+
+    /// The thread without the checkpoints `gone` names, linked again as a load of the rows
+    /// left would link it (each write stays on its checkpoint).
+    pub fn without(self, gone: &std::collections::HashSet<&str>) -> Self {
+        let mut nodes: Vec<Node> = self
+            .nodes
+            .into_iter()
+            .filter(|n| !gone.contains(n.id.as_str()))
+            .collect();
+        let index: HashMap<String, usize> = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.id.clone(), i))
+            .collect();
+        for n in nodes.iter_mut() {
+            n.children.clear();
+            n.parent_index = None;
+        }
+        for i in 0..nodes.len() {
+            if let Some(p) = nodes[i].parent.as_ref().and_then(|p| index.get(p)).copied() {
+                nodes[i].parent_index = Some(p);
+                nodes[p].children.push(i);
+            }
+        }
+        LoadedThread {
+            nodes,
+            index,
+            ..self
+        }
     }
 
     /// The head: LangGraph's "latest", the greatest checkpoint id.

@@ -481,6 +481,13 @@ pub trait Store {
         checkpoint_id: &str,
     ) -> Result<Option<CheckpointRow>, StoreError>;
 
+    /// Whether [`Store::checkpoints_at`] reads several checkpoints for about the cost of one
+    /// (PostgreSQL: one round trip); a walk then reads ahead of itself
+    /// ([`crate::model::read_back`]).
+    fn reads_several_at_once(&self) -> bool {
+        false
+    }
+
     /// Several point reads at once: `f` sees each checkpoint of `keys` that exists, in no
     /// particular order. One round trip per call where the backend has round trips.
     fn checkpoints_at(

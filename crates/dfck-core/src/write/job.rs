@@ -98,6 +98,13 @@ pub trait ThreadJob<C: ?Sized>: ThreadPlan<C> {
     /// The report of a committed thread.
     fn committed(&self, report: Self::Report, expect: Self::Expect) -> Self::Report;
 
+    /// Whether [`ThreadJob::verify`] of `expect` reads nothing back from the store (it checks
+    /// what apply returned and what the plan held): a group written together then skips
+    /// its read-back when every thread's does. `false` by default.
+    fn verifies_from_memory(&self, _expect: &Self::Expect) -> bool {
+        false
+    }
+
     /// Whether the job writes threads together where the store can
     /// ([`ThreadJob::together`]); its groups then take more threads. `false` by default.
     fn writes_together(&self) -> bool {

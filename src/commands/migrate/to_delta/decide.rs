@@ -8,6 +8,7 @@ use super::SnapshotReason;
 use crate::commands::migrate::state::{self, StateFingerprints};
 use dfck_core::codec::Value;
 use dfck_core::materialize::Reducer;
+use dfck_core::model::read_back::ReadBack;
 use dfck_core::model::thread::{LoadedThread, Node};
 use dfck_core::model::{DELTA_COUNTERS, MESSAGES, MessagesEncoding};
 use dfck_core::store::Store;
@@ -161,10 +162,11 @@ pub fn decide(
         .map(|(i, _)| (i, Rc::new(Vec::new()), (0, 0), false))
         .rev()
         .collect();
+    let mut reads = ReadBack::new(t, store);
     while let Some((i, mut base, parent_counters, overwritten)) = stack.pop() {
         let n = &t.nodes[i];
-        let (ck, raw) = t
-            .checkpoint_lazy_messages(store, i)
+        let (ck, raw) = reads
+            .lazy_messages(i)
             .map_err(|e| Refusal(format!("unreadable checkpoint: {e}")))?;
         if let Some(kind) = ck
             .value(MESSAGES)

@@ -479,6 +479,10 @@ impl Store for PostgresStore {
         .transpose()
     }
 
+    fn reads_several_at_once(&self) -> bool {
+        true
+    }
+
     fn checkpoints_at(
         &self,
         keys: &[CheckpointKey],

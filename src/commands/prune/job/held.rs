@@ -1,0 +1,150 @@
+//! A prune verified from the namespace it planned: where the plan held every value of a
+//! namespace and makes no new root, the deletions only take rows away, by key. Verify then
+//! checks that they took exactly the planned rows (the counts the deletions returned: the
+//! planned checkpoints, the writes stored on them and the orphans counted before) and checks
+//! the states of what is left from the held rows without those checkpoints, instead of
+//! reading the namespace back and decoding it again (docs/prune.md, "Verification").
+
+use super::{NsWork, Pruned, Work};
+use std::collections::HashSet;
+
+/// Turns each held namespace of `work` into what its deletions leave.
+pub(super) fn settle(work: &mut Work) {
+    let Work::Checkpoints(namespaces) = work else {
+        return;
+    };
+    for ns in namespaces {
+        if let Some(t) = ns.held.take() {
+            let gone: HashSet<&str> = ns.delete.iter().map(String::as_str).collect();
+            ns.held = Some(t.without(&gone));
+        }
+    }
+}
+
+/// Whether every namespace of `work` is verified from its held rows.
+pub(super) fn in_memory(work: &Work) -> bool {
+    match work {
+        Work::Whole => false,
+        Work::Checkpoints(namespaces) => namespaces.iter().all(|ns| ns.held.is_some()),
+    }
+}
+
+/// Where the namespaces are held: that the deletions took exactly the planned checkpoints,
+/// the writes stored on them and the orphan writes counted before (`Err` says what differs).
+pub(super) fn counted(namespaces: &[NsWork], done: &Pruned) -> Result<(), String> {
+    if !namespaces.iter().all(|ns| ns.held.is_some()) {
+        return Ok(());
+    }
+    let checkpoints: u64 = namespaces.iter().map(|ns| ns.delete.len() as u64).sum();
+    let writes: u64 =
+        namespaces.iter().map(|ns| ns.writes_deleted).sum::<u64>() + done.orphans_before.writes;
+    let deleted = &done.deleted;
+    if (deleted.checkpoints, deleted.writes) != (checkpoints, writes) {
+        return Err(format!(
+            "{} checkpoints and {} writes deleted where the plan deletes {checkpoints} and {writes}",
+            deleted.checkpoints, deleted.writes
+        ));
+    }
+    Ok(())
+}
+
+/// About the bytes a held namespace keeps in memory until it is verified.
+pub(super) fn held_bytes(ns: &NsWork) -> usize {
+    ns.held.as_ref().map_or(0, |t| {
+        t.nodes
+            .iter()
+            .map(|n| n.bytes + n.writes.iter().map(|w| w.value.len() as u64).sum::<u64>())
+            .sum::<u64>() as usize
+            * 2
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Prune, Work};
+    use crate::commands::prune::PruneOptions;
+    use dfck_core::store::sqlite::SqliteStore;
+    use dfck_core::store::{ThreadLock, WriteRow, WriteStore};
+    use dfck_core::write::{ApplyContext, Planned, ThreadJob, ThreadPlan};
+
+    /// The store of a fixture, copied; the prune job; its plan of `thread`, under its lock.
+    fn planned(thread: &str) -> (tempfile::TempDir, SqliteStore, Work) {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("store.db");
+        std::fs::copy(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("fixtures/sqlite/retention_race.db"),
+            &db,
+        )
+        .unwrap();
+        let store = SqliteStore::open_read_write(&db).unwrap();
+        assert!(matches!(
+            store.lock_thread(thread).unwrap(),
+            ThreadLock::Held
+        ));
+        let opts = PruneOptions::default();
+        let Planned::Write { work, .. } = Prune { opts: &opts }.plan(&store, thread).unwrap()
+        else {
+            panic!("nothing planned for {thread}");
+        };
+        (dir, store, work)
+    }
+
+    const THREAD: &str = "r-late-duration-delta";
+
+    /// A plan held in memory is verified from it: what the deletions leave shows the states
+    /// the plan kept, and nothing is read back.
+    #[test]
+    fn a_held_plan_verifies_from_memory_and_commits() {
+        let (_dir, store, work) = planned(THREAD);
+        let opts = PruneOptions::default();
+        let job = Prune { opts: &opts };
+        let cx = ApplyContext::without_failpoints();
+        let done = job.apply(&store, THREAD, work, &cx).unwrap();
+        assert!(
+            ThreadJob::<SqliteStore>::verifies_from_memory(&job, &done),
+            "the plan held the thread"
+        );
+        job.verify(&store, THREAD, &done).unwrap();
+        WriteStore::rollback(&store).unwrap();
+    }
+
+    /// A deletion that took other rows than the plan's is refused, though what is left
+    /// would show the same states: a checkpoint the plan names that is not there, and a
+    /// write stored on a deleted checkpoint after the plan read the thread.
+    #[test]
+    fn a_deletion_of_other_rows_than_planned_fails_verification() {
+        let opts = PruneOptions::default();
+        let job = Prune { opts: &opts };
+        let cx = ApplyContext::without_failpoints();
+
+        let (_dir, store, mut work) = planned(THREAD);
+        let Work::Checkpoints(namespaces) = &mut work else {
+            panic!("a whole-thread plan");
+        };
+        namespaces[0].delete.push("not-a-checkpoint".into());
+        let done = job.apply(&store, THREAD, work, &cx).unwrap();
+        let refusal = job.verify(&store, THREAD, &done).unwrap_err();
+        assert!(refusal.0.contains("where the plan deletes"), "{refusal}");
+        WriteStore::rollback(&store).unwrap();
+
+        let (_dir, store, work) = planned(THREAD);
+        let Work::Checkpoints(namespaces) = &work else {
+            panic!("a whole-thread plan");
+        };
+        let write = WriteRow {
+            checkpoint_id: namespaces[0].delete[0].clone(),
+            task_id: "slipped-in".into(),
+            task_path: String::new(),
+            idx: 0,
+            channel: "note".into(),
+            type_tag: Some("msgpack".into()),
+            value: vec![0xc0],
+        };
+        store.insert_write_row(THREAD, "", &write).unwrap();
+        let done = job.apply(&store, THREAD, work, &cx).unwrap();
+        let refusal = job.verify(&store, THREAD, &done).unwrap_err();
+        assert!(refusal.0.contains("where the plan deletes"), "{refusal}");
+        WriteStore::rollback(&store).unwrap();
+    }
+}
