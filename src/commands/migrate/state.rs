@@ -49,8 +49,8 @@ fn seed(v: Value) -> Vec<Value> {
 }
 
 /// Fingerprints every checkpoint of one namespace (see the module header). A thread loaded
-/// without its values ([`LoadedThread::load_bounded`]) is read back from `store` one
-/// checkpoint at a time.
+/// without its values ([`LoadedThread::load_bounded`]) is read back from `store` as the walk
+/// reaches its checkpoints ([`ReadBack`]).
 pub(crate) fn fingerprints(
     store: &dyn Store,
     t: &LoadedThread,
@@ -94,7 +94,8 @@ pub(crate) fn fingerprints(
             None => Rc::try_unwrap(base).unwrap_or_else(|rc| (*rc).clone()),
         };
         let next = Rc::new(replay_messages(t, i, start, reducer)?.0);
-        for &c in &n.children {
+        // The older child first: the walk goes on in id order, as the read-back reads ahead.
+        for &c in n.children.iter().rev() {
             stack.push((c, next.clone()));
         }
     }

@@ -168,7 +168,7 @@ fn load(
     thread_id: &str,
     full: bool,
 ) -> Result<Option<Vec<LoadedThread>>, Error> {
-    // Values are held up to a budget; a larger thread is read back a checkpoint at a time.
+    // Values are held up to a budget; a larger thread is read back as its walks go.
     let loaded = if full {
         preamble::load_bounded(store, thread_id)?
     } else {

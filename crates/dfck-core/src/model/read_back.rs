@@ -1,9 +1,10 @@
 //! One walk over a thread loaded without its values ([`LoadedThread::load_bounded`] past its
 //! budget): its checkpoints read back as the walk reaches them. Where the store reads several
 //! checkpoints in one round trip ([`Store::reads_several_at_once`], PostgreSQL), a read also
-//! brings the next checkpoints by id that the walk has not had yet, within [`AHEAD_BYTES`],
-//! so a thread of thousands of checkpoints costs tens of round trips, not thousands; memory
-//! follows that window, not the thread.
+//! brings the next checkpoints by id that the walk has not had yet, as many as fit in
+//! [`AHEAD_BYTES`] by the sizes the load read them at, so a thread of thousands of
+//! checkpoints costs tens of round trips, not thousands; memory follows that window, not the
+//! thread.
 
 use super::Checkpoint;
 use super::thread::LoadedThread;
@@ -12,8 +13,8 @@ use crate::store::{CheckpointKey, CheckpointRow, Store};
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-/// Stored bytes a walk reads ahead of itself at most (about; a single checkpoint may be
-/// larger, and is read alone).
+/// Bytes of rows (as the load read them) a walk reads ahead of itself at most; a single
+/// checkpoint may be larger, and is then read alone.
 pub const AHEAD_BYTES: u64 = 8 << 20;
 
 /// Checkpoints a walk reads ahead of itself at most.
@@ -28,8 +29,6 @@ pub struct ReadBack<'t> {
     had: Vec<bool>,
     /// Rows read ahead of the walk, by node index.
     ahead: HashMap<usize, CheckpointRow>,
-    /// The largest row read so far, in bytes: it sizes the next window.
-    largest: u64,
 }
 
 impl<'t> ReadBack<'t> {
@@ -40,7 +39,6 @@ impl<'t> ReadBack<'t> {
             store,
             had: Vec::new(),
             ahead: HashMap::new(),
-            largest: 0,
         }
     }
 
@@ -50,6 +48,10 @@ impl<'t> ReadBack<'t> {
         if t.values {
             return t.checkpoint_values(self.store, i);
         }
+        t.nodes[i]
+            .checkpoint
+            .as_ref()
+            .map_err(crate::error::ModelError::restated)?;
         let row = self.row(i)?;
         t.values_of(i, row)
     }
@@ -83,15 +85,16 @@ impl<'t> ReadBack<'t> {
         if !self.store.reads_several_at_once() {
             return t.read_back(self.store, i);
         }
-        let rows = match AHEAD_BYTES.checked_div(self.largest) {
-            // The first read learns how large the rows are.
-            None => 1,
-            Some(n) => (n as usize).clamp(1, AHEAD_ROWS),
-        };
-        let window: Vec<usize> = std::iter::once(i)
-            .chain((i + 1..t.nodes.len()).filter(|&j| !self.had[j]))
-            .take(rows)
-            .collect();
+        // `i`, then the next checkpoints the walk has not had while their rows fit.
+        let mut bytes = t.nodes[i].read_bytes;
+        let mut window = vec![i];
+        for j in (i + 1..t.nodes.len()).filter(|&j| !self.had[j]) {
+            bytes = bytes.saturating_add(t.nodes[j].read_bytes);
+            if window.len() == AHEAD_ROWS || bytes > AHEAD_BYTES {
+                break;
+            }
+            window.push(j);
+        }
         let keys: Vec<CheckpointKey> = window
             .iter()
             .map(|&j| CheckpointKey {
@@ -101,10 +104,11 @@ impl<'t> ReadBack<'t> {
             })
             .collect();
         let mut wanted = None;
-        let mut largest = self.largest;
         let ahead = &mut self.ahead;
-        self.store.checkpoints_at(&keys, &mut |row| {
-            largest = largest.max(row.read_bytes());
+        self.store.checkpoints_in_window(&keys, &mut |row| {
+            if row.thread_id != t.thread_id || row.checkpoint_ns != t.checkpoint_ns {
+                return Ok(());
+            }
             match t.index.get(&row.checkpoint_id) {
                 Some(&j) if j == i => wanted = Some(row),
                 Some(&j) if window.contains(&j) => {
@@ -114,7 +118,6 @@ impl<'t> ReadBack<'t> {
             }
             Ok(())
         })?;
-        self.largest = largest;
         wanted.ok_or_else(|| StoreError::CheckpointNotFound {
             thread_id: t.thread_id.clone(),
             checkpoint_ns: t.checkpoint_ns.clone(),
@@ -146,7 +149,7 @@ mod tests {
         fn reads_several_at_once(&self) -> bool {
             true
         }
-        fn checkpoints_at(
+        fn checkpoints_in_window(
             &self,
             keys: &[CheckpointKey],
             f: &mut dyn FnMut(CheckpointRow) -> Result<(), StoreError>,
@@ -304,17 +307,29 @@ mod tests {
                 assert_eq!(got_raw, want_raw, "checkpoint {i}");
             }
         }
-        // In id order: the first read learns the size, the next ones bring the rest.
+        // In id order: one read brings them all.
         store.reads.set(0);
         let mut reads = ReadBack::new(&t, &store);
         for i in 0..n {
             reads.values(i).unwrap();
         }
-        assert!(
-            store.reads.get() <= 3,
-            "{} reads for {n} checkpoints",
-            store.reads.get()
+        assert_eq!(store.reads.get(), 1, "reads for {n} checkpoints");
+        // Rows as large as half the window: two a read, whatever their count.
+        let mut t = t;
+        for node in t.nodes.iter_mut() {
+            node.read_bytes = AHEAD_BYTES / 2;
+        }
+        store.reads.set(0);
+        store.largest_read.set(0);
+        let mut reads = ReadBack::new(&t, &store);
+        for i in 0..n {
+            reads.values(i).unwrap();
+        }
+        assert_eq!(
+            store.reads.get(),
+            n.div_ceil(2),
+            "reads for {n} checkpoints"
         );
-        assert!(store.largest_read.get() <= AHEAD_ROWS);
+        assert_eq!(store.largest_read.get(), 2);
     }
 }

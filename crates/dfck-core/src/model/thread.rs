@@ -26,6 +26,9 @@ pub struct Node {
     pub parent: Option<String>,
     /// Stored bytes (checkpoint + metadata).
     pub bytes: u64,
+    /// Bytes the row held as read ([`CheckpointRow::read_bytes`]: on PostgreSQL with its
+    /// blobs): what reading it back brings into memory.
+    pub read_bytes: u64,
     /// Metadata (empty when unreadable), the same allocation as the checkpoint's. Complete
     /// only in a thread loaded with [`LoadedThread::load_full`]: a structural load keeps
     /// just the [`MetaFacts`] (a metadata object costs about 1.5 KiB in memory, more than
@@ -166,7 +169,8 @@ pub struct LoadedThread {
 }
 
 /// The stored bytes up to which a write command holds a thread whole, values included
-/// ([`LoadedThread::load_bounded`]); a larger thread is read back one checkpoint at a time.
+/// ([`LoadedThread::load_bounded`]); a larger thread is read back as its walks reach its
+/// checkpoints ([`super::read_back`]).
 pub const WHOLE_THREAD_BYTES: u64 = 32 << 20;
 
 /// What a load keeps of each checkpoint and write.
@@ -209,8 +213,8 @@ impl LoadedThread {
     /// each `messages` value is hopped over by its lengths, not validated: the walks that read
     /// checkpoints back validate it) and every write's value;
     /// [`LoadedThread::checkpoint_values`] and [`LoadedThread::checkpoint_lazy_messages`] read
-    /// its checkpoints back one at a time, so memory follows the largest checkpoint, not the
-    /// thread.
+    /// its checkpoints back one at a time, and a walk's [`super::read_back::ReadBack`] in
+    /// windows, so memory follows the largest checkpoint (or window), not the thread.
     pub fn load_bounded(
         store: &dyn Store,
         thread_id: &str,
@@ -374,7 +378,8 @@ impl LoadedThread {
         let mut keep_values = keep != Keep::Structure;
         let mut read = 0u64;
         scan(&mut |row| {
-            read += row.read_bytes();
+            let read_bytes = row.read_bytes();
+            read += read_bytes;
             if let Keep::UpTo(budget) = keep
                 && keep_values
                 && read > budget
@@ -437,6 +442,7 @@ impl LoadedThread {
                 id,
                 parent,
                 bytes,
+                read_bytes,
                 metadata,
                 facts,
                 checkpoint,

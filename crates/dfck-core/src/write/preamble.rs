@@ -34,7 +34,7 @@ pub fn load(store: &dyn Store, thread_id: &str, full: bool) -> Result<Preamble, 
 
 /// Loads every namespace of `thread_id` with [`LoadedThread::load_bounded`]: values held
 /// up to [`WHOLE_THREAD_BYTES`] stored bytes a namespace (the `whole-bytes` failpoint
-/// changes the budget), a larger namespace read back a checkpoint at a time.
+/// changes the budget), a larger namespace read back as its walks reach its checkpoints.
 pub fn load_bounded(store: &dyn Store, thread_id: &str) -> Result<Preamble, StoreError> {
     let budget = whole_thread_bytes();
     load_each(store, thread_id, &mut |ns| {

@@ -154,9 +154,14 @@ where
         }
         // The read-back: every thread written together read in one batch, where the store
         // reads threads in batches (none where every thread is verified from memory).
-        let reads_back = expects.iter().any(|e| !job.verifies_from_memory(e));
-        if let Some(values) = ahead.filter(|_| reads_back) {
-            conn.store().read_ahead(&written, budget, values)?;
+        let read_back: Vec<String> = written
+            .iter()
+            .zip(&expects)
+            .filter(|(_, e)| !job.verifies_from_memory(e))
+            .map(|(id, _)| id.clone())
+            .collect();
+        if let Some(values) = ahead.filter(|_| !read_back.is_empty()) {
+            conn.store().read_ahead(&read_back, budget, values)?;
         }
         // Test builds: the `together-unverified:N` failpoint fails the N-th group's check.
         let n = VERIFIED.fetch_add(1, Ordering::Relaxed) + 1;

@@ -134,7 +134,7 @@ type Pending = (usize, Rc<Vec<Value>>, Counters, bool);
 /// left as it is also stores keeps its value, as a snapshot.
 /// Returns the changes and every checkpoint's state fingerprint before them (the walk is
 /// the state check's, [`state::fingerprints`]). A thread loaded without its values is read
-/// back from `store` one checkpoint at a time.
+/// back from `store` as the walk reaches its checkpoints ([`ReadBack`]).
 pub fn decide(
     store: &dyn Store,
     t: &LoadedThread,

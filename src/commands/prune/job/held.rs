@@ -1,9 +1,12 @@
-//! A prune verified from the namespace it planned: where the plan held every value of a
-//! namespace and makes no new root, the deletions only take rows away, by key. Verify then
-//! checks that they took exactly the planned rows (the counts the deletions returned: the
-//! planned checkpoints, the writes stored on them and the orphans counted before) and checks
-//! the states of what is left from the held rows without those checkpoints, instead of
-//! reading the namespace back and decoding it again (docs/prune.md, "Verification").
+//! A prune verified from the namespace it planned. Every prune's verification checks that the
+//! deletions took exactly the planned rows (the counts the deletion statements returned: the
+//! planned checkpoints, the writes stored on them and the orphan writes counted before).
+//! Where the plan held every value of a namespace and makes no new root, the deletions only
+//! took rows away, by key: the states of what is left are then checked from the held rows
+//! without those checkpoints, instead of reading the namespace back and decoding it again
+//! (docs/prune.md, "Verified before commit"). On PostgreSQL, orphan blobs are those no
+//! remaining checkpoint's `channel_versions` names, the same match the reads use, so no blob
+//! a kept checkpoint reads is deleted; their count is not checked.
 
 use super::{NsWork, Pruned, Work};
 use std::collections::HashSet;
@@ -29,12 +32,9 @@ pub(super) fn in_memory(work: &Work) -> bool {
     }
 }
 
-/// Where the namespaces are held: that the deletions took exactly the planned checkpoints,
-/// the writes stored on them and the orphan writes counted before (`Err` says what differs).
+/// That the deletions took exactly the planned checkpoints, the writes stored on them and the
+/// orphan writes counted before (`Err` says what differs).
 pub(super) fn counted(namespaces: &[NsWork], done: &Pruned) -> Result<(), String> {
-    if !namespaces.iter().all(|ns| ns.held.is_some()) {
-        return Ok(());
-    }
     let checkpoints: u64 = namespaces.iter().map(|ns| ns.delete.len() as u64).sum();
     let writes: u64 =
         namespaces.iter().map(|ns| ns.writes_deleted).sum::<u64>() + done.orphans_before.writes;
@@ -48,14 +48,16 @@ pub(super) fn counted(namespaces: &[NsWork], done: &Pruned) -> Result<(), String
     Ok(())
 }
 
-/// About the bytes a held namespace keeps in memory until it is verified.
+/// About the bytes a held namespace keeps in memory until it is verified: its rows as read
+/// (on PostgreSQL with their blobs) and its writes, twice for their decoded form.
 pub(super) fn held_bytes(ns: &NsWork) -> usize {
     ns.held.as_ref().map_or(0, |t| {
-        t.nodes
+        let read: u64 = t
+            .nodes
             .iter()
-            .map(|n| n.bytes + n.writes.iter().map(|w| w.value.len() as u64).sum::<u64>())
-            .sum::<u64>() as usize
-            * 2
+            .map(|n| n.read_bytes + n.writes.iter().map(|w| w.value.len() as u64).sum::<u64>())
+            .sum();
+        usize::try_from(read.saturating_mul(2)).unwrap_or(usize::MAX)
     })
 }
 
@@ -110,8 +112,8 @@ mod tests {
     }
 
     /// A deletion that took other rows than the plan's is refused, though what is left
-    /// would show the same states: a checkpoint the plan names that is not there, and a
-    /// write stored on a deleted checkpoint after the plan read the thread.
+    /// would show the same states: a checkpoint the plan names that is not there (held or
+    /// read back), and a write stored on a deleted checkpoint after the plan read the thread.
     #[test]
     fn a_deletion_of_other_rows_than_planned_fails_verification() {
         let opts = PruneOptions::default();
@@ -143,6 +145,19 @@ mod tests {
         };
         store.insert_write_row(THREAD, "", &write).unwrap();
         let done = job.apply(&store, THREAD, work, &cx).unwrap();
+        let refusal = job.verify(&store, THREAD, &done).unwrap_err();
+        assert!(refusal.0.contains("where the plan deletes"), "{refusal}");
+        WriteStore::rollback(&store).unwrap();
+
+        // A namespace read back (not held) is counted too.
+        let (_dir, store, mut work) = planned(THREAD);
+        let Work::Checkpoints(namespaces) = &mut work else {
+            panic!("a whole-thread plan");
+        };
+        namespaces[0].held = None;
+        namespaces[0].delete.push("not-a-checkpoint".into());
+        let done = job.apply(&store, THREAD, work, &cx).unwrap();
+        assert!(!ThreadJob::<SqliteStore>::verifies_from_memory(&job, &done));
         let refusal = job.verify(&store, THREAD, &done).unwrap_err();
         assert!(refusal.0.contains("where the plan deletes"), "{refusal}");
         WriteStore::rollback(&store).unwrap();

@@ -483,6 +483,21 @@ impl Store for PostgresStore {
         true
     }
 
+    fn checkpoints_in_window(
+        &self,
+        keys: &[CheckpointKey],
+        f: &mut dyn FnMut(CheckpointRow) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let what = "reading checkpoints";
+        for r in self.query(what, KEYS_SELECT, &[&keys_json(keys)])? {
+            f(checkpoint_row(&r, what)?)?;
+        }
+        Ok(())
+    }
+
     fn checkpoints_at(
         &self,
         keys: &[CheckpointKey],
