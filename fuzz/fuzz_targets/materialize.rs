@@ -66,6 +66,7 @@ fuzz_target!(|data: &[u8]| {
             id,
             parent,
             bytes: 0,
+            read_bytes: 0,
             facts: dfck_core::model::thread::MetaFacts::of(&md),
             metadata: md.into(),
             messages_encoding: Some(ck.messages_encoding()),
