@@ -94,8 +94,9 @@ pub(crate) fn fingerprints(
             None => Rc::try_unwrap(base).unwrap_or_else(|rc| (*rc).clone()),
         };
         let next = Rc::new(replay_messages(t, i, start, reducer)?.0);
-        // The older child first: the walk goes on in id order, as the read-back reads ahead.
-        for &c in n.children.iter().rev() {
+        // The newest child is walked first (which unreadable checkpoint a refusal names
+        // depends on it); an older branch read ahead and skipped is read again when reached.
+        for &c in &n.children {
             stack.push((c, next.clone()));
         }
     }
