@@ -1,6 +1,6 @@
 //! Live stores: a real LangGraph writer (scripts/live_writer.py, a fresh connection per turn, as
-//! a DeerFlow gateway does) appends turns while dfck reads the store, converts other threads and
-//! (on PostgreSQL) prunes every thread, the writer's too.
+//! a DeerFlow gateway does) appends turns while dfck reads the store, converts other threads,
+//! prunes every thread, the writer's too, and deletes a DeerFlow user's threads.
 //! Every read must succeed and see a consistent prefix of what the writer wrote; the writer's
 //! turns all survive dfck's writes.
 
@@ -247,6 +247,73 @@ fn postgres_reads_and_migrate_beside_a_live_langgraph_writer() {
     check_after(&target, &report);
     eprintln!(
         "live postgres: {reads} reads and {states} states beside {} writer turns, 0 errors",
+        report["turns"]
+    );
+}
+
+/// `delete --apply` beside a live writer, on DeerFlow's database: one user's threads go the
+/// way DeerFlow deletes them (the threads with work in flight refused), midway through the
+/// writer's turns; the writer's threads keep every turn, and the store verifies clean.
+#[test]
+fn sqlite_delete_beside_a_live_langgraph_writer() {
+    let Some(python) = require_python("live SQLite writer delete test") else {
+        return;
+    };
+    let (_dir, db) = temp_copy(&sqlite_fixture("deerflow_app"));
+    let target = db.to_str().unwrap().to_owned();
+    let user = "a0000000-0000-4000-8000-000000000002";
+    let deleted = [
+        "df0a0000-0000-4000-8000-000000000001",
+        "df0a0000-0000-4000-8000-000000000002",
+        "df0a0000-0000-4000-8000-000000000009",
+    ];
+    let mut writer = start_writer(&python, &["--db", &target], 8);
+    let start = Instant::now();
+    let (mut reads, mut done) = (0, false);
+    while writer.try_wait().expect("writer status").is_none() {
+        assert!(start.elapsed() < Duration::from_secs(120), "writer hangs");
+        let summary = crate::common::dfck_json(&target, &["inspect", "--format", "json"]);
+        reads += 1;
+        let threads: Vec<&str> = summary["threads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| t["thread_id"].as_str())
+            .collect();
+        if done {
+            assert!(
+                deleted.iter().all(|t| !threads.contains(t)),
+                "a deleted thread is back: {threads:?}"
+            );
+        } else if reads > 2 && threads.iter().any(|t| t.starts_with("t-live-")) {
+            let o = dfck(
+                &target,
+                &["delete", "--user", user, "--apply", "--format", "json"],
+            );
+            let e = String::from_utf8_lossy(&o.stderr);
+            // Exit 1: the threads with work in flight are refused.
+            assert_eq!(o.status.code(), Some(1), "delete beside a live writer: {e}");
+            let j: Json = serde_json::from_slice(&o.stdout).expect("delete JSON");
+            assert_eq!(
+                (
+                    j["deleted"].as_u64(),
+                    j["refused"].as_u64(),
+                    j["checkpoints"].as_u64()
+                ),
+                (Some(3), Some(2), Some(38)),
+                "{j}"
+            );
+            done = true;
+        }
+    }
+    assert!(done, "the writer ended before the delete ran");
+    let report = finish_writer(writer);
+    check_after(&target, &report);
+    let summary = crate::common::dfck_json(&target, &["inspect", "--format", "json"]);
+    let left = summary["threads"].to_string();
+    assert!(deleted.iter().all(|t| !left.contains(t)), "{left}");
+    eprintln!(
+        "live sqlite delete: {reads} reads beside {} writer turns, 3 threads deleted",
         report["turns"]
     );
 }
