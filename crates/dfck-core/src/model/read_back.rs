@@ -42,20 +42,6 @@ impl<'t> ReadBack<'t> {
         }
     }
 
-    /// Checkpoint `i` with every value ([`LoadedThread::checkpoint_values`]).
-    pub fn values(&mut self, i: usize) -> Result<Cow<'t, Checkpoint>, Error> {
-        let t = self.thread;
-        if t.values {
-            return t.checkpoint_values(self.store, i);
-        }
-        t.nodes[i]
-            .checkpoint
-            .as_ref()
-            .map_err(crate::error::ModelError::restated)?;
-        let row = self.row(i)?;
-        t.values_of(i, row)
-    }
-
     /// Checkpoint `i` with `messages` standing in unvalidated, and its stored bytes
     /// ([`LoadedThread::checkpoint_lazy_messages`]).
     pub fn lazy_messages(
@@ -118,11 +104,7 @@ impl<'t> ReadBack<'t> {
             }
             Ok(())
         })?;
-        wanted.ok_or_else(|| StoreError::CheckpointNotFound {
-            thread_id: t.thread_id.clone(),
-            checkpoint_ns: t.checkpoint_ns.clone(),
-            checkpoint_id: t.nodes[i].id.clone(),
-        })
+        wanted.ok_or_else(|| t.gone(i))
     }
 }
 
@@ -295,12 +277,8 @@ mod tests {
         let mixed: Vec<usize> = (0..n).rev().chain([n / 2]).collect();
         for order in [ascending, mixed] {
             store.reads.set(0);
-            let mut reads = ReadBack::new(&t, &store);
             let mut lazy = ReadBack::new(&t, &store);
             for &i in &order {
-                let want = t.checkpoint_values(store.inner, i).unwrap();
-                let got = reads.values(i).unwrap();
-                assert_eq!(format!("{got:?}"), format!("{want:?}"), "checkpoint {i}");
                 let (want, want_raw) = t.checkpoint_lazy_messages(store.inner, i).unwrap();
                 let (got, got_raw) = lazy.lazy_messages(i).unwrap();
                 assert_eq!(format!("{got:?}"), format!("{want:?}"), "checkpoint {i}");
@@ -311,7 +289,7 @@ mod tests {
         store.reads.set(0);
         let mut reads = ReadBack::new(&t, &store);
         for i in 0..n {
-            reads.values(i).unwrap();
+            reads.lazy_messages(i).unwrap();
         }
         assert_eq!(store.reads.get(), 1, "reads for {n} checkpoints");
         // Rows as large as half the window: two a read, whatever their count.
@@ -323,7 +301,7 @@ mod tests {
         store.largest_read.set(0);
         let mut reads = ReadBack::new(&t, &store);
         for i in 0..n {
-            reads.values(i).unwrap();
+            reads.lazy_messages(i).unwrap();
         }
         assert_eq!(
             store.reads.get(),

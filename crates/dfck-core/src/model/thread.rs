@@ -236,20 +236,7 @@ impl LoadedThread {
         if self.values {
             return Ok(Cow::Borrowed(ck));
         }
-        self.values_of(i, self.read_back(store, i)?)
-    }
-
-    /// Checkpoint `i` decoded whole from its stored `row`, read back.
-    pub(super) fn values_of(
-        &self,
-        i: usize,
-        row: CheckpointRow,
-    ) -> Result<Cow<'_, Checkpoint>, Error> {
-        self.nodes[i]
-            .checkpoint
-            .as_ref()
-            .map_err(ModelError::restated)?;
-        Ok(Cow::Owned(Checkpoint::from_row(row)?))
+        Ok(Cow::Owned(Checkpoint::from_row(self.read_back(store, i)?)?))
     }
 
     /// The stored row of checkpoint `i`, read again.
@@ -258,14 +245,18 @@ impl LoadedThread {
         store: &dyn Store,
         i: usize,
     ) -> Result<CheckpointRow, StoreError> {
-        let id = &self.nodes[i].id;
         store
-            .checkpoint(&self.thread_id, &self.checkpoint_ns, id)?
-            .ok_or_else(|| StoreError::CheckpointNotFound {
-                thread_id: self.thread_id.clone(),
-                checkpoint_ns: self.checkpoint_ns.clone(),
-                checkpoint_id: id.clone(),
-            })
+            .checkpoint(&self.thread_id, &self.checkpoint_ns, &self.nodes[i].id)?
+            .ok_or_else(|| self.gone(i))
+    }
+
+    /// Checkpoint `i` not found where it was loaded from.
+    pub(super) fn gone(&self, i: usize) -> StoreError {
+        StoreError::CheckpointNotFound {
+            thread_id: self.thread_id.clone(),
+            checkpoint_ns: self.checkpoint_ns.clone(),
+            checkpoint_id: self.nodes[i].id.clone(),
+        }
     }
 
     /// A namespace read beforehand ([`Store::read_threads`]), as [`Self::load_with`]

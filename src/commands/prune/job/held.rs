@@ -66,7 +66,7 @@ mod tests {
     use super::super::{Prune, Work};
     use crate::commands::prune::PruneOptions;
     use dfck_core::store::sqlite::SqliteStore;
-    use dfck_core::store::{ThreadLock, WriteRow, WriteStore};
+    use dfck_core::store::{Store, ThreadLock, WriteRow, WriteStore};
     use dfck_core::write::{ApplyContext, Planned, ThreadJob, ThreadPlan};
 
     /// The store of a fixture, copied; the prune job; its plan of `thread`, under its lock.
@@ -109,6 +109,32 @@ mod tests {
         );
         job.verify(&store, THREAD, &done).unwrap();
         WriteStore::rollback(&store).unwrap();
+    }
+
+    /// Verification compares the latest state too: a plan that deleted the newest
+    /// checkpoint (its writes counted with it), and so moved what `get_state` resumes, is
+    /// refused before commit.
+    #[test]
+    fn deleting_the_newest_checkpoint_fails_verification() {
+        let opts = PruneOptions::default();
+        let job = Prune { opts: &opts };
+        let cx = ApplyContext::without_failpoints();
+        let (_dir, store, mut work) = planned(THREAD);
+        let newest = store.head_id(THREAD, "").unwrap().unwrap();
+        let Work::Checkpoints(namespaces) = &mut work else {
+            panic!("a whole-thread plan");
+        };
+        let ns = &mut namespaces[0];
+        assert!(!ns.delete.contains(&newest), "the plan keeps it");
+        let held = ns.held.as_ref().expect("held");
+        ns.writes_deleted += held.nodes[held.index[&newest]].writes.len() as u64;
+        ns.delete.push(newest.clone());
+        ns.kept.remove(&newest);
+        let done = job.apply(&store, THREAD, work, &cx).unwrap();
+        let refusal = job.verify(&store, THREAD, &done).unwrap_err();
+        assert!(refusal.0.contains("latest state"), "{refusal}");
+        WriteStore::rollback(&store).unwrap();
+        assert_eq!(store.head_id(THREAD, "").unwrap(), Some(newest));
     }
 
     /// A deletion that took other rows than the plan's is refused, though what is left
