@@ -64,6 +64,10 @@ pub(crate) fn layout_streams() -> bool {
 
 /// The display width of a string (terminal columns).
 pub(crate) fn width_of(s: &str) -> usize {
+    // Printable ASCII is one column a byte (most cells are).
+    if s.bytes().all(|b| (b' '..=b'~').contains(&b)) {
+        return s.len();
+    }
     unicode_width::UnicodeWidthStr::width(s)
 }
 
@@ -286,24 +290,32 @@ impl Plain {
 
     /// Writes one row (each line of its cells), a newline before all but the first.
     fn line(&mut self, cells: Vec<&str>, f: &mut dyn std::fmt::Write) -> std::fmt::Result {
-        let lines: Vec<Vec<&str>> = cells.iter().map(|c| c.split('\n').collect()).collect();
-        let height = lines.iter().map(Vec::len).max().unwrap_or(0);
+        let height = cells
+            .iter()
+            .map(|c| c.split('\n').count())
+            .max()
+            .unwrap_or(0);
+        let spaces = |line: &mut String, n: usize| line.extend(std::iter::repeat_n(' ', n));
         for k in 0..height {
             self.line.clear();
             for (i, w) in self.widths.iter().enumerate() {
-                match lines.get(i).and_then(|l| l.get(k)) {
+                let text = match height {
+                    1 => cells.get(i).copied(),
+                    _ => cells.get(i).and_then(|c| c.split('\n').nth(k)),
+                };
+                match text {
                     Some(text) => {
-                        let pad = " ".repeat(w.saturating_sub(width_of(text)));
+                        let pad = w.saturating_sub(width_of(text));
                         if i < self.right {
-                            self.line.push_str(&pad);
+                            spaces(&mut self.line, pad);
                             self.line.push_str(text);
                         } else {
                             self.line.push_str(text);
-                            self.line.push_str(&pad);
+                            spaces(&mut self.line, pad);
                         }
                         self.line.push_str("  ");
                     }
-                    None => self.line.push_str(&" ".repeat(w + 2)),
+                    None => spaces(&mut self.line, w + 2),
                 }
             }
             if !std::mem::take(&mut self.first) {

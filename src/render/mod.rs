@@ -92,8 +92,14 @@ pub(crate) fn table(header: &[&str]) -> Grid {
 }
 
 /// Adds a row of store-supplied text, every cell escaped for the terminal.
-pub(crate) fn add_row(t: &mut Grid, cells: Vec<String>) {
-    t.row(cells.iter().map(|c| escape::owned(c)).collect::<Vec<_>>());
+pub(crate) fn add_row(t: &mut Grid, mut cells: Vec<String>) {
+    for c in &mut cells {
+        // Most cells need no escape: they are kept, not copied.
+        if let std::borrow::Cow::Owned(e) = escape::cell(c) {
+            *c = e;
+        }
+    }
+    t.row(cells);
 }
 
 /// The last line of defence of a human output: controls that slipped past [`escape::cell`]

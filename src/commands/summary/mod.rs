@@ -91,8 +91,9 @@ impl ThreadAcc {
     }
 
     /// Counts one row in; whether its metadata says delta.
-    fn add(&mut self, row: CheckpointMetaRow) -> bool {
-        let meta = metadata_facts(&row.metadata);
+    /// `metadata`: the row's, when the scan left the meta row's empty (it read the row).
+    fn add(&mut self, row: CheckpointMetaRow, metadata: Option<&[u8]>) -> bool {
+        let meta = metadata_facts(metadata.unwrap_or(&row.metadata));
         if !self.namespaces.contains(&row.checkpoint_ns) {
             self.namespaces.push(row.checkpoint_ns.clone());
         }
@@ -390,6 +391,7 @@ fn finish_batch(
     *held += w
         .values()
         .chain(b.values())
+        .chain(accs.iter().filter_map(|a| a.writes.as_ref()))
         .map(|(_, bytes)| bytes)
         .sum::<u64>();
     let (writes, blobs) = (&mut w, &mut b);
@@ -443,7 +445,10 @@ fn finish_group(
     let mut out = Vec::with_capacity(accs.len());
     for (t, acc) in accs.into_iter().enumerate() {
         let (hns, hid, step, source) = acc.root_head.or(acc.any_head).unwrap_or_default();
-        let (wn, wb) = writes.remove(&acc.thread_id).unwrap_or((0, 0));
+        let (wn, wb) = acc
+            .writes
+            .or_else(|| writes.remove(&acc.thread_id))
+            .unwrap_or((0, 0));
         let (_, bb) = blobs.remove(&acc.thread_id).unwrap_or((0, 0));
         let mut namespaces = acc.namespaces;
         namespaces.sort();
@@ -495,16 +500,12 @@ fn batch_totals(store: &dyn Store, accs: &[ThreadAcc]) -> Result<(Totals, Totals
     if ids.is_empty() {
         return Ok((writes, blobs));
     }
-    // Those the scan read are not asked again.
+    // Those the scan read are not asked again (nor kept here: each thread has them).
     let unread: Vec<String> = accs
         .iter()
         .filter(|a| a.writes.is_none())
         .map(|a| a.thread_id.clone())
         .collect();
-    writes.extend(
-        accs.iter()
-            .filter_map(|a| Some((a.thread_id.clone(), a.writes?))),
-    );
     if !unread.is_empty() {
         store.write_totals_of(&unread, &mut |t| {
             writes.insert(t.thread_id, (t.writes, t.bytes));

@@ -123,16 +123,7 @@ pub(super) fn finish(
     // read those).
     let mut walked: Vec<(usize, CheckpointKey)> = Vec::new();
     for (t, acc) in accs.iter().enumerate() {
-        let at: HashMap<(&str, &str), &CheckpointFacts> = acc
-            .rows
-            .iter()
-            .map(|f| {
-                (
-                    (f.key.checkpoint_ns.as_str(), f.key.checkpoint_id.as_str()),
-                    f,
-                )
-            })
-            .collect();
+        let at = At::new(&acc.rows);
         // Facts not read whole (PostgreSQL's blobs by their first bytes) are confirmed.
         if acc.any_delta {
             for f in acc.rows.iter() {
@@ -147,10 +138,10 @@ pub(super) fn finish(
         }
         let (hns, hid) = &summary_heads[t];
         for (ns, head) in &acc.heads {
-            let mut seen = HashSet::new();
+            let mut seen = Seen::new(acc.rows.len());
             let mut next = Some(head.as_str());
             while let Some(id) = next.take() {
-                let Some(f) = at.get(&(ns.as_str(), id)).filter(|_| seen.insert(id)) else {
+                let Some(f) = at.get(ns, id).filter(|_| seen.insert(id)) else {
                     break;
                 };
                 // The head's blobs count for every channel, the rest's for `messages` only.
@@ -178,9 +169,7 @@ pub(super) fn finish(
             activity[t][j] = match slot {
                 Some((_, _, Some(ts))) => Some(ts.clone()),
                 Some((ns, id, None)) if (ns, id) == (hns, hid) => head_ts[t].clone(),
-                Some((ns, id, None)) => at
-                    .get(&(ns.as_str(), id.as_str()))
-                    .and_then(|f| f.ts.clone()),
+                Some((ns, id, None)) => at.get(ns, id).and_then(|f| f.ts.clone()),
                 None => None,
             };
         }
@@ -193,4 +182,67 @@ pub(super) fn finish(
     }
     super::confirm_plain(store, confirm, &mut plain)?;
     Ok((plain, needed, head_ts, activity))
+}
+
+/// Threads of at most this many rows are searched, not hashed: most threads are short.
+const FEW_ROWS: usize = 16;
+
+/// A thread's facts by (namespace, id).
+enum At<'a> {
+    Few(&'a [CheckpointFacts]),
+    Many(HashMap<(&'a str, &'a str), &'a CheckpointFacts>),
+}
+
+impl<'a> At<'a> {
+    fn new(rows: &'a [CheckpointFacts]) -> Self {
+        if rows.len() <= FEW_ROWS {
+            return At::Few(rows);
+        }
+        At::Many(
+            rows.iter()
+                .map(|f| {
+                    let k = &f.key;
+                    ((k.checkpoint_ns.as_str(), k.checkpoint_id.as_str()), f)
+                })
+                .collect(),
+        )
+    }
+
+    /// The facts at (`ns`, `id`); of rows with the same key, the last (as a map collects).
+    fn get(&self, ns: &str, id: &str) -> Option<&'a CheckpointFacts> {
+        match self {
+            At::Few(rows) => rows
+                .iter()
+                .rev()
+                .find(|f| f.key.checkpoint_id == id && f.key.checkpoint_ns == ns),
+            At::Many(map) => map.get(&(ns, id)).copied(),
+        }
+    }
+}
+
+/// The ids a walk has been to.
+enum Seen<'a> {
+    Few(Vec<&'a str>),
+    Many(HashSet<&'a str>),
+}
+
+impl<'a> Seen<'a> {
+    fn new(rows: usize) -> Self {
+        match rows <= FEW_ROWS {
+            true => Seen::Few(Vec::new()),
+            false => Seen::Many(HashSet::new()),
+        }
+    }
+
+    /// Whether `id` is new (then it is kept).
+    fn insert(&mut self, id: &'a str) -> bool {
+        match self {
+            Seen::Few(ids) if ids.contains(&id) => false,
+            Seen::Few(ids) => {
+                ids.push(id);
+                true
+            }
+            Seen::Many(ids) => ids.insert(id),
+        }
+    }
 }

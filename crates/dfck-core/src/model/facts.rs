@@ -242,7 +242,7 @@ fn placeholders_encoding(
         Some(Json::Object(versions)) => versions.contains_key(MESSAGES),
         Some(_) => return None,
     };
-    if parse_metadata(metadata, "").is_err() {
+    if !metadata_parses(metadata) {
         return None;
     }
     let blob = blobs
@@ -266,7 +266,7 @@ fn msgpack_encoding(
     metadata: &[u8],
     scanned: Result<(Option<&[u8]>, bool), crate::error::CodecError>,
 ) -> Option<MessagesEncoding> {
-    if !codec::is_document(bytes) || parse_metadata(metadata, "").is_err() {
+    if !codec::is_document(bytes) || !metadata_parses(metadata) {
         return None;
     }
     let (slice, versioned) = scanned.ok()?;
@@ -276,6 +276,62 @@ fn msgpack_encoding(
         None if versioned => MessagesEncoding::Absent,
         None => MessagesEncoding::Unversioned,
     })
+}
+
+/// Whether [`parse_metadata`] takes `bytes`, without building the map: the same parse
+/// (every value read as `serde_json::Value` reads it, through `deserialize_any`, which
+/// checks what `IgnoredAny` lets through: lone surrogates, numbers out of range), nothing
+/// kept.
+fn metadata_parses(bytes: &[u8]) -> bool {
+    if bytes.is_empty() {
+        return true;
+    }
+    match serde_json::from_slice::<Shape>(bytes) {
+        Ok(shape) => shape != Shape::Other,
+        // Python's NaN and infinities, which the full parse reads again.
+        Err(_) => parse_metadata(bytes, "").is_ok(),
+    }
+}
+
+/// What a JSON value is, as far as [`parse_metadata`] cares.
+#[derive(PartialEq)]
+enum Shape {
+    Object,
+    Null,
+    Other,
+}
+
+impl<'de> Deserialize<'de> for Shape {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::{MapAccess, SeqAccess, Visitor};
+        struct V;
+        macro_rules! other {
+            ($($f:ident: $t:ty),*) => {
+                $(fn $f<E>(self, _: $t) -> Result<Shape, E> {
+                    Ok(Shape::Other)
+                })*
+            };
+        }
+        impl<'de> Visitor<'de> for V {
+            type Value = Shape;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            other!(visit_bool: bool, visit_i64: i64, visit_u64: u64, visit_f64: f64, visit_str: &str);
+            fn visit_unit<E>(self) -> Result<Shape, E> {
+                Ok(Shape::Null)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<Shape, A::Error> {
+                while s.next_element::<Shape>()?.is_some() {}
+                Ok(Shape::Other)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Shape, A::Error> {
+                while m.next_entry::<Shape, Shape>()?.is_some() {}
+                Ok(Shape::Object)
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// What a store summary needs of one checkpoint to count the bytes its state reads
@@ -527,6 +583,40 @@ mod tests {
                 "{odd}"
             );
         }
+    }
+
+    #[test]
+    fn metadata_parses_where_the_full_parse_does() {
+        let deep = format!("{{\"a\": {}1{}}}", "[".repeat(130), "]".repeat(130));
+        for odd in [
+            "",
+            "{}",
+            "  {} ",
+            "null",
+            "[1]",
+            "1",
+            r#""s""#,
+            "{",
+            r#"{"a": 1} x"#,
+            r#"{"a": 1, "a": {"b": [true, null, 1.5, -2]}}"#,
+            r#"{"x": "\ud800"}"#,
+            r#"{"\udc00": 1}"#,
+            r#"{"x": 1e400}"#,
+            r#"{"x": -1e400}"#,
+            r#"{"x": 123456789012345678901234567890}"#,
+            r#"{"x": NaN, "y": [Infinity, -Infinity]}"#,
+            r#"{"x": 1.}"#,
+            r#"{"x": 01}"#,
+            "{\"x\": \"\u{1}\"}",
+            &deep,
+        ] {
+            let full = parse_metadata(odd.as_bytes(), "m").is_ok();
+            assert_eq!(metadata_parses(odd.as_bytes()), full, "{odd}");
+        }
+        // The cases IgnoredAny would let through are refused by both.
+        assert!(!metadata_parses(br#"{"x": 1e400}"#));
+        assert!(!metadata_parses(br#"{"x": "\ud800"}"#));
+        assert!(metadata_parses(br#"{"x": NaN}"#));
     }
 
     #[test]

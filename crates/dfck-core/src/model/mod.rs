@@ -308,7 +308,7 @@ impl Checkpoint {
     /// [`Checkpoint::from_row`] building channel values only to `depth` (see
     /// [`codec::Depth`]); the same rows fail, with the same errors.
     pub fn from_row_at(row: CheckpointRow, depth: codec::Depth<'_>) -> Result<Self, ModelError> {
-        let metadata = parse_metadata(&row.metadata, &row_what(&row))?;
+        let metadata = parse_row_metadata(&row)?;
         Self::from_row_parsed(row, Arc::new(metadata), depth)
     }
 
@@ -318,9 +318,10 @@ impl Checkpoint {
         metadata: Arc<Map<String, Json>>,
         depth: codec::Depth<'_>,
     ) -> Result<Self, ModelError> {
-        let what = row_what(&row);
+        // Named only in errors: not formatted for every row.
+        let what = || row_what(&row.thread_id, &row.checkpoint_id);
         let malformed = |reason: &str| ModelError::Malformed {
-            what: what.clone(),
+            what: what(),
             reason: reason.to_owned(),
         };
         let mut sealing = Sealing::default();
@@ -336,7 +337,8 @@ impl Checkpoint {
                 codec::decode_typed_checkpoint(type_tag.as_deref(), bytes, depth).map_err(
                     |source| ModelError::Decode {
                         what: format!(
-                            "{what}: checkpoint blob (type {})",
+                            "{}: checkpoint blob (type {})",
+                            what(),
                             type_tag.as_deref().unwrap_or("NULL")
                         ),
                         source,
@@ -344,7 +346,7 @@ impl Checkpoint {
                 )?
             }
             CheckpointBody::Postgres { checkpoint, blobs } => {
-                postgres_body_at(&checkpoint, blobs, &what, depth)?
+                postgres_body_at(&checkpoint, blobs, &what(), depth)?
             }
         };
         if body.as_map().is_none() {
@@ -477,12 +479,25 @@ impl Checkpoint {
     }
 }
 
+/// [`parse_metadata`] of a row's metadata, its errors naming the row (formatted only then).
+pub(crate) fn parse_row_metadata(row: &CheckpointRow) -> Result<Map<String, Json>, ModelError> {
+    parse_metadata(&row.metadata, "").map_err(|e| naming(e, row))
+}
+
+/// A metadata error (of an unnamed parse) naming `row`.
+pub(crate) fn naming(e: ModelError, row: &CheckpointRow) -> ModelError {
+    match e {
+        ModelError::Malformed { reason, .. } => ModelError::Malformed {
+            what: row_what(&row.thread_id, &row.checkpoint_id),
+            reason,
+        },
+        other => other,
+    }
+}
+
 /// How errors name a checkpoint row.
-pub(crate) fn row_what(row: &CheckpointRow) -> String {
-    format!(
-        "thread '{}' checkpoint {}",
-        row.thread_id, row.checkpoint_id
-    )
+pub(crate) fn row_what(thread_id: &str, checkpoint_id: &str) -> String {
+    format!("thread '{thread_id}' checkpoint {checkpoint_id}")
 }
 
 /// Rebuilds a Postgres checkpoint the way `PostgresSaver.get_tuple` does: the inline JSONB

@@ -4,7 +4,7 @@
 //! then dropped, so memory follows the number of checkpoints of the largest thread, not
 //! its bytes.
 
-use super::{Checkpoint, MODE_MARKER, MessagesEncoding, metadata_is_delta, parse_metadata};
+use super::{Checkpoint, MODE_MARKER, MessagesEncoding, metadata_is_delta};
 use crate::codec::{Depth, Value};
 use crate::error::{Error, ModelError, StoreError};
 use crate::store::batch::NamespaceRows;
@@ -388,13 +388,14 @@ impl LoadedThread {
             // metadata leaves the node's empty and the checkpoint unreadable.
             // Kept values keep the metadata map; a shallow load reads only its facts.
             let parsed = if keep_values {
-                parse_metadata(&row.metadata, &super::row_what(&row)).map(|m| {
+                super::parse_row_metadata(&row).map(|m| {
                     let facts = MetaFacts::of(&m);
                     (Arc::new(m), facts)
                 })
             } else {
-                MetaFacts::parse(&row.metadata, &super::row_what(&row))
+                MetaFacts::parse(&row.metadata, "")
                     .map(|facts| (Arc::clone(&empty), facts))
+                    .map_err(|e| super::naming(e, &row))
             };
             let (mut metadata, facts, mut checkpoint) = match parsed {
                 Ok((m, facts)) => {

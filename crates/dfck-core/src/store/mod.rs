@@ -95,7 +95,8 @@ pub trait Store {
     /// first bytes (as [`Store::checkpoint_facts_at`] reads them, every channel's) and its
     /// pending-write bytes ([`Store::scan_reads_write_bytes`]). `None` for a row whose body
     /// is over `max_body` bytes, or that the scan cannot read as the point reads do (it is
-    /// not read); `false`, having read nothing, where the backend does not.
+    /// not read); `false`, having read nothing, where the backend does not. Where a row's
+    /// facts are given, its metadata is theirs: the meta row's may be left empty.
     fn scan_checkpoints_whole(
         &self,
         _max_body: u64,

@@ -46,27 +46,42 @@ struct WriteKey {
 }
 
 impl WriteKey {
-    fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
-        let thread = match r.get_ref(0)? {
-            ValueRef::Text(b) => Ok(b.to_vec()),
-            ValueRef::Blob(_) => Err(Ordering::Greater),
-            _ => Err(Ordering::Less),
+    fn empty() -> Self {
+        WriteKey {
+            thread: Err(Ordering::Less),
+            key: None,
+            bytes: 0,
+            length: 0,
+        }
+    }
+
+    /// Reads row `r` into `self`, reusing its buffers (a write row costs no allocation).
+    fn read_into(&mut self, r: &rusqlite::Row<'_>) -> rusqlite::Result<()> {
+        let refill = |buf: &mut Vec<u8>, b: &[u8]| {
+            buf.clear();
+            buf.extend_from_slice(b);
         };
-        let key = match (text_key(r, 1)?, text_key(r, 2)?) {
-            (Some(ns), Some(id)) => Some((ns.to_vec(), id.to_vec())),
-            _ => None,
-        };
-        let bytes = match (idx_col(r, 3)?, r.get::<_, Option<i64>>(4)?) {
+        match (r.get_ref(0)?, &mut self.thread) {
+            (ValueRef::Text(b), Ok(t)) => refill(t, b),
+            (ValueRef::Text(b), slot) => *slot = Ok(b.to_vec()),
+            (ValueRef::Blob(_), slot) => *slot = Err(Ordering::Greater),
+            (_, slot) => *slot = Err(Ordering::Less),
+        }
+        match ((text_key(r, 1)?, text_key(r, 2)?), &mut self.key) {
+            ((Some(ns), Some(id)), Some((n, i))) => {
+                refill(n, ns);
+                refill(i, id);
+            }
+            ((Some(ns), Some(id)), slot) => *slot = Some((ns.to_vec(), id.to_vec())),
+            (_, slot) => *slot = None,
+        }
+        self.bytes = match (idx_col(r, 3)?, r.get::<_, Option<i64>>(4)?) {
             (Some(_), Some(n)) if n >= 0 => n as u64,
             (Some(_), None) => 0,
             _ => UNDECODABLE.len() as u64,
         };
-        Ok(WriteKey {
-            thread,
-            key,
-            bytes,
-            length: len_col(r, 5)?,
-        })
+        self.length = len_col(r, 5)?;
+        Ok(())
     }
 
     fn against(&self, thread: &[u8]) -> Ordering {
@@ -80,7 +95,9 @@ impl WriteKey {
 /// The writes scan, read a thread at a time as the checkpoints scan reaches it.
 struct WriteMerge<'s> {
     rows: Rows<'s>,
-    peeked: Option<WriteKey>,
+    /// The next write, read and not yet passed (`peeked`), its buffers kept between rows.
+    slot: WriteKey,
+    peeked: bool,
     done: bool,
     /// The thread whose writes are loaded: its write bytes per (namespace, id) in key order,
     /// the next one a row may match, and its totals until given.
@@ -96,7 +113,8 @@ impl<'s> WriteMerge<'s> {
     fn new(rows: Rows<'s>) -> Self {
         WriteMerge {
             rows,
-            peeked: None,
+            slot: WriteKey::empty(),
+            peeked: false,
             done: false,
             thread: None,
             keys: Vec::new(),
@@ -107,13 +125,16 @@ impl<'s> WriteMerge<'s> {
     }
 
     fn peek(&mut self) -> Result<Option<&WriteKey>, StoreError> {
-        if self.peeked.is_none() && !self.done {
+        if !self.peeked && !self.done {
             match self.rows.next().map_err(q(WHAT))? {
-                Some(r) => self.peeked = Some(WriteKey::read(r).map_err(q(WHAT))?),
+                Some(r) => {
+                    self.slot.read_into(r).map_err(q(WHAT))?;
+                    self.peeked = true;
+                }
                 None => self.done = true,
             }
         }
-        Ok(self.peeked.as_ref())
+        Ok(self.peeked.then_some(&self.slot))
     }
 
     /// Reads the writes of `thread`, passing those of the threads before it.
@@ -121,23 +142,23 @@ impl<'s> WriteMerge<'s> {
         self.keys.clear();
         self.next = 0;
         let (mut writes, mut length) = (0u64, 0u64);
-        while let Some(w) = self.peek()? {
+        while self.peek()?.is_some() {
+            let w = &self.slot;
             match w.against(thread) {
                 Ordering::Less => {}
                 Ordering::Greater => break,
                 Ordering::Equal => {
                     writes += 1;
                     length += w.length;
-                    let Some(w) = self.peeked.take() else { break };
-                    if let Some(key) = w.key {
+                    if let Some(key) = &w.key {
                         match self.keys.last_mut() {
-                            Some((k, bytes)) if *k == key => *bytes += w.bytes,
-                            _ => self.keys.push((key, w.bytes)),
+                            Some((k, bytes)) if k == key => *bytes += w.bytes,
+                            _ => self.keys.push((key.clone(), w.bytes)),
                         }
                     }
                 }
             }
-            self.peeked = None;
+            self.peeked = false;
         }
         self.thread = Some(thread.to_vec());
         self.totals = Some((writes, length));
@@ -257,7 +278,11 @@ impl SqliteStore {
                 checkpoint_ns: row.checkpoint_ns.clone(),
                 checkpoint_id: row.checkpoint_id.clone(),
                 bytes: len_col(r, 7).map_err(q(WHAT))?,
-                metadata: row.metadata.clone(),
+                // Not copied where the row goes with it (its metadata is the row's).
+                metadata: match writes {
+                    Some(_) => Vec::new(),
+                    None => row.metadata.clone(),
+                },
                 ts: None,
             };
             let facts = writes.map(|(write_bytes, thread_writes)| FactsRow {
