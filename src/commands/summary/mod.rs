@@ -90,62 +90,53 @@ impl ThreadAcc {
         }
     }
 
-    /// Counts one row in; whether its metadata says delta.
-    /// `metadata`: the row's, when the scan left the meta row's empty (it read the row).
-    fn add(&mut self, row: CheckpointMetaRow, metadata: Option<&[u8]>) -> bool {
-        let meta = metadata_facts(metadata.unwrap_or(&row.metadata));
-        if !self.namespaces.contains(&row.checkpoint_ns) {
-            self.namespaces.push(row.checkpoint_ns.clone());
+    /// Counts one row in (its keys and metadata from its facts `read`, when the scan read
+    /// them: [`CheckpointMetaRow::keys_of`]); whether its metadata says delta.
+    fn add(&mut self, row: &CheckpointMetaRow, read: Option<&FactsRow>) -> bool {
+        let (_, ns, id, metadata) = row.keys_of(read);
+        let meta = metadata_facts(metadata);
+        if !self.namespaces.iter().any(|n| n == ns) {
+            self.namespaces.push(ns.to_owned());
         }
         self.checkpoints += 1;
         self.bytes += row.bytes;
         if meta.delta {
             self.any_delta = true;
         } else {
-            self.full_ids
-                .push((row.checkpoint_ns.clone(), row.checkpoint_id.clone()));
+            self.full_ids.push((ns.to_owned(), id.to_owned()));
         }
         match self.heads.last_mut() {
-            Some((ns, id)) if *ns == row.checkpoint_ns => {
-                if row.checkpoint_id > *id {
-                    id.clone_from(&row.checkpoint_id);
+            Some((n, head)) if n == ns => {
+                if id > head.as_str() {
+                    id.clone_into(head);
                 }
             }
-            _ => self
-                .heads
-                .push((row.checkpoint_ns.clone(), row.checkpoint_id.clone())),
+            _ => self.heads.push((ns.to_owned(), id.to_owned())),
         }
-        // Updated in place (`clone_from` reuses the buffers): rows come in id order, so the
+        // Updated in place (`clone_into` reuses the buffers): rows come in id order, so the
         // latest changes on almost every row.
         let set = |slot: &mut Option<Activity>| match slot {
-            Some((ns, id, ts)) => {
-                ns.clone_from(&row.checkpoint_ns);
-                id.clone_from(&row.checkpoint_id);
+            Some((n, i, ts)) => {
+                ns.clone_into(n);
+                id.clone_into(i);
                 ts.clone_from(&row.ts);
             }
-            None => {
-                *slot = Some((
-                    row.checkpoint_ns.clone(),
-                    row.checkpoint_id.clone(),
-                    row.ts.clone(),
-                ))
-            }
+            None => *slot = Some((ns.to_owned(), id.to_owned(), row.ts.clone())),
         };
-        if self.first.as_ref().is_none_or(|f| row.checkpoint_id < f.1) {
+        if self.first.as_ref().is_none_or(|f| id < f.1.as_str()) {
             set(&mut self.first);
         }
-        if self.last.as_ref().is_none_or(|l| row.checkpoint_id > l.1) {
+        if self.last.as_ref().is_none_or(|l| id > l.1.as_str()) {
             set(&mut self.last);
         }
         // The head is the greatest id (byte order) of the root namespace, else of any.
-        let entry = (row.checkpoint_ns, row.checkpoint_id, meta.step, meta.source);
-        let slot = if entry.0.is_empty() {
+        let slot = if ns.is_empty() {
             &mut self.root_head
         } else {
             &mut self.any_head
         };
-        if slot.as_ref().is_none_or(|h| h.1 < entry.1) {
-            *slot = Some(entry);
+        if slot.as_ref().is_none_or(|h| h.1.as_str() < id) {
+            *slot = Some((ns.to_owned(), id.to_owned(), meta.step, meta.source));
         }
         meta.delta
     }
@@ -598,7 +589,8 @@ pub fn summarize_each(
         // Each row in; `row`: the whole row when the scan read it.
         let mut push = |meta: CheckpointMetaRow, row: Option<FactsRow>, whole: bool| {
             progress.inc(1);
-            if batch.last().is_none_or(|a| a.thread_id != meta.thread_id) {
+            let thread_id = meta.keys_of(row.as_ref()).0;
+            if batch.last().is_none_or(|a| a.thread_id != thread_id) {
                 if batch.len() == BATCH_THREADS {
                     pending_bytes = 0;
                     let done = counting
@@ -612,7 +604,7 @@ pub fn summarize_each(
                         });
                     }
                 }
-                let mut acc = ThreadAcc::new(meta.thread_id.clone());
+                let mut acc = ThreadAcc::new(thread_id.to_owned());
                 acc.whole = whole;
                 batch.push(acc);
             }

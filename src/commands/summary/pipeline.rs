@@ -26,7 +26,7 @@ pub(super) fn weight(meta: &CheckpointMetaRow, row: Option<&FactsRow>) -> u64 {
 /// Counts one row into its thread; a row the scan did not read whole makes the thread take
 /// the point reads.
 fn count_in(acc: &mut ThreadAcc, (meta, row): Pending, wait: u64) {
-    let delta = acc.add(meta, row.as_ref().map(|r| r.row.metadata.as_slice()));
+    let delta = acc.add(&meta, row.as_ref());
     if let Some(totals) = row.as_ref().and_then(|r| r.thread_writes) {
         acc.writes = Some(totals);
     }

@@ -150,6 +150,30 @@ pub struct CheckpointMetaRow {
     pub ts: Option<String>,
 }
 
+impl CheckpointMetaRow {
+    /// (thread, namespace, id, metadata) of a row [`Store::scan_checkpoints_whole`](super::Store::scan_checkpoints_whole)
+    /// gave, from its facts `row` when it gave them (the meta row's may be empty then).
+    pub fn keys_of<'a>(
+        &'a self,
+        row: Option<&'a FactsRow>,
+    ) -> (&'a str, &'a str, &'a str, &'a [u8]) {
+        match row {
+            Some(r) => (
+                &r.row.thread_id,
+                &r.row.checkpoint_ns,
+                &r.row.checkpoint_id,
+                &r.row.metadata,
+            ),
+            None => (
+                &self.thread_id,
+                &self.checkpoint_ns,
+                &self.checkpoint_id,
+                &self.metadata,
+            ),
+        }
+    }
+}
+
 /// A checkpoint's identity, time and size, without its values ([`Store::checkpoint_times`](super::Store::checkpoint_times)).
 #[derive(Debug, Clone)]
 pub struct CheckpointTime {

@@ -88,7 +88,7 @@ fn scan_agrees_with_point_reads(store: &dyn Store) -> bool {
     let mut rows = Vec::new();
     store
         .scan_checkpoints_whole(u64::MAX, &mut |meta, row| {
-            rows.push((meta.thread_id, row));
+            rows.push((meta.keys_of(row.as_ref()).0.to_owned(), row));
             Ok(())
         })
         .unwrap();
@@ -214,7 +214,7 @@ fn scanned(store: &dyn Store) -> Vec<(String, Option<(u64, Option<(u64, u64)>)>)
     store
         .scan_checkpoints_whole(u64::MAX, &mut |meta, row| {
             out.push((
-                meta.thread_id,
+                meta.keys_of(row.as_ref()).0.to_owned(),
                 row.map(|r| (r.write_bytes, r.thread_writes)),
             ));
             Ok(())

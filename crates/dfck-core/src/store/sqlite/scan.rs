@@ -273,17 +273,25 @@ impl SqliteStore {
                 }
                 (_, writes) => writes,
             };
-            let meta = CheckpointMetaRow {
-                thread_id: row.thread_id.clone(),
-                checkpoint_ns: row.checkpoint_ns.clone(),
-                checkpoint_id: row.checkpoint_id.clone(),
-                bytes: len_col(r, 7).map_err(q(WHAT))?,
-                // Not copied where the row goes with it (its metadata is the row's).
-                metadata: match writes {
-                    Some(_) => Vec::new(),
-                    None => row.metadata.clone(),
+            // Nothing copied where the row goes with it (its keys and metadata are the row's).
+            let bytes = len_col(r, 7).map_err(q(WHAT))?;
+            let meta = match writes {
+                Some(_) => CheckpointMetaRow {
+                    thread_id: String::new(),
+                    checkpoint_ns: String::new(),
+                    checkpoint_id: String::new(),
+                    bytes,
+                    metadata: Vec::new(),
+                    ts: None,
                 },
-                ts: None,
+                None => CheckpointMetaRow {
+                    thread_id: row.thread_id.clone(),
+                    checkpoint_ns: row.checkpoint_ns.clone(),
+                    checkpoint_id: row.checkpoint_id.clone(),
+                    bytes,
+                    metadata: row.metadata.clone(),
+                    ts: None,
+                },
             };
             let facts = writes.map(|(write_bytes, thread_writes)| FactsRow {
                 row,
