@@ -195,3 +195,39 @@ fn the_summary_from_whole_rows_equals_the_summary_from_point_reads() {
     }
     assert!(compared >= 35, "{compared} stores compared");
 }
+
+/// A thread whose id is stored once as text and once as a blob reads as two threads of one
+/// batch with the same id: the text one's writes merged in the scan, the blob one's not. The
+/// writes are counted once, on the first, as the point reads count them.
+#[test]
+fn a_thread_id_stored_as_text_and_as_a_blob_counts_its_writes_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = copy_store("sqlite", "full", dir.path());
+    let c = rusqlite::Connection::open(&db).unwrap();
+    c.execute_batch(
+        "INSERT INTO checkpoints SELECT CAST(thread_id AS BLOB), checkpoint_ns, checkpoint_id, \
+         parent_checkpoint_id, type, checkpoint, metadata FROM checkpoints \
+         WHERE thread_id = 't-linear'",
+    )
+    .unwrap();
+    drop(c);
+    for failpoint in ["", "scan-body-bytes:0"] {
+        let out = run(&db, &["inspect"], failpoint);
+        assert_eq!(out.status.code(), Some(0), "{failpoint}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let writes: Vec<u64> = v["threads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["thread_id"] == "t-linear")
+            .map(|t| t["writes"].as_u64().unwrap())
+            .collect();
+        assert_eq!(writes, [20, 0], "{failpoint}");
+        let tables = &v["table_bytes"];
+        assert_eq!(
+            v["bytes"].as_u64(),
+            Some(tables["checkpoints"].as_u64().unwrap() + tables["writes"].as_u64().unwrap()),
+            "{failpoint}"
+        );
+    }
+}

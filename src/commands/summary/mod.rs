@@ -382,7 +382,6 @@ fn finish_batch(
     *held += w
         .values()
         .chain(b.values())
-        .chain(accs.iter().filter_map(|a| a.writes.as_ref()))
         .map(|(_, bytes)| bytes)
         .sum::<u64>();
     let (writes, blobs) = (&mut w, &mut b);
@@ -436,10 +435,7 @@ fn finish_group(
     let mut out = Vec::with_capacity(accs.len());
     for (t, acc) in accs.into_iter().enumerate() {
         let (hns, hid, step, source) = acc.root_head.or(acc.any_head).unwrap_or_default();
-        let (wn, wb) = acc
-            .writes
-            .or_else(|| writes.remove(&acc.thread_id))
-            .unwrap_or((0, 0));
+        let (wn, wb) = writes.remove(&acc.thread_id).unwrap_or((0, 0));
         let (_, bb) = blobs.remove(&acc.thread_id).unwrap_or((0, 0));
         let mut namespaces = acc.namespaces;
         namespaces.sort();
@@ -491,12 +487,18 @@ fn batch_totals(store: &dyn Store, accs: &[ThreadAcc]) -> Result<(Totals, Totals
     if ids.is_empty() {
         return Ok((writes, blobs));
     }
-    // Those the scan read are not asked again (nor kept here: each thread has them).
+    // Those the scan read are not asked again. Through the map, not from each thread: two
+    // threads of a batch may read as one id (a text and a blob id), and the map gives them
+    // to the first.
     let unread: Vec<String> = accs
         .iter()
         .filter(|a| a.writes.is_none())
         .map(|a| a.thread_id.clone())
         .collect();
+    writes.extend(
+        accs.iter()
+            .filter_map(|a| Some((a.thread_id.clone(), a.writes?))),
+    );
     if !unread.is_empty() {
         store.write_totals_of(&unread, &mut |t| {
             writes.insert(t.thread_id, (t.writes, t.bytes));
