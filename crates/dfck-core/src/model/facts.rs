@@ -24,6 +24,19 @@ pub struct MetadataFacts {
     pub source: Option<String>,
 }
 
+/// A JSON visitor's methods for every scalar but `null`, each giving `$value` (of type `$t`).
+macro_rules! scalars_are {
+    ($t:ty, $value:expr) => {
+        scalars_are!(@each $t, $value; visit_bool: bool, visit_i64: i64, visit_u64: u64,
+            visit_f64: f64, visit_str: &str);
+    };
+    (@each $t:ty, $value:expr; $($f:ident: $arg:ty),*) => {
+        $(fn $f<E>(self, _: $arg) -> Result<$t, E> {
+            Ok($value)
+        })*
+    };
+}
+
 /// The only metadata keys [`MetaFacts`] reads; every other key is skipped, not built.
 #[derive(Deserialize)]
 struct Keys {
@@ -78,19 +91,12 @@ fn names_duration_write<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, 
 fn counts_messages<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
     use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
     struct Counters;
-    macro_rules! not_an_object {
-        ($($f:ident: $t:ty),*) => {
-            $(fn $f<E>(self, _: $t) -> Result<bool, E> {
-                Ok(false)
-            })*
-        };
-    }
     impl<'de> Visitor<'de> for Counters {
         type Value = bool;
         fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
             f.write_str("any JSON value")
         }
-        not_an_object!(visit_bool: bool, visit_i64: i64, visit_u64: u64, visit_f64: f64, visit_str: &str);
+        scalars_are!(bool, false);
         fn visit_unit<E>(self) -> Result<bool, E> {
             Ok(false)
         }
@@ -305,19 +311,12 @@ impl<'de> Deserialize<'de> for Shape {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         use serde::de::{MapAccess, SeqAccess, Visitor};
         struct V;
-        macro_rules! other {
-            ($($f:ident: $t:ty),*) => {
-                $(fn $f<E>(self, _: $t) -> Result<Shape, E> {
-                    Ok(Shape::Other)
-                })*
-            };
-        }
         impl<'de> Visitor<'de> for V {
             type Value = Shape;
             fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str("any JSON value")
             }
-            other!(visit_bool: bool, visit_i64: i64, visit_u64: u64, visit_f64: f64, visit_str: &str);
+            scalars_are!(Shape, Shape::Other);
             fn visit_unit<E>(self) -> Result<Shape, E> {
                 Ok(Shape::Null)
             }
