@@ -24,6 +24,30 @@ impl PostgresStore {
         }
     }
 
+    /// The checkpoints `keys` names, each to `f`: through a cursor (a few rows held at a
+    /// time) or one plain statement.
+    fn checkpoints_of(
+        &self,
+        keys: &[CheckpointKey],
+        cursor: bool,
+        f: &mut dyn FnMut(CheckpointRow) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let what = "reading checkpoints";
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&keys_json(keys)];
+        if cursor {
+            return self.cursor(what, KEYS_SELECT, &params, 16, &mut |r| {
+                f(checkpoint_row(r, what)?)
+            });
+        }
+        for r in self.query(what, KEYS_SELECT, &params)? {
+            f(checkpoint_row(&r, what)?)?;
+        }
+        Ok(())
+    }
+
     /// Every pending write of (thread, ns).
     fn writes_sql(&self) -> String {
         format!(
@@ -488,14 +512,8 @@ impl Store for PostgresStore {
         keys: &[CheckpointKey],
         f: &mut dyn FnMut(CheckpointRow) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
-        if keys.is_empty() {
-            return Ok(());
-        }
-        let what = "reading checkpoints";
-        for r in self.query(what, KEYS_SELECT, &[&keys_json(keys)])? {
-            f(checkpoint_row(&r, what)?)?;
-        }
-        Ok(())
+        // One plain statement: the window is bounded in bytes by its caller.
+        self.checkpoints_of(keys, false, f)
     }
 
     fn checkpoints_at(
@@ -503,14 +521,8 @@ impl Store for PostgresStore {
         keys: &[CheckpointKey],
         f: &mut dyn FnMut(CheckpointRow) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
-        if keys.is_empty() {
-            return Ok(());
-        }
-        let what = "reading checkpoints";
         // A cursor: a head may be a large full checkpoint; a few rows are held at a time.
-        self.cursor(what, KEYS_SELECT, &[&keys_json(keys)], 16, &mut |r| {
-            f(checkpoint_row(r, what)?)
-        })
+        self.checkpoints_of(keys, true, f)
     }
 
     fn checkpoint_facts_at(
