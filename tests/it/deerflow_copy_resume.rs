@@ -53,7 +53,9 @@ fn a_killed_copy_leaves_shared_rows_and_threads_absent_or_complete() {
     };
     assert!(threads.len() > 10);
     let mut seen = (0, 0);
-    // Inside the shared rows (8 of them), inside thread A's rows, later threads.
+    // Inside the shared rows (8 of them), inside thread A's rows, later threads; groups of
+    // two threads, so that a crash finds some groups committed (a group's threads go
+    // together, docs/write-engine.md).
     for n in [3, 40, 110, 260] {
         let dir = tempfile::tempdir().unwrap();
         let target = dir.path().join("t.db");
@@ -68,7 +70,10 @@ fn a_killed_copy_leaves_shared_rows_and_threads_absent_or_complete() {
                 "--to",
                 s(&target),
             ])
-            .env("DFCK_FAILPOINT", format!("copy-abort-after:{n}"))
+            .env(
+                "DFCK_FAILPOINT",
+                format!("copy-abort-after:{n},group-threads:2"),
+            )
             .output()
             .unwrap();
         assert_eq!(out.status.code(), None, "killed at row {n}");

@@ -81,6 +81,24 @@ impl WriteStore for CopyConn {
         self.target.write().rollback()
     }
 
+    /// Threads go to the target several to a transaction, each in a savepoint, as the
+    /// target groups them: a copy of many short threads does not pay a commit each.
+    fn groups_threads(&self) -> bool {
+        self.target.write().groups_threads()
+    }
+
+    fn open_group(&self, ids: &[String]) -> Result<ThreadLock, StoreError> {
+        self.target.write().open_group(ids)
+    }
+
+    fn lock_in_group(&self, thread_id: &str) -> Result<ThreadLock, StoreError> {
+        self.target.write().lock_in_group(thread_id)
+    }
+
+    fn end_in_group(&self, keep: bool) -> Result<(), StoreError> {
+        self.target.write().end_in_group(keep)
+    }
+
     fn free_space(&self) -> Option<u64> {
         self.target.write().free_space()
     }
