@@ -241,9 +241,6 @@ fn copy(
     };
     // Named threads must exist in the source before the target is set up.
     let ids = app::thread_ids(first_source.as_ref(), app, req.selected())?;
-    // A SQLite file this run creates is filled in rollback-journal mode, then put in WAL
-    // mode (`SqliteStore::create_langgraph`).
-    let fresh = matches!(target, Target::Sqlite(p) if !p.exists());
     let created = match target {
         Target::Sqlite(p) => SqliteStore::prepare_copy_target(p, true)?,
         Target::Postgres { url, schema } => {
@@ -288,12 +285,6 @@ fn copy(
         open: &open,
         spare: None,
     };
-    let shared = apply(conns, &ids, app, req.all, opts, &run, sink);
-    let finished = match &first.target {
-        TargetConn::Sqlite(s) if fresh => s.finish_created(),
-        _ => Ok(()),
-    };
-    let shared = shared?;
-    finished?;
+    let shared = apply(conns, &ids, app, req.all, opts, &run, sink)?;
     Ok((shared, created))
 }

@@ -2,10 +2,9 @@
 //! and the migrations of `PostgresSaver` (docs/storage-format.md). `copy` creates its targets
 //! with it; the benchmark harness's native savers too.
 
-/// The tables of `SqliteSaver.setup()`, as text for `concat!`.
-macro_rules! sqlite_tables {
-    () => {
-        "CREATE TABLE IF NOT EXISTS checkpoints (
+/// The tables and pragma of `SqliteSaver.setup()` (docs/storage-format.md).
+pub const SQLITE_SETUP: &str = "PRAGMA journal_mode=WAL;
+CREATE TABLE IF NOT EXISTS checkpoints (
     thread_id TEXT NOT NULL,
     checkpoint_ns TEXT NOT NULL DEFAULT '',
     checkpoint_id TEXT NOT NULL,
@@ -26,18 +25,7 @@ CREATE TABLE IF NOT EXISTS writes (
     type TEXT,
     value BLOB,
     PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
-);"
-    };
-}
-
-/// The pragma `SqliteSaver.setup()` starts with.
-pub const SQLITE_WAL: &str = "PRAGMA journal_mode=WAL;";
-
-/// The tables of `SqliteSaver.setup()` (docs/storage-format.md), without its pragma.
-pub const SQLITE_TABLES: &str = sqlite_tables!();
-
-/// The pragma and tables of `SqliteSaver.setup()` (docs/storage-format.md).
-pub const SQLITE_SETUP: &str = concat!("PRAGMA journal_mode=WAL;\n", sqlite_tables!());
+);";
 
 /// `SqliteSaver`'s one migration (an older store's `writes` lacks `task_path`); "duplicate
 /// column name" on a current store is expected and ignored.

@@ -96,8 +96,14 @@ where
     let mut sizes = Sizes::default();
     let mut kept = false;
     let mut alone = false;
-    let worked = (|| -> Result<(), Error> {
-        if let Some(values) = ahead {
+    let worked = std::thread::scope(|scope| -> Result<(), Error> {
+        // Planned on a second thread from the rows read, where the job can; otherwise read
+        // ahead for the plans on the connection.
+        let plans = match ahead {
+            Some(values) => super::held_plans::start(scope, job, conn, ids, budget, values)?,
+            None => None,
+        };
+        if let (Some(values), None) = (ahead, &plans) {
             conn.store().read_ahead(ids, budget, values)?;
         }
         for id in ids {
@@ -107,6 +113,8 @@ where
             {
                 break;
             }
+            // Taken in turn whatever the thread's turn gives: the plans come in order.
+            let made = plans.as_ref().map_or(Ok(None), |p| p.next());
             match turn(job, id, conn.lock_in_group(id)?) {
                 Turn::Go => {}
                 Turn::EndGroup => {
@@ -118,7 +126,7 @@ where
                     continue;
                 }
             }
-            match work_locked(job, conn, id, cx, sizes)? {
+            match work_locked(job, conn, id, cx, sizes, made?)? {
                 Locked::Keep(report, expect, after) => {
                     conn.end_in_group(true)?;
                     sizes = after;
@@ -140,7 +148,7 @@ where
             }
         }
         Ok(())
-    })();
+    });
     // Nothing read ahead outlives the group.
     let forgotten = forget_ahead(conn.store(), ahead);
     if let Err(e) = worked.and_then(|()| forgotten.map_err(Error::from)) {

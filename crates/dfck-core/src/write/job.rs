@@ -4,6 +4,7 @@
 
 use crate::error::Error;
 use crate::failpoint::Failpoints;
+use crate::store::ReadOnly;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// Why a thread is left untouched: the reason a report shows. Not an error — the run goes
@@ -44,7 +45,7 @@ pub trait ThreadPlan<C: ?Sized>: Sync {
     /// The per-thread line of the command's report.
     type Report: Send;
     /// What the plan hands to apply.
-    type Work;
+    type Work: Send;
 
     /// The command's name: in the busy-lock refusal and the crash failpoint
     /// (`DFCK_FAILPOINT=<name>-abort-after:N`).
@@ -130,6 +131,27 @@ pub trait ThreadJob<C: ?Sized>: ThreadPlan<C> {
         _cx: &ApplyContext,
     ) -> Result<Vec<Self::Expect>, Refusal> {
         Err(Refusal("this command writes threads one at a time".into()))
+    }
+
+    /// Whether a group's threads may be planned by [`ThreadJob::plan_held`] on a second
+    /// thread while the connection writes the threads before them (`write/held_plans.rs`).
+    /// `false` by default.
+    fn plans_held(&self) -> bool {
+        false
+    }
+
+    /// [`ThreadPlan::plan`] made from rows held in memory (`held`: the group's threads read
+    /// whole under its locks, as [`ThreadPlan::reads_whole_threads`] says). A job that
+    /// [`ThreadJob::plans_held`] implements it as its plan over `held`; an error ends the
+    /// run, as the plan's does.
+    fn plan_held(
+        &self,
+        _held: &ReadOnly<'_>,
+        _thread_id: &str,
+    ) -> Result<Planned<Self::Report, Self::Work>, Error> {
+        Err(Error::Io(std::io::Error::other(
+            "this command plans on the connection only",
+        )))
     }
 
     /// Whether the engine may write several of this job's threads in one transaction,

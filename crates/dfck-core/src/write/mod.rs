@@ -16,6 +16,7 @@
 mod dry_ahead;
 mod dry_run;
 mod group;
+mod held_plans;
 mod job;
 mod limits;
 pub mod preamble;
@@ -400,7 +401,7 @@ where
     if let Some(refusal) = lock_refusal(lock) {
         return Ok((job.refuse(job.untouched(thread_id), refusal), false));
     }
-    match work_locked(job, conn, thread_id, cx, Sizes::default()) {
+    match work_locked(job, conn, thread_id, cx, Sizes::default(), None) {
         Ok(Locked::Keep(report, expect, _)) => {
             conn.commit()?;
             Ok((job.committed(report, expect), true))
@@ -477,12 +478,13 @@ fn work_locked<C, J>(
     thread_id: &str,
     cx: &ApplyContext,
     before: Sizes,
+    made: Option<Planned<J::Report, J::Work>>,
 ) -> Result<Locked<J::Report, J::Expect>, Error>
 where
     C: WriteStore,
     J: ThreadJob<C>,
 {
-    Ok(match plan_locked(job, conn, thread_id, cx, before)? {
+    Ok(match plan_locked(job, conn, thread_id, cx, before, made)? {
         Locked::Keep(report, work, after) => {
             apply_locked(job, conn, thread_id, cx, report, work, after)
         }
@@ -491,20 +493,25 @@ where
     })
 }
 
-/// Plans one thread whose locks are held and guards its write: the active-run refusal and
-/// the free space beside the `before` the transaction already holds.
+/// Plans one thread whose locks are held (or takes the plan `made` under them from rows read
+/// under them: `group::ahead`) and guards its write: the active-run refusal and the free
+/// space beside the `before` the transaction already holds.
 fn plan_locked<C, J>(
     job: &J,
     conn: &C,
     thread_id: &str,
     cx: &ApplyContext,
     before: Sizes,
+    made: Option<Planned<J::Report, J::Work>>,
 ) -> Result<Locked<J::Report, J::Work>, Error>
 where
     C: WriteStore,
     J: ThreadJob<C>,
 {
-    let planned = job.plan(conn, thread_id);
+    let planned = match made {
+        Some(planned) => Ok(planned),
+        None => job.plan(conn, thread_id),
+    };
     // What was read ahead of the thread is spent: from now on it changes.
     conn.store().forget_ahead(thread_id);
     let planned = planned.and_then(|p| active_run_refusal(job, conn.store(), thread_id, p))?;

@@ -96,7 +96,7 @@ where
                     continue;
                 }
             }
-            let (report, work, after) = match plan_locked(job, conn, id, cx, sizes)? {
+            let (report, work, after) = match plan_locked(job, conn, id, cx, sizes, None)? {
                 Locked::Keep(report, work, after) => (report, work, after),
                 Locked::Drop(report) => {
                     slots.push(Slot::Done(report, false));

@@ -16,11 +16,8 @@ fn q(what: &'static str) -> impl Fn(rusqlite::Error) -> StoreError {
 }
 
 impl SqliteStore {
-    /// Creates a store at `path` (which must not exist) as `SqliteSaver.setup()` does — the
-    /// two tables with their primary keys, `writes.task_path` — but in rollback-journal mode
-    /// while the copy fills it: a page new to the file is then written once, where a WAL
-    /// writes it to the log and again to the file. [`SqliteStore::finish_created`] puts it
-    /// in WAL mode, as the saver leaves it, once the copy ends.
+    /// Creates a store at `path` (which must not exist) exactly as `SqliteSaver.setup()`
+    /// does: WAL mode, the two tables with their primary keys, `writes.task_path`.
     pub fn create_langgraph(path: &Path) -> Result<(), StoreError> {
         if path.exists() {
             return Err(StoreError::Target(format!(
@@ -33,28 +30,11 @@ impl SqliteStore {
             reason: e.to_string(),
         };
         let conn = rusqlite::Connection::open(path).map_err(fail)?;
-        conn.execute_batch(crate::store::schema::SQLITE_TABLES)
+        conn.execute_batch(crate::store::schema::SQLITE_SETUP)
             .map_err(fail)?;
         // A fresh store has `task_path` already: the migration's error is the expected one.
         let _ = conn.execute_batch(crate::store::schema::SQLITE_TASK_PATH);
         conn.close().map_err(|(_, e)| fail(e))
-    }
-
-    /// Puts a store [`SqliteStore::create_langgraph`] created into WAL mode, as
-    /// `SqliteSaver.setup()` leaves it (no other connection may have it open).
-    pub fn finish_created(&self) -> Result<(), StoreError> {
-        let what = "putting the new store in WAL mode";
-        let mode: String = self
-            .conn
-            .query_row(crate::store::schema::SQLITE_WAL, [], |r| r.get(0))
-            .map_err(q(what))?;
-        if !mode.eq_ignore_ascii_case("wal") {
-            return Err(StoreError::Query {
-                what: what.to_owned(),
-                reason: format!("the journal mode stayed {mode}"),
-            });
-        }
-        Ok(())
     }
 
     /// Readies a copy target at `path`: `true` when it is (with `setup`: was) set up as a

@@ -366,23 +366,3 @@ impl WriteStore for SqliteStore {
         }))
     }
 }
-
-#[cfg(test)]
-mod tests {
-    /// The bundled SQLite keeps a savepoint's pages in memory up to 1 MiB
-    /// (`.cargo/config.toml`), where its default spills them to a file past 64 KiB.
-    #[test]
-    fn savepoints_stay_in_memory_up_to_a_mebibyte() {
-        let conn = rusqlite::Connection::open_in_memory().unwrap();
-        let mut st = conn.prepare("PRAGMA compile_options").unwrap();
-        let options: Vec<String> = st
-            .query_map([], |r| r.get(0))
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap();
-        assert!(
-            options.iter().any(|o| o == "STMTJRNL_SPILL=1048576"),
-            "{options:?}"
-        );
-    }
-}

@@ -1,0 +1,215 @@
+//! Plans made ahead inside a group transaction (`super::group`): the group reads its threads
+//! whole under its locks ([`crate::store::Store::read_threads`]), and a second thread plans
+//! each from those rows held in memory ([`HeldStore`]) while the connection writes the
+//! threads before it. Nothing else changes the group's threads from that read to the commit
+//! (their locks are held throughout) and a thread's writes touch its own rows only, so a plan
+//! made there is the one the connection would make at the thread's turn: a plan that failed
+//! ends the run there, as it would on the connection. A plan that needs any other read is
+//! made again on the connection at the thread's turn, as is the plan of a thread the read
+//! left out (past its budget). The contract is in
+//! `docs/write-engine.md`, "Group transactions".
+
+use super::{Planned, ThreadJob};
+use crate::error::Error;
+use crate::store::held::{HeldStore, StoreShape};
+use crate::store::{ReadOnly, WriteStore};
+use std::sync::mpsc::{Receiver, sync_channel};
+use std::thread::Scope;
+
+/// Plans made ahead and not yet taken, at most: each holds its thread's planned work.
+const IN_FLIGHT: usize = 4;
+
+/// The plans of a group's threads, in the group's order.
+pub(super) struct HeldPlans<R, W> {
+    rx: Receiver<Result<Option<Planned<R, W>>, Error>>,
+}
+
+impl<R, W> HeldPlans<R, W> {
+    /// The next thread's plan, when it was made ahead (`None`: plan it on the connection);
+    /// `Err`: the plan failed, as it would on the connection, which ends the run.
+    pub(super) fn next(&self) -> Result<Option<Planned<R, W>>, Error> {
+        self.rx.recv().unwrap_or(Ok(None))
+    }
+}
+
+/// Reads `ids` whole (under the group's locks) and starts planning them on a thread of
+/// `scope`, where the job plans from held rows and the store reads threads in batches;
+/// `None` otherwise (the caller reads them ahead on the connection).
+pub(super) fn start<'scope, 'env, C, J>(
+    scope: &'scope Scope<'scope, 'env>,
+    job: &'env J,
+    conn: &C,
+    ids: &'env [String],
+    budget: usize,
+    values: bool,
+) -> Result<Option<HeldPlans<J::Report, J::Work>>, Error>
+where
+    C: WriteStore,
+    J: ThreadJob<C>,
+    J::Report: 'scope,
+    J::Work: 'scope,
+{
+    if !job.plans_held() {
+        return Ok(None);
+    }
+    let store = conn.store();
+    let Some(rows) = store.read_threads(ids, budget, values)? else {
+        return Ok(None);
+    };
+    let shape = StoreShape::of(store);
+    let (tx, rx) = sync_channel(IN_FLIGHT);
+    scope.spawn(move || {
+        let held = HeldStore::new(shape, rows, values);
+        for id in ids {
+            let planned = job.plan_held(&ReadOnly(&held), id);
+            let made = match planned {
+                _ if held.take_missed() => Ok(None),
+                Ok(planned) => Ok(Some(planned)),
+                Err(e) => Err(e),
+            };
+            // The group ended early: the rest is planned again in the next.
+            if tx.send(made).is_err() {
+                break;
+            }
+        }
+    });
+    Ok(Some(HeldPlans { rx }))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::error::Error;
+    use crate::progress::NoProgress;
+    use crate::store::sqlite::SqliteStore;
+    use crate::store::{PlanStore, ReadOnly, Store};
+    use crate::write::{
+        ApplyContext, Connections, Planned, Refusal, RunOptions, ThreadJob, ThreadPlan, run,
+    };
+
+    /// Counts a thread's checkpoints and writes, reading it whole; `held` plans ahead, and
+    /// the report says which plans were made from the rows held.
+    struct Count {
+        held: bool,
+    }
+
+    impl<C: PlanStore + ?Sized> ThreadPlan<C> for Count {
+        type Report = (String, usize, bool);
+        type Work = bool;
+        fn name(&self) -> &'static str {
+            "count"
+        }
+        fn verb(&self) -> &'static str {
+            "counting"
+        }
+        fn untouched(&self, thread_id: &str) -> Self::Report {
+            (thread_id.into(), 0, false)
+        }
+        fn refuse(&self, report: Self::Report, _: Refusal) -> Self::Report {
+            report
+        }
+        fn plan(&self, conn: &C, id: &str) -> Result<Planned<Self::Report, bool>, Error> {
+            let store = conn.store();
+            let mut n = 0;
+            for ns in store.namespaces(id)? {
+                store.scan_thread_values(id, &ns, &mut |_| {
+                    n += 1;
+                    Ok(())
+                })?;
+                n += store.thread_writes(id, &ns)?.len();
+            }
+            Ok(Planned::Write {
+                report: (id.into(), n, false),
+                work: false,
+                growth: 0,
+                written: 0,
+            })
+        }
+        fn reads_whole_threads(&self) -> Option<bool> {
+            Some(true)
+        }
+    }
+
+    impl ThreadJob<SqliteStore> for Count {
+        type Expect = bool;
+        fn apply(
+            &self,
+            _: &SqliteStore,
+            _: &str,
+            held: bool,
+            _: &ApplyContext,
+        ) -> Result<bool, Refusal> {
+            Ok(held)
+        }
+        fn verify(&self, _: &SqliteStore, _: &str, _: &bool) -> Result<(), Refusal> {
+            Ok(())
+        }
+        fn committed(&self, report: Self::Report, held: bool) -> Self::Report {
+            (report.0, report.1, held)
+        }
+        fn plans_held(&self) -> bool {
+            self.held
+        }
+        fn plan_held(
+            &self,
+            held: &ReadOnly<'_>,
+            id: &str,
+        ) -> Result<Planned<Self::Report, bool>, Error> {
+            Ok(match ThreadPlan::<ReadOnly<'_>>::plan(self, held, id)? {
+                Planned::Write {
+                    report,
+                    growth,
+                    written,
+                    ..
+                } => Planned::Write {
+                    report,
+                    work: true,
+                    growth,
+                    written,
+                },
+                done => done,
+            })
+        }
+    }
+
+    /// Every thread of a group is planned from the rows read under its lock, on the second
+    /// thread, to the plan the connection makes, in thread order.
+    #[test]
+    fn a_groups_plans_made_ahead_equal_the_connections() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("s.db");
+        let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
+        std::fs::copy(fixtures.join("sqlite/delta_k3.db"), &db).unwrap();
+        let store = SqliteStore::open_read_write(&db).unwrap();
+        let open = || SqliteStore::open_read_write(&db);
+        let opts = RunOptions {
+            jobs: 1,
+            cache: None,
+            exact_threads: false,
+            backup: None,
+            phase: "counting",
+            progress: &NoProgress,
+            events: &|_| {},
+        };
+        let conns = || Connections {
+            first: &store,
+            open: &open,
+            spare: None,
+        };
+        let mut ids = Vec::new();
+        store
+            .scan_thread_ids(&mut |t| {
+                ids.push(t);
+                Ok(())
+            })
+            .unwrap();
+        let ids: Vec<String> = (0..10).flat_map(|_| ids.clone()).collect();
+        let on_the_connection = run(&Count { held: false }, conns(), &ids, &opts).unwrap();
+        let ahead = run(&Count { held: true }, conns(), &ids, &opts).unwrap();
+        assert_eq!(ahead.len(), on_the_connection.len());
+        assert!(on_the_connection.iter().all(|r| r.1 > 0 && !r.2));
+        for (a, c) in ahead.iter().zip(&on_the_connection) {
+            assert_eq!((&a.0, a.1), (&c.0, c.1));
+            assert!(a.2, "{} planned ahead", a.0);
+        }
+    }
+}
