@@ -19,15 +19,21 @@ use std::thread::Scope;
 /// Plans made ahead and not yet taken, at most: each holds its thread's planned work.
 const IN_FLIGHT: usize = 4;
 
+/// One thread's plan as it comes: made ahead, to make on the connection (`None`), or failed.
+type Made<R, W> = Result<Option<Planned<R, W>>, Error>;
+
 /// The plans of a group's threads, in the group's order.
 pub(super) struct HeldPlans<R, W> {
-    rx: Receiver<Result<Option<Planned<R, W>>, Error>>,
+    rx: Receiver<Made<R, W>>,
 }
+
+/// The plans of a job's group, when made ahead.
+type Ahead<R, W> = Result<Option<HeldPlans<R, W>>, Error>;
 
 impl<R, W> HeldPlans<R, W> {
     /// The next thread's plan, when it was made ahead (`None`: plan it on the connection);
     /// `Err`: the plan failed, as it would on the connection, which ends the run.
-    pub(super) fn next(&self) -> Result<Option<Planned<R, W>>, Error> {
+    pub(super) fn next(&self) -> Made<R, W> {
         self.rx.recv().unwrap_or(Ok(None))
     }
 }
@@ -42,7 +48,7 @@ pub(super) fn start<'scope, 'env, C, J>(
     ids: &'env [String],
     budget: usize,
     values: bool,
-) -> Result<Option<HeldPlans<J::Report, J::Work>>, Error>
+) -> Ahead<J::Report, J::Work>
 where
     C: WriteStore,
     J: ThreadJob<C>,
