@@ -16,7 +16,8 @@ use crate::store::{ReadOnly, WriteStore};
 use std::sync::mpsc::{Receiver, sync_channel};
 use std::thread::Scope;
 
-/// Plans made ahead and not yet taken, at most: each holds its thread's planned work.
+/// Plans made ahead waiting in the channel, at most (one more may be under way on the
+/// second thread, and one applied on the connection): each holds its thread's planned work.
 const IN_FLIGHT: usize = 4;
 
 /// One thread's plan as it comes: made ahead, to make on the connection (`None`), or failed.
@@ -177,8 +178,9 @@ mod tests {
         }
     }
 
-    /// Every thread of a group is planned from the rows read under its lock, on the second
-    /// thread, to the plan the connection makes, in thread order.
+    /// Every thread of a group (the fixture's threads, one group) is planned by the job's
+    /// `plan_held`, which only the second thread calls, from the rows read under the group's
+    /// lock, to the plan the connection makes, in thread order.
     #[test]
     fn a_groups_plans_made_ahead_equal_the_connections() {
         let dir = tempfile::tempdir().unwrap();
@@ -208,7 +210,6 @@ mod tests {
                 Ok(())
             })
             .unwrap();
-        let ids: Vec<String> = (0..10).flat_map(|_| ids.clone()).collect();
         let on_the_connection = run(&Count { held: false }, conns(), &ids, &opts).unwrap();
         let ahead = run(&Count { held: true }, conns(), &ids, &opts).unwrap();
         assert_eq!(ahead.len(), on_the_connection.len());
