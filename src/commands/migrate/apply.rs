@@ -324,6 +324,8 @@ impl<C: PlanStore + ?Sized> dfck_core::write::ThreadPlan<C> for DeltaToFull<'_> 
 impl<C: ConvertStore + ?Sized> ThreadJob<C> for DeltaToFull<'_> {
     type Expect = Converted;
 
+    dfck_core::plans_held!(ThreadPlan, Work);
+
     fn apply(
         &self,
         conn: &C,

@@ -13,7 +13,7 @@ use dfck_core::materialize::for_each_stored_messages;
 use dfck_core::model::MessagesEncoding;
 use dfck_core::model::thread::LoadedThread;
 use dfck_core::store::delete::{DeleteRows, LaterCount, Orphans, RowCounts};
-use dfck_core::store::{PlanStore, ReadOnly, Store};
+use dfck_core::store::{PlanStore, Store};
 use dfck_core::write::preamble::{self, Preamble};
 use dfck_core::write::{ApplyContext, Planned, Refusal, ThreadJob, ThreadPlan};
 use std::collections::BTreeMap;
@@ -454,17 +454,7 @@ impl<C: DeleteRows + ?Sized> ThreadJob<C> for Prune<'_> {
         held::in_memory(&done.work)
     }
 
-    fn plans_held(&self) -> bool {
-        true
-    }
-
-    fn plan_held(
-        &self,
-        held: &ReadOnly<'_>,
-        thread_id: &str,
-    ) -> Result<Planned<ThreadPrune, Work>, Error> {
-        ThreadPlan::<ReadOnly<'_>>::plan(self, held, thread_id)
-    }
+    dfck_core::plans_held!(ThreadPrune, Work);
 
     /// Deletions without a new root go together with other threads', holding their ids and
     /// the kept states' fingerprints until then.

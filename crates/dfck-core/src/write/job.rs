@@ -79,6 +79,26 @@ pub trait ThreadPlan<C: ?Sized>: Sync {
     }
 }
 
+/// [`ThreadJob::plans_held`] and [`ThreadJob::plan_held`] for a job whose [`ThreadPlan`] is
+/// implemented for every [`crate::store::PlanStore`]: its plan, over the rows held. Takes the
+/// job's report and work types.
+#[macro_export]
+macro_rules! plans_held {
+    ($report:ty, $work:ty) => {
+        fn plans_held(&self) -> bool {
+            true
+        }
+
+        fn plan_held(
+            &self,
+            held: &$crate::store::ReadOnly<'_>,
+            thread_id: &str,
+        ) -> Result<$crate::write::Planned<$report, $work>, $crate::error::Error> {
+            $crate::write::ThreadPlan::<$crate::store::ReadOnly<'_>>::plan(self, held, thread_id)
+        }
+    };
+}
+
 /// One store-changing command, per thread, over connections of type `C`: its plan
 /// ([`ThreadPlan`]), then the row changes and their postcondition.
 pub trait ThreadJob<C: ?Sized>: ThreadPlan<C> {
@@ -135,7 +155,7 @@ pub trait ThreadJob<C: ?Sized>: ThreadPlan<C> {
 
     /// Whether a group's threads may be planned by [`ThreadJob::plan_held`] on a second
     /// thread while the connection writes the threads before them (`write/held_plans.rs`).
-    /// `false` by default.
+    /// `false` by default; [`plans_held!`](crate::plans_held) says `true` and plans.
     fn plans_held(&self) -> bool {
         false
     }

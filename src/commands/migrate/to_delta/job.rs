@@ -221,6 +221,8 @@ impl<C: PlanStore + ?Sized> ThreadPlan<C> for FullToDelta<'_> {
 impl<C: DeltaStore + ?Sized> ThreadJob<C> for FullToDelta<'_> {
     type Expect = Rewritten;
 
+    dfck_core::plans_held!(ToDeltaThread, Work);
+
     fn apply(
         &self,
         conn: &C,
