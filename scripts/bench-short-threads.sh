@@ -19,7 +19,9 @@
 #          threads of scripts/gen_short_threads.py.
 # The SQLite floor is sqlite3 reading every checkpoint, metadata and write byte once; the
 # PostgreSQL floor a binary \copy of the three tables. `prune --apply` runs once, on a fresh
-# copy made just before (which leaves the copy in the page cache), timed with GNU time.
+# copy made just before (which leaves the copy in the page cache), timed with GNU time; on
+# SQLite, its write floor is sqlite3 deleting the same rows from another fresh copy, in one
+# transaction.
 # Needs hyperfine, sqlite3, psql and GNU time. Prints markdown tables.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -89,7 +91,29 @@ sqlite_section() {
     # shellcheck disable=SC2086
     read -r m rss < <(timed $DFCK --db "$w" $apply)
     row "$apply" "$m" "$floor" "$rss"
+    write_floor "$db" "$w" "$m"
     rm -f "$w" "$w-wal" "$w-shm"
+}
+
+# write_floor DB PRUNED APPLY_SECONDS: the rows the prune deleted (DB's keys not in PRUNED),
+# deleted by sqlite3 from a fresh synced copy of DB in one transaction, set-based; a row
+# with its ratio to the read floor and the apply's ratio to it.
+write_floor() {
+    local db=$1 pruned=$2 m=$3 k="$D/keys.db" c="$D/floor.db" t
+    rm -f "$k" "$c" "$c-wal" "$c-shm"
+    sqlite3 "$k" "ATTACH '$db' AS o; ATTACH '$pruned' AS p;
+        CREATE TABLE ck AS SELECT thread_id, checkpoint_ns, checkpoint_id FROM o.checkpoints
+            EXCEPT SELECT thread_id, checkpoint_ns, checkpoint_id FROM p.checkpoints;
+        CREATE TABLE wk AS SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, idx FROM o.writes
+            EXCEPT SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, idx FROM p.writes;"
+    cp "$db" "$c" && sync
+    # dfck's SQLite leaves secure_delete off; Debian's sqlite3 turns it on.
+    t=$({ /usr/bin/time -f %e sqlite3 "$c" "PRAGMA secure_delete = 0; ATTACH '$k' AS k; BEGIN;
+        DELETE FROM main.checkpoints WHERE (thread_id, checkpoint_ns, checkpoint_id) IN (SELECT thread_id, checkpoint_ns, checkpoint_id FROM k.ck);
+        DELETE FROM main.writes WHERE (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) IN (SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, idx FROM k.wk);
+        COMMIT;" 2>&1 >/dev/null; } | tail -n 1)
+    python3 -c 'import sys; t,f,m=map(float,sys.argv[1:]); print(f"| sqlite3 deleting the same rows, one transaction (write floor) | {t:.2f} s | {t/f:.2f} | - |"); print(f"| `--apply` to the write floor | | {m/t:.2f} | |")' "$t" "$floor" "$m"
+    rm -f "$k" "$c" "$c-wal" "$c-shm"
 }
 
 # pg_section TITLE DBNAME: the PostgreSQL commands, then prune --apply on copies.

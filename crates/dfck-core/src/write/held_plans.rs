@@ -1,7 +1,8 @@
 //! Plans made ahead inside a group transaction (`super::group`): the group reads its threads
-//! whole under its locks ([`crate::store::Store::read_threads`]), and a second thread plans
-//! each from those rows held in memory ([`HeldStore`]) while the connection writes the
-//! threads before it. Nothing else changes the group's threads from that read to the commit
+//! whole under its locks ([`crate::store::Store::read_threads`], in pieces of growing size,
+//! all before it writes), and a second thread plans each from those rows held in memory
+//! ([`HeldStore`]), starting once the first piece is read, while the connection reads the
+//! rest and then writes the threads before it. Nothing else changes the group's threads from that read to the commit
 //! (their locks are held throughout) and a thread's writes touch its own rows only, so a plan
 //! made there is the one the connection would make at the thread's turn: a plan that failed
 //! ends the run there, as it would on the connection. A plan that needs any other read is
@@ -11,10 +12,31 @@
 
 use super::{Planned, ThreadJob};
 use crate::error::Error;
+use crate::store::batch::ThreadRows;
 use crate::store::held::{HeldStore, StoreShape};
 use crate::store::{ReadOnly, WriteStore};
-use std::sync::mpsc::{Receiver, sync_channel};
+use std::sync::mpsc::{Receiver, channel, sync_channel};
 use std::thread::Scope;
+
+/// The threads of a group's first read: the second thread plans them while the connection
+/// reads the next, each read twice as many threads as the one before.
+const FIRST_READ: usize = 4;
+
+/// `ids` in the reads [`start`] makes of them: [`FIRST_READ`] threads, then twice as many
+/// each time.
+fn chunks(ids: &[String]) -> impl Iterator<Item = &[String]> {
+    let mut rest = ids;
+    let mut size = FIRST_READ;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let (chunk, after) = rest.split_at(size.min(rest.len()));
+        rest = after;
+        size *= 2;
+        Some(chunk)
+    })
+}
 
 /// Plans made ahead waiting in the channel, at most (one more may be under way on the
 /// second thread, and one applied on the connection): each holds its thread's planned work.
@@ -60,14 +82,25 @@ where
         return Ok(None);
     }
     let store = conn.store();
-    let Some(rows) = store.read_threads(ids, budget, values)? else {
+    let mut chunks = chunks(ids);
+    let Some(first) = chunks.next() else {
         return Ok(None);
     };
+    let Some(rows) = store.read_threads(first, budget, values)? else {
+        return Ok(None);
+    };
+    let mut held_bytes: usize = rows.iter().map(ThreadRows::held_bytes).sum();
     let shape = StoreShape::of(store);
     let (tx, rx) = sync_channel(IN_FLIGHT);
+    let (more_tx, more_rx) = channel::<(usize, Vec<ThreadRows>)>();
     scope.spawn(move || {
-        let held = HeldStore::new(shape, rows, values);
-        for id in ids {
+        let mut held = HeldStore::new(shape.clone(), rows, values);
+        let mut next = more_rx.recv().ok();
+        for (i, id) in ids.iter().enumerate() {
+            if let Some((_, rows)) = next.take_if(|(start, _)| *start == i) {
+                held = HeldStore::new(shape.clone(), rows, values);
+                next = more_rx.recv().ok();
+            }
             let planned = job.plan_held(&ReadOnly(&held), id);
             let made = match planned {
                 _ if held.take_missed() => Ok(None),
@@ -80,6 +113,21 @@ where
             }
         }
     });
+    // The rest is read while the second thread plans the first threads; past the budget,
+    // the threads are left to the connection.
+    let mut start = first.len();
+    for chunk in chunks {
+        let left = budget.saturating_sub(held_bytes);
+        let rows = match left {
+            0 => Vec::new(),
+            _ => store.read_threads(chunk, left, values)?.unwrap_or_default(),
+        };
+        held_bytes += rows.iter().map(ThreadRows::held_bytes).sum::<usize>();
+        if more_tx.send((start, rows)).is_err() {
+            break;
+        }
+        start += chunk.len();
+    }
     Ok(Some(HeldPlans { rx }))
 }
 
@@ -176,6 +224,19 @@ mod tests {
                 done => done,
             })
         }
+    }
+
+    /// A group is read in reads of 4, 8, 16, ... threads, in order, every thread once.
+    #[test]
+    fn a_group_is_read_in_doubling_reads() {
+        let ids: Vec<String> = (0..40).map(|i| i.to_string()).collect();
+        let reads: Vec<&[String]> = super::chunks(&ids).collect();
+        assert_eq!(
+            reads.iter().map(|r| r.len()).collect::<Vec<_>>(),
+            [4, 8, 16, 12]
+        );
+        assert_eq!(reads.concat(), ids);
+        assert_eq!(super::chunks(&[]).count(), 0);
     }
 
     /// Every thread of a group (the fixture's threads, one group) is planned by the job's
