@@ -6,7 +6,8 @@
 #   scripts/bench-short-threads.sh [DIR]
 #
 # Sections (SECTIONS, default "s50k df pg20k pgdf"; each store is deleted once measured,
-# unless KEEP=1, so the run never holds more than one SQLite store in DIR):
+# unless KEEP=1; beside it, at most one copy at a time, so the run never holds more than
+# two SQLite stores in DIR):
 #   s50k   DIR/s50k.db, built once from the committed real-library fixtures (3,200 copies of
 #          delta_k3's 8 threads, 3,000 of retention's 8: 49,600 threads, ~747,000
 #          checkpoints, 1.8 GB) with scripts/gen_big_store.py;
@@ -33,6 +34,8 @@ OUT=$(mktemp -d)
 CLEAN=()
 cleanup() {
     rm -rf "$OUT"
+    # The copies a section makes, whatever KEEP says.
+    rm -f "$D"/work.db* "$D"/floor.db* "$D/keys.db"
     [ "${KEEP:-0}" = 1 ] && return
     for c in "${CLEAN[@]}"; do eval "$c" || true; done
 }
@@ -92,12 +95,12 @@ sqlite_section() {
     read -r m rss < <(timed $DFCK --db "$w" $apply)
     row "$apply" "$m" "$floor" "$rss"
     write_floor "$db" "$w" "$m"
-    rm -f "$w" "$w-wal" "$w-shm"
 }
 
-# write_floor DB PRUNED APPLY_SECONDS: the rows the prune deleted (DB's keys not in PRUNED),
-# deleted by sqlite3 from a fresh synced copy of DB in one transaction, set-based; a row
-# with its ratio to the read floor and the apply's ratio to it.
+# write_floor DB PRUNED APPLY_SECONDS: the rows the prune deleted (DB's keys not in PRUNED,
+# which is then deleted), deleted by sqlite3 from a fresh synced copy of DB in one
+# transaction, set-based; a row with its ratio to the read floor and the apply's ratio to it.
+# (A prune that makes new roots also rewrites rows; the floor only deletes.)
 write_floor() {
     local db=$1 pruned=$2 m=$3 k="$D/keys.db" c="$D/floor.db" t
     rm -f "$k" "$c" "$c-wal" "$c-shm"
@@ -106,14 +109,15 @@ write_floor() {
             EXCEPT SELECT thread_id, checkpoint_ns, checkpoint_id FROM p.checkpoints;
         CREATE TABLE wk AS SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, idx FROM o.writes
             EXCEPT SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, idx FROM p.writes;"
+    rm -f "$pruned" "$pruned-wal" "$pruned-shm"
     cp "$db" "$c" && sync
     # dfck's SQLite leaves secure_delete off; Debian's sqlite3 turns it on.
     t=$({ /usr/bin/time -f %e sqlite3 "$c" "PRAGMA secure_delete = 0; ATTACH '$k' AS k; BEGIN;
         DELETE FROM main.checkpoints WHERE (thread_id, checkpoint_ns, checkpoint_id) IN (SELECT thread_id, checkpoint_ns, checkpoint_id FROM k.ck);
         DELETE FROM main.writes WHERE (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) IN (SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, idx FROM k.wk);
         COMMIT;" 2>&1 >/dev/null; } | tail -n 1)
-    python3 -c 'import sys; t,f,m=map(float,sys.argv[1:]); print(f"| sqlite3 deleting the same rows, one transaction (write floor) | {t:.2f} s | {t/f:.2f} | - |"); print(f"| `--apply` to the write floor | | {m/t:.2f} | |")' "$t" "$floor" "$m"
     rm -f "$k" "$c" "$c-wal" "$c-shm"
+    python3 -c 'import sys; t,f,m=(max(float(a), 0.01) for a in sys.argv[1:]); print(f"| sqlite3 deleting the same rows, one transaction (write floor) | {t:.2f} s | {t/f:.2f} | - |"); print(f"| `--apply` to the write floor | | {m/t:.2f} | |")' "$t" "$floor" "$m"
 }
 
 # pg_section TITLE DBNAME: the PostgreSQL commands, then prune --apply on copies.

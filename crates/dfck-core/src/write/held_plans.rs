@@ -1,25 +1,26 @@
 //! Plans made ahead inside a group transaction (`super::group`): the group reads its threads
-//! whole under its locks ([`crate::store::Store::read_threads`], in pieces of growing size,
-//! all before it writes), and a second thread plans each from those rows held in memory
-//! ([`HeldStore`]), starting once the first piece is read, while the connection reads the
-//! rest and then writes the threads before it. Nothing else changes the group's threads from that read to the commit
-//! (their locks are held throughout) and a thread's writes touch its own rows only, so a plan
-//! made there is the one the connection would make at the thread's turn: a plan that failed
-//! ends the run there, as it would on the connection. A plan that needs any other read is
-//! made again on the connection at the thread's turn, as is the plan of a thread the read
-//! left out (past its budget). The contract is in
-//! `docs/write-engine.md`, "Group transactions".
+//! whole under its locks ([`crate::store::Store::read_threads`]) in pieces of 4, 8, 16, ...
+//! threads, all before it writes, and a second thread plans each from those rows held in
+//! memory ([`HeldStore`]), from the first piece on, while the connection reads the rest and
+//! then writes the threads before it. Nothing else changes the group's threads from that read
+//! to the commit (their locks are held throughout) and a thread's writes touch its own rows
+//! only, so a plan made there is the one the connection would make at the thread's turn: a
+//! plan that failed ends the run there, as it would on the connection. A plan that needs any
+//! other read is made again on the connection at the thread's turn, as is the plan of a
+//! thread the read left out (past its budget) and of an id the group lists twice. The
+//! contract is in `docs/write-engine.md`, "Group transactions".
 
 use super::{Planned, ThreadJob};
 use crate::error::Error;
 use crate::store::batch::ThreadRows;
 use crate::store::held::{HeldStore, StoreShape};
 use crate::store::{ReadOnly, WriteStore};
+use std::collections::HashSet;
 use std::sync::mpsc::{Receiver, channel, sync_channel};
 use std::thread::Scope;
 
 /// The threads of a group's first read: the second thread plans them while the connection
-/// reads the next, each read twice as many threads as the one before.
+/// reads the rest, each read twice as many threads as the one before.
 const FIRST_READ: usize = 4;
 
 /// `ids` in the reads [`start`] makes of them: [`FIRST_READ`] threads, then twice as many
@@ -39,8 +40,10 @@ fn chunks(ids: &[String]) -> impl Iterator<Item = &[String]> {
 }
 
 /// Plans made ahead waiting in the channel, at most (one more may be under way on the
-/// second thread, and one applied on the connection): each holds its thread's planned work.
-const IN_FLIGHT: usize = 4;
+/// second thread, and one applied on the connection): each holds its thread's planned work,
+/// all of it made from the group's rows, which the read's budget bounds. Enough for the
+/// second thread to go on planning while the connection reads the group's later pieces.
+const IN_FLIGHT: usize = 16;
 
 /// One thread's plan as it comes: made ahead, to make on the connection (`None`), or failed.
 type Made<R, W> = Result<Option<Planned<R, W>>, Error>;
@@ -92,20 +95,29 @@ where
     let mut held_bytes: usize = rows.iter().map(ThreadRows::held_bytes).sum();
     let shape = StoreShape::of(store);
     let (tx, rx) = sync_channel(IN_FLIGHT);
-    let (more_tx, more_rx) = channel::<(usize, Vec<ThreadRows>)>();
+    let (more_tx, more_rx) = channel::<Vec<ThreadRows>>();
     scope.spawn(move || {
         let mut held = HeldStore::new(shape.clone(), rows, values);
-        let mut next = more_rx.recv().ok();
+        // Where each later read starts: its rows replace the held ones there.
+        let mut pieces = self::chunks(ids).map(<[String]>::len);
+        let mut next = pieces.next().unwrap_or(0);
+        let mut planned: HashSet<&str> = HashSet::with_capacity(ids.len());
         for (i, id) in ids.iter().enumerate() {
-            if let Some((_, rows)) = next.take_if(|(start, _)| *start == i) {
+            if i == next {
+                // None when the read failed: the group then ends, every thread a miss.
+                let rows = more_rx.recv().unwrap_or_default();
                 held = HeldStore::new(shape.clone(), rows, values);
-                next = more_rx.recv().ok();
+                next += pieces.next().unwrap_or(0);
             }
-            let planned = job.plan_held(&ReadOnly(&held), id);
-            let made = match planned {
-                _ if held.take_missed() => Ok(None),
-                Ok(planned) => Ok(Some(planned)),
-                Err(e) => Err(e),
+            // An id listed twice (a thread id stored as TEXT and as a BLOB) is read again
+            // by a later read, before its first turn wrote: planned on the connection.
+            let made = match planned.insert(id.as_str()) {
+                false => Ok(None),
+                true => match job.plan_held(&ReadOnly(&held), id) {
+                    _ if held.take_missed() => Ok(None),
+                    Ok(planned) => Ok(Some(planned)),
+                    Err(e) => Err(e),
+                },
             };
             // The group ended early: the rest is planned again in the next.
             if tx.send(made).is_err() {
@@ -115,7 +127,6 @@ where
     });
     // The rest is read while the second thread plans the first threads; past the budget,
     // the threads are left to the connection.
-    let mut start = first.len();
     for chunk in chunks {
         let left = budget.saturating_sub(held_bytes);
         let rows = match left {
@@ -123,10 +134,9 @@ where
             _ => store.read_threads(chunk, left, values)?.unwrap_or_default(),
         };
         held_bytes += rows.iter().map(ThreadRows::held_bytes).sum::<usize>();
-        if more_tx.send((start, rows)).is_err() {
+        if more_tx.send(rows).is_err() {
             break;
         }
-        start += chunk.len();
     }
     Ok(Some(HeldPlans { rx }))
 }
@@ -239,11 +249,12 @@ mod tests {
         assert_eq!(super::chunks(&[]).count(), 0);
     }
 
-    /// Every thread of a group (the fixture's threads, one group) is planned by the job's
-    /// `plan_held`, which only the second thread calls, from the rows read under the group's
-    /// lock, to the plan the connection makes, in thread order.
-    #[test]
-    fn a_groups_plans_made_ahead_equal_the_connections() {
+    /// The reports of `Count` (`held`: planned ahead) over delta_k3's threads, as `ids`
+    /// lists them, one group.
+    fn counted(
+        held: bool,
+        ids: impl FnOnce(Vec<String>) -> Vec<String>,
+    ) -> Vec<(String, usize, bool)> {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("s.db");
         let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
@@ -253,31 +264,61 @@ mod tests {
         let opts = RunOptions {
             jobs: 1,
             cache: None,
-            exact_threads: false,
+            // As listed, an id listed twice too.
+            exact_threads: true,
             backup: None,
             phase: "counting",
             progress: &NoProgress,
             events: &|_| {},
         };
-        let conns = || Connections {
+        let conns = Connections {
             first: &store,
             open: &open,
             spare: None,
         };
-        let mut ids = Vec::new();
+        let mut all = Vec::new();
         store
             .scan_thread_ids(&mut |t| {
-                ids.push(t);
+                all.push(t);
                 Ok(())
             })
             .unwrap();
-        let on_the_connection = run(&Count { held: false }, conns(), &ids, &opts).unwrap();
-        let ahead = run(&Count { held: true }, conns(), &ids, &opts).unwrap();
+        run(&Count { held }, conns, &ids(all), &opts).unwrap()
+    }
+
+    /// Every thread of a group (the fixture's threads, one group, two reads) is planned by
+    /// the job's `plan_held`, which only the second thread calls, from the rows read under
+    /// the group's lock, to the plan the connection makes, in thread order.
+    #[test]
+    fn a_groups_plans_made_ahead_equal_the_connections() {
+        let on_the_connection = counted(false, |ids| ids);
+        let ahead = counted(true, |ids| ids);
+        assert_eq!(ahead.len(), 8);
         assert_eq!(ahead.len(), on_the_connection.len());
         assert!(on_the_connection.iter().all(|r| r.1 > 0 && !r.2));
         for (a, c) in ahead.iter().zip(&on_the_connection) {
             assert_eq!((&a.0, a.1), (&c.0, c.1));
             assert!(a.2, "{} planned ahead", a.0);
         }
+    }
+
+    /// An id the group lists twice (SQLite lists a thread id stored as TEXT and as a BLOB
+    /// twice) is read again by a later read before its first turn writes: its second turn is
+    /// planned on the connection, not from those rows.
+    #[test]
+    fn an_id_listed_twice_is_planned_on_the_connection_the_second_time() {
+        let twice = |mut ids: Vec<String>| {
+            ids.push(ids[0].clone());
+            ids
+        };
+        let ahead = counted(true, twice);
+        assert_eq!(ahead.len(), 9);
+        assert!(ahead[..8].iter().all(|r| r.2));
+        assert_eq!((&ahead[8].0, ahead[8].1), (&ahead[0].0, ahead[0].1));
+        assert!(
+            !ahead[8].2,
+            "the second turn of {} planned ahead",
+            ahead[8].0
+        );
     }
 }
