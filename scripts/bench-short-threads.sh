@@ -6,8 +6,8 @@
 #   scripts/bench-short-threads.sh [DIR]
 #
 # Sections (SECTIONS, default "s50k df pg20k pgdf"; each store is deleted once measured,
-# unless KEEP=1; beside it, at most one copy at a time, so the run never holds more than
-# two SQLite stores in DIR):
+# unless KEEP=1; beside it, at most one copy at a time and the keys of the rows a prune
+# deleted, which the script removes however it ends):
 #   s50k   DIR/s50k.db, built once from the committed real-library fixtures (3,200 copies of
 #          delta_k3's 8 threads, 3,000 of retention's 8: 49,600 threads, ~747,000
 #          checkpoints, 1.8 GB) with scripts/gen_big_store.py;
@@ -35,7 +35,7 @@ CLEAN=()
 cleanup() {
     rm -rf "$OUT"
     # The copies a section makes, whatever KEEP says.
-    rm -f "$D"/work.db* "$D"/floor.db* "$D/keys.db"
+    rm -f "$D"/work.db* "$D"/floor.db* "$D"/keys.db*
     [ "${KEEP:-0}" = 1 ] && return
     for c in "${CLEAN[@]}"; do eval "$c" || true; done
 }

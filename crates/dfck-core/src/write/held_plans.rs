@@ -101,17 +101,18 @@ where
         // Where each later read starts: its rows replace the held ones there.
         let mut pieces = self::chunks(ids).map(<[String]>::len);
         let mut next = pieces.next().unwrap_or(0);
-        let mut planned: HashSet<&str> = HashSet::with_capacity(ids.len());
+        let mut seen: HashSet<&str> = HashSet::with_capacity(ids.len());
         for (i, id) in ids.iter().enumerate() {
             if i == next {
-                // None when the read failed: the group then ends, every thread a miss.
+                // Nothing when the read failed: the group then ends, every thread a miss.
                 let rows = more_rx.recv().unwrap_or_default();
                 held = HeldStore::new(shape.clone(), rows, values);
                 next += pieces.next().unwrap_or(0);
             }
-            // An id listed twice (a thread id stored as TEXT and as a BLOB) is read again
-            // by a later read, before its first turn wrote: planned on the connection.
-            let made = match planned.insert(id.as_str()) {
+            // An id listed twice (a thread id stored as TEXT and as a BLOB) is planned on the
+            // connection its second time: a later read holds its rows from before its first
+            // turn wrote, and a read in the same piece holds none.
+            let made = match seen.insert(id.as_str()) {
                 false => Ok(None),
                 true => match job.plan_held(&ReadOnly(&held), id) {
                     _ if held.take_missed() => Ok(None),
@@ -249,8 +250,8 @@ mod tests {
         assert_eq!(super::chunks(&[]).count(), 0);
     }
 
-    /// The reports of `Count` (`held`: planned ahead) over delta_k3's threads, as `ids`
-    /// lists them, one group.
+    /// The reports of `Count` (`held`: planned ahead) over delta_k3's threads and three
+    /// copies of them (32 threads), as `ids` lists them, one group.
     fn counted(
         held: bool,
         ids: impl FnOnce(Vec<String>) -> Vec<String>,
@@ -259,6 +260,23 @@ mod tests {
         let db = dir.path().join("s.db");
         let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
         std::fs::copy(fixtures.join("sqlite/delta_k3.db"), &db).unwrap();
+        // Three more copies of its 8 threads under new ids: 32 threads, four reads.
+        let sql = rusqlite::Connection::open(&db).unwrap();
+        sql.execute_batch("CREATE TEMP TABLE o AS SELECT DISTINCT thread_id FROM checkpoints")
+            .unwrap();
+        for copy in ["-b", "-c", "-d"] {
+            sql.execute_batch(&format!(
+                "CREATE TEMP TABLE c AS SELECT * FROM checkpoints WHERE thread_id IN o;
+                 CREATE TEMP TABLE w AS SELECT * FROM writes WHERE thread_id IN o;
+                 UPDATE c SET thread_id = thread_id || '{copy}';
+                 UPDATE w SET thread_id = thread_id || '{copy}';
+                 INSERT INTO checkpoints SELECT * FROM c;
+                 INSERT INTO writes SELECT * FROM w;
+                 DROP TABLE c; DROP TABLE w;"
+            ))
+            .unwrap();
+        }
+        drop(sql);
         let store = SqliteStore::open_read_write(&db).unwrap();
         let open = || SqliteStore::open_read_write(&db);
         let opts = RunOptions {
@@ -286,14 +304,14 @@ mod tests {
         run(&Count { held }, conns, &ids(all), &opts).unwrap()
     }
 
-    /// Every thread of a group (the fixture's threads, one group, two reads) is planned by
+    /// Every thread of a group (32 threads, one group, four reads) is planned by
     /// the job's `plan_held`, which only the second thread calls, from the rows read under
     /// the group's lock, to the plan the connection makes, in thread order.
     #[test]
     fn a_groups_plans_made_ahead_equal_the_connections() {
         let on_the_connection = counted(false, |ids| ids);
         let ahead = counted(true, |ids| ids);
-        assert_eq!(ahead.len(), 8);
+        assert_eq!(ahead.len(), 32);
         assert_eq!(ahead.len(), on_the_connection.len());
         assert!(on_the_connection.iter().all(|r| r.1 > 0 && !r.2));
         for (a, c) in ahead.iter().zip(&on_the_connection) {
@@ -312,13 +330,13 @@ mod tests {
             ids
         };
         let ahead = counted(true, twice);
-        assert_eq!(ahead.len(), 9);
-        assert!(ahead[..8].iter().all(|r| r.2));
-        assert_eq!((&ahead[8].0, ahead[8].1), (&ahead[0].0, ahead[0].1));
+        assert_eq!(ahead.len(), 33);
+        assert!(ahead[..32].iter().all(|r| r.2));
+        assert_eq!((&ahead[32].0, ahead[32].1), (&ahead[0].0, ahead[0].1));
         assert!(
-            !ahead[8].2,
+            !ahead[32].2,
             "the second turn of {} planned ahead",
-            ahead[8].0
+            ahead[32].0
         );
     }
 }
