@@ -294,13 +294,7 @@ mod tests {
             open: &open,
             spare: None,
         };
-        let mut all = Vec::new();
-        store
-            .scan_thread_ids(&mut |t| {
-                all.push(t);
-                Ok(())
-            })
-            .unwrap();
+        let all = store.thread_ids_after(None, 1000).unwrap();
         run(&Count { held }, conns, &ids(all), &opts).unwrap()
     }
 

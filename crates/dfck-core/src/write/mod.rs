@@ -494,7 +494,7 @@ where
 }
 
 /// Plans one thread whose locks are held (or takes the plan `made` under them from rows read
-/// under them: `group::ahead`) and guards its write: the active-run refusal and the free
+/// under them: `held_plans`) and guards its write: the active-run refusal and the free
 /// space beside the `before` the transaction already holds.
 fn plan_locked<C, J>(
     job: &J,
