@@ -16,7 +16,9 @@ use dfck_core::model::facts::{
 };
 use dfck_core::model::{MessagesEncoding, thread_mode};
 use dfck_core::progress::Progress;
-use dfck_core::store::{CheckpointKey, CheckpointMetaRow, CheckpointRow, FactsRow, Store};
+use dfck_core::store::{
+    CheckpointKey, CheckpointMetaRow, CheckpointRow, FactsRow, Store, WholeScan,
+};
 use std::collections::{HashMap, HashSet};
 
 /// Threads finished together.
@@ -562,7 +564,6 @@ pub fn summarize_each(
     progress: &dyn Progress,
     each: &mut dyn FnMut(Vec<ThreadSummary>) -> Result<(), Error>,
 ) -> Result<StoreSummary, Error> {
-    let (total_writes, write_bytes) = store.write_totals()?;
     let (total_blobs, blob_bytes) = store.blob_totals()?;
     let (mut thread_count, mut checkpoints, mut thread_bytes) = (0u64, 0u64, 0u64);
     // The write and blob bytes of the threads with checkpoints.
@@ -585,7 +586,7 @@ pub fn summarize_each(
         |accs: Vec<ThreadAcc>| finish_batch(store, accs, &mut held_bytes).and_then(&mut emit);
     // The scan hands each batch over at a thread boundary once full; a worker counts its
     // rows in while the scan reads on ([`pipeline`]).
-    std::thread::scope(|scope| -> Result<(), Error> {
+    let scanned_totals = std::thread::scope(|scope| -> Result<Option<(u64, u64)>, Error> {
         let mut counting = pipeline::Counting::start(scope, wait);
         let mut pending_bytes = 0u64;
         // Each row in; `row`: the whole row when the scan read it.
@@ -622,24 +623,30 @@ pub fn summarize_each(
             }
             Ok(())
         };
-        store
+        let scan = store
             .scan_checkpoints_whole(
                 failpoints.scan_body_bytes(whole::MAX_BODY),
                 &mut |meta, row| push(meta, row, true),
             )
-            .and_then(|whole| {
-                if !whole {
-                    store.scan_checkpoint_meta(&mut |meta| push(meta, None, false))?;
-                }
-                Ok(())
+            .and_then(|scan| match scan {
+                WholeScan::Unsupported => store
+                    .scan_checkpoint_meta(&mut |meta| push(meta, None, false))
+                    .map(|()| None),
+                WholeScan::Read { write_totals } => Ok(write_totals),
             })
             .map_err(|e| failure.take().unwrap_or(Error::Store(e)))?;
         if let Some(done) = counting.hand_over(std::mem::take(&mut batch))? {
             finish(done)?;
         }
-        counting.finish()?.into_iter().try_for_each(&mut finish)
+        counting.finish()?.into_iter().try_for_each(&mut finish)?;
+        Ok(scan)
     })?;
     progress.finish();
+    // Counted by the scan where it read every write (SQLite), else a pass of their own.
+    let (total_writes, write_bytes) = match scanned_totals {
+        Some(totals) => totals,
+        None => store.write_totals()?,
+    };
     // Writes and blobs of threads without checkpoints still occupy the store.
     let bytes = thread_bytes + (write_bytes + blob_bytes).saturating_sub(held_bytes);
     let space = Some(store.space()?);

@@ -325,15 +325,18 @@ pub(crate) fn class_of(payload: &[u8]) -> Option<(&str, &str)> {
     Some((m, k))
 }
 
-/// A string field of a pydantic payload `[module, class, {fields}, …]`, read in place.
+/// A string field of a pydantic payload `[module, class, {fields}, …]`, read in place. The
+/// payload must have been validated (every lazy [`super::value::Ext`]'s is): the values
+/// before the field are passed by their lengths only ([`Cur::value_slice`]), which is what
+/// makes a message's id cheap to find again behind a long `content`.
 pub(crate) fn model_field_str<'a>(payload: &'a [u8], field: &str) -> Option<&'a str> {
     let mut c = Cur::new(payload);
     match c.token().ok()? {
         Token::Array(n) if n >= 3 => {}
         _ => return None,
     }
-    c.skip(0).ok()?;
-    c.skip(0).ok()?;
+    c.value_slice().ok()?;
+    c.value_slice().ok()?;
     let Token::Map(n) = c.token().ok()? else {
         return None;
     };
@@ -348,7 +351,7 @@ pub(crate) fn model_field_str<'a>(payload: &'a [u8], field: &str) -> Option<&'a 
         if let Token::Array(_) | Token::Map(_) = key {
             return None;
         }
-        c.skip(0).ok()?;
+        c.value_slice().ok()?;
     }
     None
 }

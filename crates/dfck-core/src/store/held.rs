@@ -191,7 +191,7 @@ impl Store for HeldStore {
         &self,
         _max_body: u64,
         _f: &mut dyn FnMut(CheckpointMetaRow, Option<super::FactsRow>) -> Result<(), StoreError>,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<super::WholeScan, StoreError> {
         Err(self.miss())
     }
 

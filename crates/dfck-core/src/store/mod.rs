@@ -102,8 +102,8 @@ pub trait Store {
         &self,
         _max_body: u64,
         _f: &mut dyn FnMut(CheckpointMetaRow, Option<FactsRow>) -> Result<(), StoreError>,
-    ) -> Result<bool, StoreError> {
-        Ok(false)
+    ) -> Result<WholeScan, StoreError> {
+        Ok(WholeScan::Unsupported)
     }
 
     /// Whether the rows [`Store::scan_checkpoints_whole`] gives carry their pending-write

@@ -249,3 +249,17 @@ pub struct CheckpointWriteTotals {
     /// Bytes of write values.
     pub bytes: u64,
 }
+
+/// What [`Store::scan_checkpoints_whole`](super::Store::scan_checkpoints_whole) did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WholeScan {
+    /// The backend has no such scan: nothing was read.
+    Unsupported,
+    /// Every row was given, with the store's (writes, bytes) totals as
+    /// [`Store::write_totals`](super::Store::write_totals) counts them where the scan read
+    /// every write on the way (SQLite's merge), else `None`.
+    Read {
+        /// The store's write totals, counted by the scan.
+        write_totals: Option<(u64, u64)>,
+    },
+}

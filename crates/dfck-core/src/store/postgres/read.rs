@@ -4,8 +4,8 @@ use super::PostgresStore;
 use crate::error::StoreError;
 use crate::store::{
     BlobRow, CheckpointBody, CheckpointKey, CheckpointMetaRow, CheckpointRow,
-    CheckpointWriteTotals, FactsRow, FactsWanted, Store, StoreInfo, WriteRow, WriteTotals,
-    sort_writes,
+    CheckpointWriteTotals, FactsRow, FactsWanted, Store, StoreInfo, WholeScan, WriteRow,
+    WriteTotals, sort_writes,
 };
 use tokio_postgres::Row;
 
@@ -538,8 +538,9 @@ impl Store for PostgresStore {
         &self,
         max_body: u64,
         f: &mut dyn FnMut(CheckpointMetaRow, Option<FactsRow>) -> Result<(), StoreError>,
-    ) -> Result<bool, StoreError> {
-        self.scan_facts(max_body, f).map(|()| true)
+    ) -> Result<WholeScan, StoreError> {
+        self.scan_facts(max_body, f)
+            .map(|()| WholeScan::Read { write_totals: None })
     }
 
     fn scan_reads_write_bytes(&self) -> bool {

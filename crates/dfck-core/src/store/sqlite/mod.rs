@@ -338,8 +338,8 @@ impl Store for SqliteStore {
             CheckpointMetaRow,
             Option<crate::store::FactsRow>,
         ) -> Result<(), StoreError>,
-    ) -> Result<bool, StoreError> {
-        self.scan_whole(max_body, f).map(|()| true)
+    ) -> Result<crate::store::WholeScan, StoreError> {
+        self.scan_whole(max_body, f)
     }
 
     fn scan_reads_write_bytes(&self) -> bool {

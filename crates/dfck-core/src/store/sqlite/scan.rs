@@ -2,15 +2,17 @@
 //! statement over `checkpoints` in key order and, beside it in the same read, one over
 //! `writes` in the same order, merged here. Each row comes with its pending-write bytes, and
 //! a thread's first row with its write totals: no point read per checkpoint and no totals
-//! query per batch. A row whose keys are not UTF-8 text, and every row of a store the merge
-//! cannot compare by bytes (a declared collation, UTF-16, key columns not of TEXT affinity),
-//! takes its write bytes from a point read, as [`crate::store::Store::write_bytes_at`]
-//! reads them, and its thread's totals from [`crate::store::Store::write_totals_of`].
+//! query per batch. The merge reads every write, so the scan also gives the store's write
+//! totals (no pass of their own over `writes`). A row whose keys are not UTF-8 text, and
+//! every row of a store the merge cannot compare by bytes (a declared collation, UTF-16, key
+//! columns not of TEXT affinity), takes its write bytes from a point read, as
+//! [`crate::store::Store::write_bytes_at`] reads them, and its thread's totals from
+//! [`crate::store::Store::write_totals_of`].
 
 use super::rows::{UNDECODABLE, checkpoint_row, idx_col, len_col, serialized_len};
 use super::{SqliteStore, q};
 use crate::error::StoreError;
-use crate::store::{CheckpointMetaRow, FactsRow};
+use crate::store::{CheckpointMetaRow, FactsRow, WholeScan};
 use rusqlite::Rows;
 use rusqlite::types::ValueRef;
 use std::cmp::Ordering;
@@ -107,6 +109,8 @@ struct WriteMerge<'s> {
     totals: Option<(u64, u64)>,
     /// A thread came out of byte order: the rest is left to the point reads.
     off: bool,
+    /// (rows, `length(value)`) of every write read so far.
+    seen: (u64, u64),
 }
 
 impl<'s> WriteMerge<'s> {
@@ -121,6 +125,7 @@ impl<'s> WriteMerge<'s> {
             next: 0,
             totals: None,
             off: false,
+            seen: (0, 0),
         }
     }
 
@@ -130,6 +135,8 @@ impl<'s> WriteMerge<'s> {
                 Some(r) => {
                     self.slot.read_into(r).map_err(q(WHAT))?;
                     self.peeked = true;
+                    self.seen.0 += 1;
+                    self.seen.1 += self.slot.length;
                 }
                 None => self.done = true,
             }
@@ -152,7 +159,9 @@ impl<'s> WriteMerge<'s> {
                     length += w.length;
                     if let Some(key) = &w.key {
                         match self.keys.last_mut() {
-                            Some((k, bytes)) if k == key => *bytes += w.bytes,
+                            Some(((n, i), bytes)) if key_cmp(n, i, &key.0, &key.1).is_eq() => {
+                                *bytes += w.bytes
+                            }
                             _ => self.keys.push((key.clone(), w.bytes)),
                         }
                     }
@@ -178,27 +187,49 @@ impl<'s> WriteMerge<'s> {
         if self.off {
             return Ok(None);
         }
-        match self.thread.as_deref().map(|t| t.cmp(thread)) {
-            Some(Ordering::Equal) => {}
-            Some(Ordering::Greater) => {
+        // The same thread as the last row's, most often: one comparison.
+        if self.thread.as_deref() != Some(thread) {
+            if self.thread.as_deref().is_some_and(|t| t > thread) {
                 self.off = true;
                 return Ok(None);
             }
-            _ => self.load(thread)?,
+            self.load(thread)?;
         }
-        while self
-            .keys
-            .get(self.next)
-            .is_some_and(|((n, i), _)| (n.as_slice(), i.as_slice()) < (ns, id))
-        {
-            self.next += 1;
-        }
-        let bytes = match self.keys.get(self.next) {
-            Some(((n, i), bytes)) if n == ns && i == id => *bytes,
-            _ => 0,
+        let bytes = loop {
+            let Some(((n, i), bytes)) = self.keys.get(self.next) else {
+                break 0;
+            };
+            match key_cmp(n, i, ns, id) {
+                Ordering::Less => self.next += 1,
+                Ordering::Equal => break *bytes,
+                Ordering::Greater => break 0,
+            }
         };
         Ok(Some((bytes, self.totals.take())))
     }
+
+    /// Reads the writes left after the last checkpoint, and gives the store's (writes,
+    /// bytes) as [`crate::store::Store::write_totals`] counts them; `None` once the merge is
+    /// off (it stopped reading).
+    fn finish(mut self) -> Result<Option<(u64, u64)>, StoreError> {
+        if self.off {
+            return Ok(None);
+        }
+        while self.peek()?.is_some() {
+            self.peeked = false;
+        }
+        Ok(Some(self.seen))
+    }
+}
+
+/// (namespace, id) against (`ns`, `id`), bytewise; the root namespace, empty, needs no
+/// comparison.
+fn key_cmp(n: &[u8], i: &[u8], ns: &[u8], id: &[u8]) -> Ordering {
+    let by_ns = match (n.is_empty(), ns.is_empty()) {
+        (true, true) => Ordering::Equal,
+        _ => n.cmp(ns),
+    };
+    by_ns.then_with(|| i.cmp(id))
 }
 
 impl SqliteStore {
@@ -231,7 +262,7 @@ impl SqliteStore {
         &self,
         max_body: u64,
         f: &mut dyn FnMut(CheckpointMetaRow, Option<FactsRow>) -> Result<(), StoreError>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<WholeScan, StoreError> {
         let mut st = self
             .conn
             .prepare(
@@ -302,7 +333,11 @@ impl SqliteStore {
             });
             f(meta, facts)?;
         }
-        Ok(())
+        let write_totals = match merge {
+            Some(m) => m.finish()?,
+            None => None,
+        };
+        Ok(WholeScan::Read { write_totals })
     }
 
     /// [`crate::store::Store::write_bytes_at`]: the lengths of the values
