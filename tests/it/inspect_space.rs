@@ -227,6 +227,44 @@ fn sqlite_activity_and_disk() {
     drop(w);
 }
 
+/// The store's write totals, whether the summary's scan counts them in its writes merge or,
+/// where it cannot merge (a declared collation), they take a pass of their own: both are
+/// what SQL counts, orphan writes after the last thread with checkpoints included.
+#[test]
+fn sqlite_write_totals_with_and_without_the_merge() {
+    let mut reported = Vec::new();
+    for collate in ["", " COLLATE NOCASE"] {
+        let (_dir, db) = temp_copy(&sqlite_fixture("delta_k3"));
+        let w = Connection::open(&db).unwrap();
+        w.execute_batch(&format!(
+            "CREATE TABLE w2 (thread_id TEXT{collate} NOT NULL, \
+             checkpoint_ns TEXT NOT NULL DEFAULT '', checkpoint_id TEXT NOT NULL, \
+             task_id TEXT NOT NULL, task_path TEXT NOT NULL DEFAULT '', idx INTEGER NOT NULL, \
+             channel TEXT NOT NULL, type TEXT, value BLOB, \
+             PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)); \
+             INSERT INTO w2 SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, \
+               idx, channel, type, value FROM writes; \
+             INSERT INTO w2 VALUES ('zz-orphan', '', '1', 'k', '', 0, 'messages', 'msgpack', x'9000'), \
+               ('zz-orphan', '', '2', 'k', '', 0, 'messages', 'msgpack', x'900000'); \
+             DROP TABLE writes; ALTER TABLE w2 RENAME TO writes;"
+        ))
+        .unwrap();
+        let (rows, bytes): (u64, u64) = w
+            .query_row(
+                "SELECT count(*), coalesce(sum(length(value)), 0) FROM writes",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        drop(w);
+        let s = dfck_json(db.to_str().unwrap(), &["inspect", "--format", "json"]);
+        assert_eq!(s["counts"]["writes"], rows, "{collate}");
+        assert_eq!(s["table_bytes"]["writes"], bytes, "{collate}");
+        reported.push((rows, bytes));
+    }
+    assert_eq!(reported[0], reported[1]);
+}
+
 #[test]
 fn sqlite_channel_bytes() {
     for stem in ["deerflow", "subgraph", "full"] {

@@ -564,6 +564,11 @@ pub fn summarize_each(
     progress: &dyn Progress,
     each: &mut dyn FnMut(Vec<ThreadSummary>) -> Result<(), Error>,
 ) -> Result<StoreSummary, Error> {
+    // Read first where the scan will not count them: an error comes before any thread.
+    let early_totals = match store.scan_counts_write_totals() {
+        true => None,
+        false => Some(store.write_totals()?),
+    };
     let (total_blobs, blob_bytes) = store.blob_totals()?;
     let (mut thread_count, mut checkpoints, mut thread_bytes) = (0u64, 0u64, 0u64);
     // The write and blob bytes of the threads with checkpoints.
@@ -642,8 +647,9 @@ pub fn summarize_each(
         Ok(scan)
     })?;
     progress.finish();
-    // Counted by the scan where it read every write (SQLite), else a pass of their own.
-    let (total_writes, write_bytes) = match scanned_totals {
+    // Counted by the scan where it read every write (SQLite's merge), else a pass of their
+    // own (SQLite when the merge could not compare the keys by bytes).
+    let (total_writes, write_bytes) = match early_totals.or(scanned_totals) {
         Some(totals) => totals,
         None => store.write_totals()?,
     };

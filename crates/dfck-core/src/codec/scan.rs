@@ -326,9 +326,11 @@ pub(crate) fn class_of(payload: &[u8]) -> Option<(&str, &str)> {
 }
 
 /// A string field of a pydantic payload `[module, class, {fields}, …]`, read in place. The
-/// payload must have been validated (every lazy [`super::value::Ext`]'s is): the values
-/// before the field are passed by their lengths only ([`Cur::value_slice`]), which is what
-/// makes a message's id cheap to find again behind a long `content`.
+/// payload must have been validated: the values before the field are passed by their
+/// lengths only ([`Cur::value_slice`]), which is what makes a message's id cheap to find
+/// again behind a long `content`. A decoded value's lazy [`super::value::Ext`] was validated
+/// when it was read; a stand-in's ([`super::decode::stand_in`]) was not, and no caller asks
+/// one for a field.
 pub(crate) fn model_field_str<'a>(payload: &'a [u8], field: &str) -> Option<&'a str> {
     let mut c = Cur::new(payload);
     match c.token().ok()? {

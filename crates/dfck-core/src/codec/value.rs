@@ -34,7 +34,8 @@ impl Ext {
         }
     }
 
-    /// An ext whose payload (a validated msgpack document) is decoded on first use.
+    /// An ext whose payload is decoded on first use: a validated msgpack document, except a
+    /// stand-in's (`decode::stand_in`, read by its lengths only).
     pub fn lazy(code: i8, raw: Bytes) -> Self {
         Ext {
             code,

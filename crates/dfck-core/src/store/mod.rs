@@ -95,7 +95,8 @@ pub trait Store {
     /// first bytes (as [`Store::checkpoint_facts_at`] reads them, every channel's) and its
     /// pending-write bytes ([`Store::scan_reads_write_bytes`]). `None` for a row whose body
     /// is over `max_body` bytes, or that the scan cannot read as the point reads do (it is
-    /// not read); `false`, having read nothing, where the backend does not. Where a row's
+    /// not read); [`WholeScan::Unsupported`], having read nothing, where the backend does
+    /// not. Where a row's
     /// facts are given, its keys and metadata are theirs: the meta row's may be left empty
     /// ([`CheckpointMetaRow::keys_of`]).
     fn scan_checkpoints_whole(
@@ -110,6 +111,13 @@ pub trait Store {
     /// bytes ([`FactsRow::write_bytes`]; both backends); else those are read with
     /// [`Store::write_bytes_at`].
     fn scan_reads_write_bytes(&self) -> bool {
+        false
+    }
+
+    /// Whether [`Store::scan_checkpoints_whole`] may count the store's write totals on the
+    /// way ([`WholeScan::Read`]; SQLite's writes merge); where it never does, a summary
+    /// reads them before the scan.
+    fn scan_counts_write_totals(&self) -> bool {
         false
     }
 

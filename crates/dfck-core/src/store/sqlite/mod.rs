@@ -346,6 +346,10 @@ impl Store for SqliteStore {
         true
     }
 
+    fn scan_counts_write_totals(&self) -> bool {
+        true
+    }
+
     fn scan_checkpoint_meta(
         &self,
         f: &mut dyn FnMut(CheckpointMetaRow) -> Result<(), StoreError>,
