@@ -35,6 +35,8 @@
 //!   counting thread before it counts them itself (`0`: every row at once);
 //! - `short-rows:N` — a PostgreSQL read of one thread's rows takes one statement only when
 //!   they are N rows at most (`0`: every such read goes through a cursor);
+//! - `summary-fetch-rows:N` — PostgreSQL's summary scan fetches N rows at a time (threads cut
+//!   across fetches);
 //! - `savepoint-fail:N` — the N-th thread savepoint of a PostgreSQL group transaction is
 //!   sent as a statement the server refuses (its answer is not waited for);
 //! - `together-fail:N` — the N-th deletion of threads written together (a PostgreSQL group
@@ -71,6 +73,7 @@ pub struct Failpoints {
     thread_page: Option<usize>,
     summary_pending_bytes: Option<u64>,
     short_rows: Option<usize>,
+    summary_fetch_rows: Option<usize>,
     savepoint_fail: Option<usize>,
     together_fail: Option<usize>,
     together_unverified: Option<usize>,
@@ -111,6 +114,7 @@ impl Failpoints {
             thread_page: parse(find("thread-page:")),
             summary_pending_bytes: parse(find("summary-pending-bytes:")),
             short_rows: parse(find("short-rows:")),
+            summary_fetch_rows: parse(find("summary-fetch-rows:")),
             savepoint_fail: parse(find("savepoint-fail:")),
             together_fail: parse(find("together-fail:")),
             together_unverified: parse(find("together-unverified:")),
@@ -278,6 +282,11 @@ impl Failpoints {
     /// The most rows a one-statement read of a thread takes: `default` unless injected.
     pub fn short_rows(&self, default: usize) -> usize {
         self.short_rows.unwrap_or(default)
+    }
+
+    /// The rows a fetch of PostgreSQL's summary scan takes: `default` unless injected.
+    pub fn summary_fetch_rows(&self, default: usize) -> usize {
+        self.summary_fetch_rows.unwrap_or(default).max(1)
     }
 
     /// Whether the `n`-th (from 1) thread savepoint of the run is to fail.

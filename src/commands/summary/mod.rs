@@ -63,8 +63,9 @@ struct ThreadAcc {
     last_row: Option<CheckpointRow>,
     /// Rows handed over by the scan, not yet counted in ([`pipeline`]).
     pending: Vec<pipeline::Pending>,
-    /// (writes, bytes) of the thread, when the scan read them.
+    /// (writes, bytes) and (blobs, bytes) of the thread, when the scan read them.
     writes: Option<(u64, u64)>,
+    blobs: Option<(u64, u64)>,
 }
 
 impl ThreadAcc {
@@ -89,6 +90,7 @@ impl ThreadAcc {
             last_row: None,
             pending: Vec::new(),
             writes: None,
+            blobs: None,
         }
     }
 
@@ -484,9 +486,8 @@ pub fn summarize(store: &dyn Store, progress: &dyn Progress) -> Result<StoreSumm
 
 /// The write and blob totals of a batch's threads.
 fn batch_totals(store: &dyn Store, accs: &[ThreadAcc]) -> Result<(Totals, Totals), StoreError> {
-    let ids: Vec<String> = accs.iter().map(|a| a.thread_id.clone()).collect();
     let (mut writes, mut blobs) = (Totals::new(), Totals::new());
-    if ids.is_empty() {
+    if accs.is_empty() {
         return Ok((writes, blobs));
     }
     // Those the scan read are not asked again. Through the map, not from each thread: two
@@ -507,10 +508,21 @@ fn batch_totals(store: &dyn Store, accs: &[ThreadAcc]) -> Result<(Totals, Totals
             Ok(())
         })?;
     }
-    store.blob_totals_of(&ids, &mut |t| {
-        blobs.insert(t.thread_id, (t.writes, t.bytes));
-        Ok(())
-    })?;
+    let unread: Vec<String> = accs
+        .iter()
+        .filter(|a| a.blobs.is_none())
+        .map(|a| a.thread_id.clone())
+        .collect();
+    blobs.extend(
+        accs.iter()
+            .filter_map(|a| Some((a.thread_id.clone(), a.blobs?))),
+    );
+    if !unread.is_empty() {
+        store.blob_totals_of(&unread, &mut |t| {
+            blobs.insert(t.thread_id, (t.writes, t.bytes));
+            Ok(())
+        })?;
+    }
     Ok((writes, blobs))
 }
 

@@ -30,6 +30,9 @@ fn count_in(acc: &mut ThreadAcc, (meta, row): Pending, wait: u64) {
     if let Some(totals) = row.as_ref().and_then(|r| r.thread_writes) {
         acc.writes = Some(totals);
     }
+    if let Some(totals) = row.as_ref().and_then(|r| r.thread_blobs) {
+        acc.blobs = Some(totals);
+    }
     match row {
         Some(row) if acc.whole => whole::add_row(acc, row, delta, wait),
         _ => {

@@ -340,6 +340,7 @@ pub trait Store {
                 blob_lengths: None,
                 whole: true,
                 thread_writes: None,
+                thread_blobs: None,
             })
         })
     }

@@ -237,6 +237,10 @@ pub struct FactsRow {
     /// (writes, bytes) of the row's whole thread, as [`Store::write_totals_of`](super::Store::write_totals_of) counts
     /// them, where the scan read them (SQLite: on the first row of a thread it asks for).
     pub thread_writes: Option<(u64, u64)>,
+    /// (blobs, bytes) of the row's whole thread, as [`Store::blob_totals_of`](super::Store::blob_totals_of)
+    /// counts them, where the scan read them (PostgreSQL: on the first row of a thread whose
+    /// blobs it read).
+    pub thread_blobs: Option<(u64, u64)>,
 }
 
 /// Per-checkpoint write totals inside one (thread, ns).

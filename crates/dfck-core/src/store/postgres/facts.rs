@@ -4,6 +4,7 @@
 //! and first bytes (enough to tell a snapshot from a plain value), never a whole blob.
 
 use super::PostgresStore;
+use super::ahead::Ask;
 use super::read::{blob_at, get, keys_json, nonneg, row_with_blobs, versions_of_c};
 use crate::error::StoreError;
 use crate::store::{
@@ -86,18 +87,15 @@ fn blobs_select() -> String {
     )
 }
 
-/// The pending-write bytes of each checkpoint of the threads $1 lists.
+/// The pending-write bytes and rows of each checkpoint of the threads $1 lists.
 fn writes_select() -> String {
     format!(
         "SELECT thread_id, checkpoint_ns, checkpoint_id, \
-         coalesce(sum(octet_length(blob)), 0)::int8 \
+         coalesce(sum(octet_length(blob)), 0)::int8, count(*)::int8 \
          FROM checkpoint_writes WHERE {} GROUP BY thread_id, checkpoint_ns, checkpoint_id",
         super::batch::IN_BATCH
     )
 }
-
-/// Bytes of scanned rows held before their blobs are looked up.
-const SCAN_HELD: u64 = 8 << 20;
 
 /// Rows fetched per round trip by the scan.
 const SCAN_FETCH: usize = 2000;
@@ -136,6 +134,7 @@ fn facts_row(r: &Row, what: &str) -> Result<FactsRow, StoreError> {
         blob_lengths: Some((blob_bytes, messages_blob_bytes)),
         whole: false,
         thread_writes: None,
+        thread_blobs: None,
     })
 }
 
@@ -160,10 +159,11 @@ impl PostgresStore {
     }
 
     /// [`crate::store::Store::scan_checkpoints_whole`]: one cursor over the table, and for
-    /// each run of rows held (at most [`SCAN_FETCH`] rows, [`SCAN_HELD`] bytes) one read of
-    /// the blobs of their threads, joined to each row's channel versions here (a read of a
-    /// thread's blobs in index order costs less than a lookup per checkpoint and channel),
-    /// and one of their pending-write bytes per checkpoint.
+    /// each fetch of rows ([`SCAN_FETCH`]) one read of the blobs of their threads, joined to
+    /// each row's channel versions here (a read of a thread's blobs in index order costs
+    /// less than a lookup per checkpoint and channel), and one of their pending-write bytes
+    /// per checkpoint. The next fetch is in flight while a fetch's rows are read, and those
+    /// two reads are answered beside it ([`PostgresStore::cursor_answered_ahead`]).
     pub(super) fn scan_facts(
         &self,
         max_body: u64,
@@ -172,114 +172,149 @@ impl PostgresStore {
         let what = "scanning checkpoints";
         // `pg_column_size` is an int4: a larger cap reads every body.
         let max = i32::try_from(max_body).unwrap_or(i32::MAX).to_string();
-        let mut held = Held::default();
-        self.cursor(what, SCAN_SELECT, &[&max], SCAN_FETCH, &mut |r| {
-            let body: Option<serde_json::Value> = get(r, 4, what)?;
-            let metadata: Option<String> = get(r, 5, what)?;
-            let metadata = metadata.unwrap_or_default().into_bytes();
-            let meta = CheckpointMetaRow {
-                thread_id: get(r, 0, what)?,
-                checkpoint_ns: get(r, 1, what)?,
-                checkpoint_id: get(r, 2, what)?,
-                bytes: nonneg(get(r, 6, what)?),
-                metadata,
-                ts: get(r, 7, what)?,
-            };
-            let row = body.map(|checkpoint| -> Result<CheckpointRow, StoreError> {
-                Ok(CheckpointRow {
-                    thread_id: meta.thread_id.clone(),
-                    checkpoint_ns: meta.checkpoint_ns.clone(),
-                    checkpoint_id: meta.checkpoint_id.clone(),
-                    parent_checkpoint_id: get(r, 3, what)?,
-                    body: CheckpointBody::Postgres {
-                        checkpoint,
-                        blobs: Vec::new(),
-                    },
-                    metadata: meta.metadata.clone(),
-                    bytes: meta.bytes,
-                })
-            });
-            let row = row.transpose()?;
-            held.bytes += (meta.metadata.len() + 128) as u64
-                + row.as_ref().map_or(0, CheckpointRow::read_bytes);
-            held.rows.push((meta, row));
-            if held.rows.len() >= SCAN_FETCH || held.bytes >= SCAN_HELD {
-                self.flush_held(&mut held, f)?;
-            }
-            Ok(())
-        })?;
-        self.flush_held(&mut held, f)
+        let held = std::cell::RefCell::new(Held::default());
+        let fetch = crate::failpoint::Failpoints::from_env("read").summary_fetch_rows(SCAN_FETCH);
+        self.cursor_answered_ahead(
+            what,
+            SCAN_SELECT,
+            &[&max],
+            fetch,
+            &mut |rows| {
+                let mut held = held.borrow_mut();
+                for r in rows {
+                    held.rows.push(scanned_row(r, what)?);
+                }
+                Ok(held.asks())
+            },
+            &mut |answers| held.borrow_mut().hand_on(answers, f),
+        )
     }
+}
 
-    /// Reads the blobs and the pending-write bytes of the held rows' threads (those not
-    /// already known), attaches them and hands every held row to `f`; keeps the last
-    /// thread's for the rows to come (a thread's are read once, whatever the rows it spans).
-    fn flush_held(
-        &self,
-        held: &mut Held,
-        f: &mut dyn FnMut(CheckpointMetaRow, Option<FactsRow>) -> Result<(), StoreError>,
-    ) -> Result<(), StoreError> {
-        let what = "reading blob and pending-write lengths";
-        let rows = std::mem::take(&mut held.rows);
-        held.bytes = 0;
-        let mut known: HashMap<String, ThreadFacts> = held.open.take().into_iter().collect();
+/// One row of [`SCAN_SELECT`]: its metadata row, and the row when its body was read.
+fn scanned_row(r: &Row, what: &str) -> Result<HeldRow, StoreError> {
+    let body: Option<serde_json::Value> = get(r, 4, what)?;
+    let metadata: Option<String> = get(r, 5, what)?;
+    let metadata = metadata.unwrap_or_default().into_bytes();
+    let meta = CheckpointMetaRow {
+        thread_id: get(r, 0, what)?,
+        checkpoint_ns: get(r, 1, what)?,
+        checkpoint_id: get(r, 2, what)?,
+        bytes: nonneg(get(r, 6, what)?),
+        metadata,
+        ts: get(r, 7, what)?,
+    };
+    let row = body.map(|checkpoint| -> Result<CheckpointRow, StoreError> {
+        Ok(CheckpointRow {
+            thread_id: meta.thread_id.clone(),
+            checkpoint_ns: meta.checkpoint_ns.clone(),
+            checkpoint_id: meta.checkpoint_id.clone(),
+            parent_checkpoint_id: get(r, 3, what)?,
+            body: CheckpointBody::Postgres {
+                checkpoint,
+                blobs: Vec::new(),
+            },
+            metadata: meta.metadata.clone(),
+            bytes: meta.bytes,
+        })
+    });
+    Ok((meta, row.transpose()?))
+}
+
+impl Held {
+    /// The reads the held rows need: the blobs and the pending-write bytes of their threads
+    /// not already known (none when every row's thread is).
+    fn asks(&self) -> Vec<Ask> {
+        let open = self.open.as_ref().map(|(t, _)| t);
         let mut ids: Vec<&String> = Vec::new();
-        for (meta, row) in &rows {
+        for (meta, row) in &self.rows {
             if row.is_some()
-                && !known.contains_key(&meta.thread_id)
+                && open != Some(&meta.thread_id)
                 && ids.last().is_none_or(|l| **l != meta.thread_id)
             {
                 ids.push(&meta.thread_id);
             }
         }
-        if !ids.is_empty() {
-            let list = super::batch::json_list(ids.iter().copied());
-            for id in ids {
-                known.entry(id.clone()).or_default();
+        if ids.is_empty() {
+            return Vec::new();
+        }
+        let list = super::batch::json_list(ids.iter().copied());
+        vec![(blobs_select(), list.clone()), (writes_select(), list)]
+    }
+
+    /// Attaches what [`Held::asks`] read (`answers`, in its order) and hands every held row
+    /// to `f`; keeps the last thread's for the rows to come (a thread's are read once,
+    /// whatever the rows it spans).
+    fn hand_on(
+        &mut self,
+        answers: Vec<Vec<Row>>,
+        f: &mut dyn FnMut(CheckpointMetaRow, Option<FactsRow>) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let what = "reading blob and pending-write lengths";
+        let rows = std::mem::take(&mut self.rows);
+        let open = self.open.take();
+        let open_id = open.as_ref().map(|(t, _)| t.clone());
+        let mut known: HashMap<String, ThreadFacts> = open.into_iter().collect();
+        let mut answers = answers.into_iter();
+        if let (Some(blobs), Some(writes)) = (answers.next(), answers.next()) {
+            // Every thread asked for ([`Held::asks`]) is known, with or without blobs and
+            // writes, and its totals are given with its first row.
+            for (meta, row) in &rows {
+                if row.is_some() && open_id.as_ref() != Some(&meta.thread_id) {
+                    known.entry(meta.thread_id.clone()).or_default().totals =
+                        Some(((0, 0), (0, 0)));
+                }
             }
-            for b in &self.query(what, &blobs_select(), &[&list])? {
+            for b in &blobs {
                 let facts = BlobFacts {
                     type_tag: get(b, 4, what)?,
                     head: get(b, 5, what)?,
                     len: nonneg(get(b, 6, what)?),
                 };
                 let thread: String = get(b, 0, what)?;
-                known
-                    .entry(thread)
-                    .or_default()
-                    .blobs
+                let t = known.entry(thread).or_default();
+                if let Some((_, blobs)) = t.totals.as_mut() {
+                    *blobs = (blobs.0 + 1, blobs.1 + facts.len);
+                }
+                t.blobs
                     .entry(get(b, 1, what)?)
                     .or_default()
                     .entry(get(b, 2, what)?)
                     .or_default()
                     .insert(get(b, 3, what)?, facts);
             }
-            for w in &self.query(what, &writes_select(), &[&list])? {
+            for w in &writes {
                 let thread: String = get(w, 0, what)?;
-                known
-                    .entry(thread)
-                    .or_default()
-                    .writes
+                let bytes = nonneg(get(w, 3, what)?);
+                let t = known.entry(thread).or_default();
+                if let Some((writes, _)) = t.totals.as_mut() {
+                    *writes = (writes.0 + nonneg(get(w, 4, what)?), writes.1 + bytes);
+                }
+                t.writes
                     .entry(get(w, 1, what)?)
                     .or_default()
-                    .insert(get(w, 2, what)?, nonneg(get(w, 3, what)?));
+                    .insert(get(w, 2, what)?, bytes);
             }
         }
         let last = rows.last().map(|(m, _)| m.thread_id.clone());
         for (meta, row) in rows {
-            let thread = known.get(&meta.thread_id);
-            let facts = row.and_then(|row| with_blobs(row, thread.map(|t| &t.blobs)));
+            let mut thread = known.get_mut(&meta.thread_id);
+            let facts = row.and_then(|row| with_blobs(row, thread.as_ref().map(|t| &t.blobs)));
             let facts = facts.map(|mut facts| {
-                facts.write_bytes = thread
-                    .and_then(|t| t.writes.get(&meta.checkpoint_ns))
-                    .and_then(|n| n.get(&meta.checkpoint_id))
-                    .copied()
-                    .unwrap_or(0);
+                if let Some(t) = thread.as_mut() {
+                    facts.write_bytes = t
+                        .writes
+                        .get(&meta.checkpoint_ns)
+                        .and_then(|n| n.get(&meta.checkpoint_id))
+                        .copied()
+                        .unwrap_or(0);
+                    (facts.thread_writes, facts.thread_blobs) = t.totals.take().unzip();
+                }
                 facts
             });
             f(meta, facts)?;
         }
-        held.open = last.and_then(|t| known.remove_entry(&t));
+        self.open = last.and_then(|t| known.remove_entry(&t));
         Ok(())
     }
 }
@@ -290,6 +325,9 @@ impl PostgresStore {
 struct ThreadFacts {
     blobs: ThreadBlobs,
     writes: HashMap<String, HashMap<String, u64>>,
+    /// Its (writes, bytes) and (blobs, bytes), counted as `write_totals_of` and
+    /// `blob_totals_of` count them, until a row takes them.
+    totals: Option<((u64, u64), (u64, u64))>,
 }
 
 /// A row the scan holds: its metadata, and the row when it was read.
@@ -299,8 +337,7 @@ type HeldRow = (CheckpointMetaRow, Option<CheckpointRow>);
 #[derive(Default)]
 struct Held {
     rows: Vec<HeldRow>,
-    bytes: u64,
-    /// What was read of the thread the last flush ended in.
+    /// What was read of the thread the last fetch ended in.
     open: Option<(String, ThreadFacts)>,
 }
 
@@ -356,5 +393,6 @@ fn with_blobs(mut row: CheckpointRow, blobs: Option<&ThreadBlobs>) -> Option<Fac
         blob_lengths: Some((all, messages)),
         whole: false,
         thread_writes: None,
+        thread_blobs: None,
     })
 }

@@ -5,6 +5,7 @@
 //! further queries between batches; `values` reads every serialized value once), and the
 //! per-thread write transaction in `write`.
 
+mod ahead;
 mod app;
 mod app_copy;
 mod batch;

@@ -330,6 +330,7 @@ impl SqliteStore {
                 blob_lengths: None,
                 whole: true,
                 thread_writes,
+                thread_blobs: None,
             });
             f(meta, facts)?;
         }
