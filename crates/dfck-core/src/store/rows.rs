@@ -234,12 +234,14 @@ pub struct FactsRow {
     pub blob_lengths: Option<(u64, u64)>,
     /// Every value complete.
     pub whole: bool,
-    /// (writes, bytes) of the row's whole thread, as [`Store::write_totals_of`](super::Store::write_totals_of) counts
-    /// them, where the scan read them (SQLite: on the first row of a thread it asks for).
+    /// (writes, bytes) of the row's whole thread, as
+    /// [`Store::write_totals_of`](super::Store::write_totals_of) counts them, where the scan
+    /// read them: once a thread, on its first row given with facts (SQLite: the first row
+    /// the writes merge answers).
     pub thread_writes: Option<(u64, u64)>,
-    /// (blobs, bytes) of the row's whole thread, as [`Store::blob_totals_of`](super::Store::blob_totals_of)
-    /// counts them, where the scan read them (PostgreSQL: on the first row of a thread whose
-    /// blobs it read).
+    /// (blobs, bytes) of the row's whole thread, as
+    /// [`Store::blob_totals_of`](super::Store::blob_totals_of) counts them, where the scan
+    /// read them (PostgreSQL), with [`FactsRow::thread_writes`].
     pub thread_blobs: Option<(u64, u64)>,
 }
 

@@ -1,18 +1,21 @@
 //! A cursor read a batch ahead, with each batch's own queries answered beside the next
 //! fetch ([`PostgresStore::cursor_answered_ahead`]): the server runs the next `FETCH` while
-//! the caller reads a batch, then the batch's queries, so neither side waits for the other
-//! to finish a batch before it starts on the next.
+//! the caller reads a batch, then the batch's queries; only while the caller hands a batch
+//! on (with nothing in flight, so that it may query) does the server wait. Also the request
+//! sent ahead ([`Fetch`], [`PostgresStore::send`]) that [`PostgresStore::cursor_ahead`] uses.
 
 use super::PostgresStore;
 use crate::error::StoreError;
-use futures_util::future::{join, try_join_all};
+use futures_util::future::{MaybeDone, join, maybe_done, try_join_all};
 use std::future::Future;
 use std::pin::Pin;
 use tokio_postgres::Row;
 use tokio_postgres::types::{ToSql, Type};
 
-/// A request in flight on the connection.
-type InFlight<'a> = Pin<Box<dyn Future<Output = Result<Vec<Row>, tokio_postgres::Error>> + 'a>>;
+/// A request sent ahead: its answer is kept if it comes at the first poll (a closed
+/// connection answers at once), so that it is never polled again once done.
+pub(super) type Fetch<'a> =
+    MaybeDone<Pin<Box<dyn Future<Output = Result<Vec<Row>, tokio_postgres::Error>> + 'a>>>;
 
 /// A query a batch asks for: SQL and its one TEXT parameter.
 pub(super) type Ask = (String, String);
@@ -71,8 +74,11 @@ impl PostgresStore {
         read: &mut ReadBatch<'_>,
         answered: &mut Answered<'_>,
     ) -> Result<(), StoreError> {
-        let request = || -> InFlight<'_> { Box::pin(self.client.query_typed(fetch, &[])) };
-        let mut rows = self.rt.block_on(request()).map_err(|e| self.err(what, e))?;
+        let request = || -> Fetch<'_> { maybe_done(Box::pin(self.client.query_typed(fetch, &[]))) };
+        let mut rows = self
+            .rt
+            .block_on(self.client.query_typed(fetch, &[]))
+            .map_err(|e| self.err(what, e))?;
         while !rows.is_empty() {
             // A short batch is the last: no round trip for the empty one.
             let mut next = (rows.len() == batch).then(request);
@@ -86,7 +92,7 @@ impl PostgresStore {
                 Ok(asked) => asked,
                 Err(e) => {
                     // The batch in flight is read and dropped, so the connection stays usable.
-                    if let Some(next) = next {
+                    if let Some(next) = next.as_mut() {
                         let _ = self.rt.block_on(next);
                     }
                     return Err(e);
@@ -101,17 +107,21 @@ impl PostgresStore {
                 .iter()
                 .zip(&typed)
                 .map(|((sql, _), typed)| self.client.query_typed(sql, typed));
-            let (fetched, answers) = self.rt.block_on(join(
+            let ((), answers) = self.rt.block_on(join(
                 async {
-                    match next {
-                        Some(next) => next.await.map(Some),
-                        None => Ok(None),
+                    if let Some(next) = next.as_mut() {
+                        next.await;
                     }
                 },
                 try_join_all(queries),
             ));
+            // A failed fetch aborts the transaction, and the queries after it fail for that
+            // reason: its own error is the one to give.
+            let fetched = match next.as_mut() {
+                Some(next) => Some(self.answer(what, next)?),
+                None => None,
+            };
             let answers = answers.map_err(|e| self.err(what, e))?;
-            let fetched = fetched.map_err(|e| self.err(what, e))?;
             answered(answers)?;
             rows = fetched.unwrap_or_default();
         }
@@ -119,14 +129,30 @@ impl PostgresStore {
     }
 
     /// Polls `request` once, so that it is queued, and lets the connection send it.
-    fn send(&self, request: &mut InFlight<'_>) {
+    pub(super) fn send(&self, request: &mut Fetch<'_>) {
         self.rt.block_on(async {
             std::future::poll_fn(|cx| {
-                let _ = request.as_mut().poll(cx);
+                let _ = Pin::new(&mut *request).poll(cx);
                 std::task::Poll::Ready(())
             })
             .await;
             tokio::task::yield_now().await;
         });
+    }
+
+    /// The answer to `request`, waited for.
+    pub(super) fn answer(
+        &self,
+        what: &str,
+        request: &mut Fetch<'_>,
+    ) -> Result<Vec<Row>, StoreError> {
+        self.rt.block_on(&mut *request);
+        match Pin::new(request).take_output() {
+            Some(answer) => answer.map_err(|e| self.err(what, e)),
+            None => Err(StoreError::Query {
+                what: format!("{}: {what}", self.info.location),
+                reason: "a fetch's answer was taken twice".into(),
+            }),
+        }
     }
 }

@@ -57,7 +57,8 @@ pub struct PostgresStore {
     /// Connections one thread scan may use ([`crate::store::Store::split_scans`]).
     scan_jobs: Cell<usize>,
     /// A FETCH is in flight while the caller looks at the previous batch
-    /// ([`Self::cursor_ahead`]): queries are refused until it is read.
+    /// ([`Self::cursor_ahead`], [`Self::cursor_answered_ahead`]): queries are refused until
+    /// it is read.
     fetching_ahead: Cell<bool>,
     /// Threads read ahead for planning ([`crate::store::Store::read_ahead`]).
     ahead: std::cell::RefCell<crate::store::batch::ReadAhead>,
@@ -240,8 +241,8 @@ impl PostgresStore {
             .map_err(|e| self.err("starting a read-only transaction", e))
     }
 
-    /// Refuses a query while a FETCH is in flight ([`Self::cursor_ahead`]): its answer
-    /// would queue behind rows nobody reads.
+    /// Refuses a query while a FETCH is in flight ([`Self::cursor_ahead`],
+    /// [`Self::cursor_answered_ahead`]): its answer would queue behind rows nobody reads.
     fn not_busy(&self, what: &str) -> Result<(), StoreError> {
         if self.fetching_ahead.get() {
             return Err(StoreError::Query {
@@ -460,32 +461,23 @@ impl PostgresStore {
         fetch: &str,
         f: &mut dyn FnMut(&Row) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
-        let request = || Box::pin(self.client.query_typed(fetch, &[]));
+        let request = || -> ahead::Fetch<'_> {
+            futures_util::future::maybe_done(Box::pin(self.client.query_typed(fetch, &[])))
+        };
         let mut next = request();
         loop {
-            let rows = self
-                .rt
-                .block_on(next.as_mut())
-                .map_err(|e| self.err(what, e))?;
+            let rows = self.answer(what, &mut next)?;
             if rows.is_empty() {
                 return Ok(());
             }
             next = request();
-            // Polled once, the request is queued; the yield lets the connection send it.
-            self.rt.block_on(async {
-                std::future::poll_fn(|cx| {
-                    let _ = next.as_mut().poll(cx);
-                    std::task::Poll::Ready(())
-                })
-                .await;
-                tokio::task::yield_now().await;
-            });
+            self.send(&mut next);
             self.fetching_ahead.set(true);
             let seen = rows.iter().try_for_each(&mut *f);
             self.fetching_ahead.set(false);
             if let Err(e) = seen {
                 // The batch in flight is read and dropped, so the connection stays usable.
-                let _ = self.rt.block_on(next.as_mut());
+                let _ = self.rt.block_on(&mut next);
                 return Err(e);
             }
         }
