@@ -233,20 +233,6 @@ impl SqliteStore {
         fs4::available_space(dir).ok()
     }
 
-    /// Writes a consistent copy of the store to `dest` (`VACUUM INTO`).
-    pub fn backup_to(&self, dest: &Path) -> Result<(), StoreError> {
-        if dest.exists() {
-            return Err(StoreError::Target(format!(
-                "backup target {} already exists",
-                dest.display()
-            )));
-        }
-        self.conn
-            .execute("VACUUM INTO ?1", [dest.to_string_lossy()])
-            .map(|_| ())
-            .map_err(q("writing the backup"))
-    }
-
     fn task_path_expr(&self) -> &'static str {
         if self.info.has_task_path {
             "task_path"

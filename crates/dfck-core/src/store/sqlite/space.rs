@@ -1,5 +1,5 @@
 //! The SQLite side of space accounting and `reclaim`: page and sidecar sizes, per-channel
-//! write totals, the lock probe, `VACUUM` in place and `VACUUM INTO` a compacted copy
+//! write totals, the lock probe, `VACUUM` in place and `VACUUM INTO` a compacted copy or a backup
 //! (docs/space.md).
 
 use super::SqliteStore;
@@ -69,6 +69,20 @@ pub fn sqlite_temp_dir() -> PathBuf {
 pub use crate::store::files::{dir_space, parent_dir};
 
 impl SqliteStore {
+    /// Writes a consistent copy of the store to `dest` (`VACUUM INTO`).
+    pub fn backup_to(&self, dest: &Path) -> Result<(), StoreError> {
+        if dest.exists() {
+            return Err(StoreError::Target(format!(
+                "backup target {} already exists",
+                dest.display()
+            )));
+        }
+        self.conn
+            .execute("VACUUM INTO ?1", [dest.to_string_lossy()])
+            .map(|_| ())
+            .map_err(super::q("writing the backup"))
+    }
+
     fn pragma_u64(&self, name: &'static str) -> Result<u64, StoreError> {
         self.conn
             .query_row(&format!("PRAGMA {name}"), [], |r| r.get::<_, i64>(0))
