@@ -93,7 +93,7 @@ impl PostgresStore {
                 Err(e) => {
                     // The batch in flight is read and dropped, so the connection stays usable.
                     if let Some(next) = next.as_mut() {
-                        let _ = self.rt.block_on(next);
+                        self.rt.block_on(next);
                     }
                     return Err(e);
                 }

@@ -31,7 +31,6 @@ use super::StoreInfo;
 use crate::error::StoreError;
 use std::cell::Cell;
 use std::collections::hash_map::Entry;
-use std::future::Future;
 use std::time::Duration;
 use tokio::runtime::Runtime;
 use tokio_postgres::error::SqlState;
@@ -477,7 +476,7 @@ impl PostgresStore {
             self.fetching_ahead.set(false);
             if let Err(e) = seen {
                 // The batch in flight is read and dropped, so the connection stays usable.
-                let _ = self.rt.block_on(&mut next);
+                self.rt.block_on(&mut next);
                 return Err(e);
             }
         }

@@ -1,6 +1,6 @@
 //! The SQLite side of space accounting and `reclaim`: page and sidecar sizes, per-channel
-//! write totals, the lock probe, `VACUUM` in place and `VACUUM INTO` a compacted copy or a backup
-//! (docs/space.md).
+//! write totals, the lock probe, `VACUUM` in place and `VACUUM INTO` a compacted copy or a
+//! backup (docs/space.md).
 
 use super::SqliteStore;
 use super::open::sidecar;
