@@ -63,8 +63,9 @@ struct ThreadAcc {
     last_row: Option<CheckpointRow>,
     /// Rows handed over by the scan, not yet counted in ([`pipeline`]).
     pending: Vec<pipeline::Pending>,
-    /// (writes, bytes) and (blobs, bytes) of the thread, when the scan read them.
+    /// (writes, bytes) of the thread, when the scan read them.
     writes: Option<(u64, u64)>,
+    /// (blobs, bytes) of the thread, when the scan read them (PostgreSQL).
     blobs: Option<(u64, u64)>,
 }
 

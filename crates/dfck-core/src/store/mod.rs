@@ -96,9 +96,8 @@ pub trait Store {
     /// pending-write bytes ([`Store::scan_reads_write_bytes`]). `None` for a row whose body
     /// is over `max_body` bytes, or that the scan cannot read as the point reads do (it is
     /// not read); [`WholeScan::Unsupported`], having read nothing, where the backend does
-    /// not. Where a row's
-    /// facts are given, its keys and metadata are theirs: the meta row's may be left empty
-    /// ([`CheckpointMetaRow::keys_of`]).
+    /// not. Where a row's facts are given, its keys and metadata are theirs: the meta row's
+    /// may be left empty ([`CheckpointMetaRow::keys_of`]).
     fn scan_checkpoints_whole(
         &self,
         _max_body: u64,

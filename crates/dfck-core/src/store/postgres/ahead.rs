@@ -28,10 +28,11 @@ type Answered<'f> = dyn FnMut(Vec<Vec<Row>>) -> Result<(), StoreError> + 'f;
 
 impl PostgresStore {
     /// Reads `sql` through a server-side cursor, `batch` rows a fetch. `read` sees each
-    /// batch while the next fetch is in flight (it must not query this connection: such a
-    /// query fails) and names the queries the batch needs; those are sent at once and
-    /// answered beside that fetch, and `answered` gets their rows in the order asked, with
-    /// nothing in flight (it may query).
+    /// batch while the next fetch is in flight (none after a short batch, the last; it must
+    /// not query this connection: such a query fails) and names the queries the batch needs;
+    /// those are sent at once and answered beside that fetch, and `answered` gets their rows
+    /// in the order asked, with nothing in flight (it may query). Errors of those queries are
+    /// labelled `what`.
     pub(super) fn cursor_answered_ahead(
         &self,
         what: &str,
@@ -140,13 +141,16 @@ impl PostgresStore {
         });
     }
 
-    /// The answer to `request`, waited for.
+    /// The answer to `request`, waited for; an answer already taken is an error, not a
+    /// poll of a finished request.
     pub(super) fn answer(
         &self,
         what: &str,
         request: &mut Fetch<'_>,
     ) -> Result<Vec<Row>, StoreError> {
-        self.rt.block_on(&mut *request);
+        if !matches!(request, MaybeDone::Gone) {
+            self.rt.block_on(&mut *request);
+        }
         match Pin::new(request).take_output() {
             Some(answer) => answer.map_err(|e| self.err(what, e)),
             None => Err(StoreError::Query {
