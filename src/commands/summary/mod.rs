@@ -17,7 +17,7 @@ use dfck_core::model::facts::{
 use dfck_core::model::{MessagesEncoding, thread_mode};
 use dfck_core::progress::Progress;
 use dfck_core::store::{
-    CheckpointKey, CheckpointMetaRow, CheckpointRow, FactsRow, Store, WholeScan,
+    CheckpointKey, CheckpointMetaRow, CheckpointRow, FactsRow, Store, WholeScan, WriteTotals,
 };
 use std::collections::{HashMap, HashSet};
 
@@ -487,44 +487,43 @@ pub fn summarize(store: &dyn Store, progress: &dyn Progress) -> Result<StoreSumm
 
 /// The write and blob totals of a batch's threads.
 fn batch_totals(store: &dyn Store, accs: &[ThreadAcc]) -> Result<(Totals, Totals), StoreError> {
-    let (mut writes, mut blobs) = (Totals::new(), Totals::new());
-    if accs.is_empty() {
-        return Ok((writes, blobs));
-    }
-    // Those the scan read are not asked again. Through the map, not from each thread: two
-    // threads of a batch may read as one id (a text and a blob id), and the map gives them
-    // to the first.
-    let unread: Vec<String> = accs
-        .iter()
-        .filter(|a| a.writes.is_none())
-        .map(|a| a.thread_id.clone())
-        .collect();
-    writes.extend(
-        accs.iter()
-            .filter_map(|a| Some((a.thread_id.clone(), a.writes?))),
-    );
-    if !unread.is_empty() {
-        store.write_totals_of(&unread, &mut |t| {
-            writes.insert(t.thread_id, (t.writes, t.bytes));
-            Ok(())
-        })?;
-    }
-    let unread: Vec<String> = accs
-        .iter()
-        .filter(|a| a.blobs.is_none())
-        .map(|a| a.thread_id.clone())
-        .collect();
-    blobs.extend(
-        accs.iter()
-            .filter_map(|a| Some((a.thread_id.clone(), a.blobs?))),
-    );
-    if !unread.is_empty() {
-        store.blob_totals_of(&unread, &mut |t| {
-            blobs.insert(t.thread_id, (t.writes, t.bytes));
-            Ok(())
-        })?;
-    }
+    let writes = totals_of(accs, |a| a.writes, &mut |ids, f| {
+        store.write_totals_of(ids, f)
+    })?;
+    let blobs = totals_of(accs, |a| a.blobs, &mut |ids, f| {
+        store.blob_totals_of(ids, f)
+    })?;
     Ok((writes, blobs))
+}
+
+/// The totals the scan gave threads of `accs` (`given`), and `ask`'s of the others. Through
+/// the map: two threads of a batch may read as one id (a text and a blob id), given to the first.
+#[allow(clippy::type_complexity)]
+fn totals_of(
+    accs: &[ThreadAcc],
+    given: fn(&ThreadAcc) -> Option<(u64, u64)>,
+    ask: &mut dyn FnMut(
+        &[String],
+        &mut dyn FnMut(WriteTotals) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError>,
+) -> Result<Totals, StoreError> {
+    let mut totals = Totals::new();
+    totals.extend(
+        accs.iter()
+            .filter_map(|a| Some((a.thread_id.clone(), given(a)?))),
+    );
+    let unread: Vec<String> = accs
+        .iter()
+        .filter(|a| given(a).is_none())
+        .map(|a| a.thread_id.clone())
+        .collect();
+    if !unread.is_empty() {
+        ask(&unread, &mut |t| {
+            totals.insert(t.thread_id, (t.writes, t.bytes));
+            Ok(())
+        })?;
+    }
+    Ok(totals)
 }
 
 /// Summarizes the whole store: threads in `opts.sort` order, cut to `opts.top`, with

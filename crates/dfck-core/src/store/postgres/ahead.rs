@@ -42,9 +42,7 @@ impl PostgresStore {
         read: &mut ReadBatch<'_>,
         answered: &mut Answered<'_>,
     ) -> Result<(), StoreError> {
-        let n = self.cursor_seq.get() + 1;
-        self.cursor_seq.set(n);
-        let name = format!("dfck_cursor_{n}");
+        let name = self.cursor_name();
         let typed: Vec<(&(dyn ToSql + Sync), Type)> =
             params.iter().map(|p| (*p, Type::TEXT)).collect();
         self.not_busy(what)?;
@@ -56,13 +54,7 @@ impl PostgresStore {
             .map_err(|e| self.err(what, e))?;
         let fetch = format!("FETCH {batch} FROM {name}");
         let result = self.answer_batches(what, &fetch, batch, read, answered);
-        if self.in_write.get() {
-            self.to_close.borrow_mut().push(name);
-        } else {
-            let _ = self
-                .rt
-                .block_on(self.client.batch_execute(&format!("CLOSE {name}")));
-        }
+        self.close_cursor(name);
         result
     }
 

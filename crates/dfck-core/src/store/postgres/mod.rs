@@ -397,9 +397,7 @@ impl PostgresStore {
         ahead: bool,
         f: &mut dyn FnMut(&Row) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
-        let n = self.cursor_seq.get() + 1;
-        self.cursor_seq.set(n);
-        let name = format!("dfck_cursor_{n}");
+        let name = self.cursor_name();
         let typed: Vec<(&(dyn ToSql + Sync), Type)> =
             params.iter().map(|p| (*p, Type::TEXT)).collect();
         self.not_busy(what)?;
@@ -441,6 +439,19 @@ impl PostgresStore {
                 }
             })()
         };
+        self.close_cursor(name);
+        result
+    }
+
+    /// A name for a new cursor of this connection.
+    fn cursor_name(&self) -> String {
+        let n = self.cursor_seq.get() + 1;
+        self.cursor_seq.set(n);
+        format!("dfck_cursor_{n}")
+    }
+
+    /// Closes cursor `name` once read.
+    fn close_cursor(&self, name: String) {
         if self.in_write.get() {
             // Closed with the thread's savepoint, or by the transaction's end.
             self.to_close.borrow_mut().push(name);
@@ -450,7 +461,6 @@ impl PostgresStore {
                 .rt
                 .block_on(self.client.batch_execute(&format!("CLOSE {name}")));
         }
-        result
     }
 
     /// The FETCH loop of [`Self::cursor_ahead`]: one request always in flight.
