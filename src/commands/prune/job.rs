@@ -13,12 +13,13 @@ use dfck_core::materialize::for_each_stored_messages;
 use dfck_core::model::MessagesEncoding;
 use dfck_core::model::thread::LoadedThread;
 use dfck_core::store::delete::{DeleteRows, LaterCount, Orphans, RowCounts};
-use dfck_core::store::{PlanStore, Store};
+use dfck_core::store::{PlanStore, ReadOnly, Store};
 use dfck_core::write::preamble::{self, Preamble};
 use dfck_core::write::{ApplyContext, Planned, Refusal, ThreadJob, ThreadPlan};
 use std::collections::BTreeMap;
 
 mod held;
+use held::Held;
 
 /// What one namespace loses: the checkpoints to delete and the state of those kept.
 pub struct NsWork {
@@ -38,8 +39,9 @@ pub struct NsWork {
     writes_deleted: u64,
     /// The namespace as planned, every value held, when no new root is made: apply turns it
     /// into what the deletions leave ([`held::settle`]), which verify checks instead of
-    /// reading the namespace back.
-    held: Option<LoadedThread>,
+    /// reading the namespace back; or, planned on the planner's thread, the outcome of that
+    /// check ([`held::check_ahead`]).
+    held: Held,
 }
 
 /// What the plan hands to apply.
@@ -145,7 +147,7 @@ pub fn plan_thread(
         match plan_namespace(store, &t, opts, &mut report) {
             Ok(Some(mut w)) => {
                 if w.root.is_none() && t.values {
-                    w.held = Some(t);
+                    w.held = Held::Rows(t);
                 }
                 work.push(w)
             }
@@ -170,7 +172,7 @@ fn load(
 ) -> Result<Option<Vec<LoadedThread>>, Error> {
     // Values are held up to a budget; a larger thread is read back as its walks go.
     let loaded = if full {
-        preamble::load_bounded(store, thread_id)?
+        preamble::load_bounded_facts(store, thread_id)?
     } else {
         preamble::load(store, thread_id, false)?
     };
@@ -272,7 +274,7 @@ fn plan_namespace(
         latest,
         contaminated: contaminated(t),
         writes_deleted,
-        held: None,
+        held: Held::No,
     }))
 }
 
@@ -454,7 +456,23 @@ impl<C: DeleteRows + ?Sized> ThreadJob<C> for Prune<'_> {
         held::in_memory(&done.work)
     }
 
-    dfck_core::plans_held!(ThreadPrune, Work);
+    fn plans_held(&self) -> bool {
+        true
+    }
+
+    /// The plan over the rows held, and what its deletions will leave checked there, on the
+    /// planner's thread ([`held::check_ahead`]).
+    fn plan_held(
+        &self,
+        held: &ReadOnly<'_>,
+        thread_id: &str,
+    ) -> Result<Planned<ThreadPrune, Work>, Error> {
+        let mut planned = ThreadPlan::<ReadOnly<'_>>::plan(self, held, thread_id)?;
+        if let Planned::Write { work, .. } = &mut planned {
+            held::check_ahead(held.store(), work);
+        }
+        Ok(planned)
+    }
 
     /// Deletions without a new root go together with other threads', holding their ids and
     /// the kept states' fingerprints until then.
@@ -538,7 +556,7 @@ impl<C: DeleteRows + ?Sized> ThreadJob<C> for Prune<'_> {
         let fail = |what: String| Err(Refusal(format!("verification failed: {what}")));
         let store = conn.store();
         let load = |ns: &str| {
-            LoadedThread::load_bounded(store, thread_id, ns, preamble::whole_thread_bytes())
+            LoadedThread::load_bounded_facts(store, thread_id, ns, preamble::whole_thread_bytes())
                 .map_err(|e| Refusal(format!("verification failed: {e}")))
         };
         // The count is sent first and read once the first namespace is (one round trip
@@ -550,7 +568,7 @@ impl<C: DeleteRows + ?Sized> ThreadJob<C> for Prune<'_> {
         let mut first = match &done.work {
             Work::Checkpoints(namespaces) => namespaces
                 .first()
-                .filter(|ns| ns.held.is_none())
+                .filter(|ns| matches!(ns.held, Held::No))
                 .map(|ns| load(&ns.ns)),
             Work::Whole => None,
         };
@@ -570,39 +588,17 @@ impl<C: DeleteRows + ?Sized> ThreadJob<C> for Prune<'_> {
                 for ns in namespaces {
                     let read;
                     let after = match &ns.held {
-                        Some(t) => t,
-                        None => {
+                        Held::Checked(outcome) => {
+                            outcome.clone()?;
+                            continue;
+                        }
+                        Held::Rows(t) => t,
+                        Held::No => {
                             read = first.take().unwrap_or_else(|| load(&ns.ns))?;
                             &read
                         }
                     };
-                    if let Some(n) = after
-                        .nodes
-                        .iter()
-                        .find(|n| n.parent.is_some() && n.parent_index.is_none())
-                    {
-                        return fail(format!("kept checkpoint {} lost its parent", n.id));
-                    }
-                    let shown = fingerprints(store, after, ns.reducer)?;
-                    compare_states(&ns.kept, &shown)?;
-                    // What LangGraph resumes from shows the same conversation.
-                    let now = newest_id(after).and_then(|id| shown.get(id).copied());
-                    if now != ns.latest {
-                        return fail(format!(
-                            "the latest state (get_state without a checkpoint id, now at {}) would change",
-                            newest_id(after).unwrap_or("no checkpoint")
-                        ));
-                    }
-                    // The fork analysis judges a replay by its siblings: deleting one must
-                    // not leave a kept checkpoint looking contaminated.
-                    if let Some(id) = contaminated(after)
-                        .into_iter()
-                        .find(|id| !ns.contaminated.contains(id))
-                    {
-                        return fail(format!(
-                            "the deletion would leave {id} replaying writes no kept sibling owns"
-                        ));
-                    }
+                    held::check(store, ns, after)?;
                 }
             }
         }

@@ -263,14 +263,25 @@ pub fn langgraph_delta(state: Vec<Value>, writes: &[&Value]) -> Result<Vec<Value
         .into_iter()
         .map(|m| coerce_message(m).map(Some))
         .collect::<Result<_, _>>()?;
-    let mut index: HashMap<String, usize> = HashMap::new();
-    for (i, m) in slots.iter().enumerate() {
-        if let Some(id) = m.as_ref().and_then(message_id) {
-            index.insert(id.to_owned(), i);
+    let incoming: Vec<Value> = flatten(writes)
+        .into_iter()
+        .map(|w| coerce_message(w.clone()))
+        .collect::<Result<_, _>>()?;
+    // Only the writes' ids are ever looked up: the state's other messages are not indexed
+    // (the last of equal ids wins, as it would in a whole index).
+    let wanted: HashSet<&str> = incoming.iter().filter_map(message_id).collect();
+    let mut index: HashMap<String, usize> = HashMap::with_capacity(wanted.len());
+    if !wanted.is_empty() {
+        for (i, m) in slots.iter().enumerate() {
+            if let Some(id) = m.as_ref().and_then(message_id)
+                && wanted.contains(id)
+            {
+                index.insert(id.to_owned(), i);
+            }
         }
     }
-    for w in flatten(writes) {
-        let m = coerce_message(w.clone())?;
+    drop(wanted);
+    for m in incoming {
         let Some(id) = message_id(&m).map(str::to_owned) else {
             slots.push(Some(m));
             continue;
@@ -435,6 +446,73 @@ mod tests {
         let out = langgraph_delta(state, &[&w1, &w2]).unwrap();
         assert_eq!(ids(&out), ["b", "c"]);
         assert_eq!(content(&out[0]), "2'");
+    }
+
+    /// The reducer as it indexed every message of the state: the reference the reducer,
+    /// which indexes only the ids its writes name, must equal.
+    fn whole_index(state: Vec<Value>, writes: &[&Value]) -> Result<Vec<Value>, String> {
+        let mut slots: Vec<Option<Value>> = state
+            .into_iter()
+            .map(|m| coerce_message(m).map(Some))
+            .collect::<Result<_, _>>()?;
+        let mut index: HashMap<String, usize> = HashMap::new();
+        for (i, m) in slots.iter().enumerate() {
+            if let Some(id) = m.as_ref().and_then(message_id) {
+                index.insert(id.to_owned(), i);
+            }
+        }
+        for w in flatten(writes) {
+            let m = coerce_message(w.clone())?;
+            let Some(id) = message_id(&m).map(str::to_owned) else {
+                slots.push(Some(m));
+                continue;
+            };
+            if is_remove(&m) {
+                if let Some(i) = index.remove(&id) {
+                    slots[i] = None;
+                }
+            } else if let Some(&i) = index.get(&id) {
+                slots[i] = Some(m);
+            } else {
+                index.insert(id, slots.len());
+                slots.push(Some(m));
+            }
+        }
+        Ok(slots.into_iter().flatten().collect())
+    }
+
+    #[test]
+    fn langgraph_indexing_only_the_written_ids_changes_nothing() {
+        let anon = make_message("human", s("no id"), &Value::Map(vec![])).unwrap();
+        // Equal ids in the state (the last wins), removed then added again, written twice
+        // in one batch, removed twice, id-less messages, and a write that is no message.
+        let state = vec![
+            msg("a", "1"),
+            msg("b", "2"),
+            msg("a", "3"),
+            anon.clone(),
+            msg("c", "4"),
+        ];
+        let cases: Vec<Vec<Value>> = vec![
+            vec![msg("a", "x")],
+            vec![Value::Array(vec![rm("a"), msg("a", "y")])],
+            vec![Value::Array(vec![msg("d", "1"), msg("d", "2")]), rm("d")],
+            vec![rm("a"), rm("a"), msg("b", "z")],
+            vec![anon.clone(), msg("c", "w"), rm("zzz")],
+            vec![Value::Array(vec![])],
+            vec![msg("e", "1"), Value::Int(3)],
+        ];
+        for writes in &cases {
+            let refs: Vec<&Value> = writes.iter().collect();
+            let got = langgraph_delta(state.clone(), &refs);
+            assert_eq!(got, whole_index(state.clone(), &refs), "{writes:?}");
+        }
+        // A state item that is no message fails first, as before.
+        let bad = vec![msg("a", "1"), Value::Int(1)];
+        assert_eq!(
+            langgraph_delta(bad.clone(), &[&msg("a", "2")]),
+            whole_index(bad, &[&msg("a", "2")])
+        );
     }
 
     #[test]

@@ -288,7 +288,7 @@ fn msgpack_encoding(
 /// (every value read as `serde_json::Value` reads it, through `deserialize_any`, which
 /// checks what `IgnoredAny` lets through: lone surrogates, numbers out of range), nothing
 /// kept.
-fn metadata_parses(bytes: &[u8]) -> bool {
+pub(crate) fn metadata_parses(bytes: &[u8]) -> bool {
     if bytes.is_empty() {
         return true;
     }

@@ -164,7 +164,8 @@ pub struct LoadedThread {
     pub nodes: Vec<Node>,
     /// Checkpoint id → index in `nodes`.
     pub index: HashMap<String, usize>,
-    /// Every checkpoint holds its values and metadata (see [`LoadedThread::load_bounded`]).
+    /// Every checkpoint holds its values and metadata (see [`LoadedThread::load_bounded`];
+    /// [`LoadedThread::load_bounded_facts`] keeps only the metadata's facts).
     pub values: bool,
 }
 
@@ -180,9 +181,10 @@ enum Keep {
     Structure,
     /// Every value.
     Values,
-    /// Every value while the stored bytes read stay within the budget; past it, the
-    /// structure of every checkpoint and every write's value.
-    UpTo(u64),
+    /// Every value while the stored bytes read stay within `budget`; past it, the
+    /// structure of every checkpoint and every write's value. `metadata`: kept values keep
+    /// the metadata map too (otherwise only its [`MetaFacts`]).
+    UpTo { budget: u64, metadata: bool },
 }
 
 impl LoadedThread {
@@ -221,7 +223,27 @@ impl LoadedThread {
         ns: &str,
         budget: u64,
     ) -> Result<Self, StoreError> {
-        Self::load_inner(store, thread_id, ns, &mut NoVisitor, Keep::UpTo(budget))
+        let keep = Keep::UpTo {
+            budget,
+            metadata: true,
+        };
+        Self::load_inner(store, thread_id, ns, &mut NoVisitor, keep)
+    }
+
+    /// [`LoadedThread::load_bounded`] reading each checkpoint's metadata as its
+    /// [`MetaFacts`] only (the node's and the checkpoint's metadata maps stay empty): for
+    /// walks that read no other metadata (a prune's plan and verification).
+    pub fn load_bounded_facts(
+        store: &dyn Store,
+        thread_id: &str,
+        ns: &str,
+        budget: u64,
+    ) -> Result<Self, StoreError> {
+        let keep = Keep::UpTo {
+            budget,
+            metadata: false,
+        };
+        Self::load_inner(store, thread_id, ns, &mut NoVisitor, keep)
     }
 
     /// Checkpoint `i` with every value: the loaded one when the thread holds its values,
@@ -371,7 +393,7 @@ impl LoadedThread {
         scan(&mut |row| {
             let read_bytes = row.read_bytes();
             read += read_bytes;
-            if let Keep::UpTo(budget) = keep
+            if let Keep::UpTo { budget, .. } = keep
                 && keep_values
                 && read > budget
             {
@@ -387,11 +409,26 @@ impl LoadedThread {
             // Metadata is plain JSON even when the body is encrypted or pickled; unreadable
             // metadata leaves the node's empty and the checkpoint unreadable.
             // Kept values keep the metadata map; a shallow load reads only its facts.
-            let parsed = if keep_values {
+            let parsed = if keep_values
+                && !matches!(
+                    keep,
+                    Keep::UpTo {
+                        metadata: false,
+                        ..
+                    }
+                ) {
                 super::parse_row_metadata(&row).map(|m| {
                     let facts = MetaFacts::of(&m);
                     (Arc::new(m), facts)
                 })
+            } else if keep_values {
+                // Values without the map: the metadata is still refused exactly where the
+                // full parse refuses it (what `MetaFacts::parse` lets through included).
+                match super::facts::metadata_parses(&row.metadata) {
+                    true => MetaFacts::parse(&row.metadata, "").map_err(|e| super::naming(e, &row)),
+                    false => super::parse_row_metadata(&row).map(|m| MetaFacts::of(&m)),
+                }
+                .map(|facts| (Arc::clone(&empty), facts))
             } else {
                 MetaFacts::parse(&row.metadata, "")
                     .map(|facts| (Arc::clone(&empty), facts))
@@ -401,7 +438,7 @@ impl LoadedThread {
                 Ok((m, facts)) => {
                     let depth = if keep_values {
                         Depth::Full
-                    } else if matches!(keep, Keep::UpTo(_)) {
+                    } else if matches!(keep, Keep::UpTo { .. }) {
                         // A thread over the budget: its walks read every checkpoint back and
                         // validate `messages` then (decoding it unless its bytes are the
                         // replayed list's), so the load only hops over it.
@@ -531,5 +568,71 @@ impl LoadedThread {
     /// The decoded checkpoint at `i`, if readable.
     pub fn checkpoint(&self, i: usize) -> Option<&Checkpoint> {
         self.nodes[i].checkpoint.as_ref().ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::sqlite::SqliteStore;
+
+    /// A load that reads metadata as its facts only refuses the checkpoints whose metadata
+    /// the whole parse refuses (a lone surrogate and an out-of-range number, which the facts'
+    /// own parse lets through), with the same error, and keeps the same values and facts.
+    #[test]
+    fn a_load_of_facts_refuses_the_metadata_the_whole_load_refuses() {
+        let dir = tempfile::tempdir().unwrap();
+        let fixtures =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/sqlite");
+        for suffix in ["", "-wal"] {
+            let from = fixtures.join(format!("full.db{suffix}"));
+            if from.exists() {
+                std::fs::copy(&from, dir.path().join(format!("full.db{suffix}"))).unwrap();
+            }
+        }
+        let db = dir.path().join("full.db");
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        let ids: Vec<String> = conn
+            .prepare(
+                "SELECT checkpoint_id FROM checkpoints WHERE thread_id = 't-fork' \
+                 ORDER BY checkpoint_id LIMIT 3",
+            )
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let odd: [&[u8]; 3] = [
+            br#"{"step": 1, "x": "\ud800"}"#,
+            br#"{"step": 2, "x": 1e400}"#,
+            br#"{"step": 3, "source": "loop", "y": NaN}"#,
+        ];
+        for (id, meta) in ids.iter().zip(odd) {
+            conn.execute(
+                "UPDATE checkpoints SET metadata = ?1 WHERE thread_id = 't-fork' AND checkpoint_id = ?2",
+                (meta, id),
+            )
+            .unwrap();
+        }
+        drop(conn);
+        let store = SqliteStore::open_read_only(&db).unwrap();
+        let whole = LoadedThread::load_bounded(&store, "t-fork", "", WHOLE_THREAD_BYTES).unwrap();
+        let facts =
+            LoadedThread::load_bounded_facts(&store, "t-fork", "", WHOLE_THREAD_BYTES).unwrap();
+        assert!(whole.values && facts.values);
+        assert_eq!(whole.nodes.len(), facts.nodes.len());
+        for (w, f) in whole.nodes.iter().zip(&facts.nodes) {
+            assert_eq!(w.facts, f.facts, "{}", w.id);
+            match (&w.checkpoint, &f.checkpoint) {
+                (Ok(a), Ok(b)) => {
+                    assert_eq!(a.channel_values, b.channel_values, "{}", w.id);
+                    assert!(b.metadata.is_empty() && f.metadata.is_empty());
+                }
+                (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
+                _ => panic!("{}: one load refused it, the other did not", w.id),
+            }
+        }
+        let refused = |i: usize| facts.nodes[facts.index[&ids[i]]].checkpoint.is_err();
+        assert!(refused(0) && refused(1) && !refused(2));
     }
 }

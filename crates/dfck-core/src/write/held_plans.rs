@@ -41,9 +41,10 @@ fn chunks(ids: &[String]) -> impl Iterator<Item = &[String]> {
 
 /// Plans made ahead waiting in the channel, at most (one more may be under way on the
 /// second thread, and one applied on the connection): each holds its thread's planned work,
-/// all of it made from the group's rows, which the read's budget bounds. Enough for the
-/// second thread to go on planning while the connection reads the group's later pieces.
-const IN_FLIGHT: usize = 16;
+/// all of it made from the group's rows, which the read's budget bounds. As many as a group
+/// of savepoints has threads: the second thread goes on planning through the whole read of
+/// the group's later pieces, which comes before the connection applies any plan.
+const IN_FLIGHT: usize = 64;
 
 /// One thread's plan as it comes: made ahead, to make on the connection (`None`), or failed.
 type Made<R, W> = Result<Option<Planned<R, W>>, Error>;

@@ -42,6 +42,15 @@ pub fn load_bounded(store: &dyn Store, thread_id: &str) -> Result<Preamble, Stor
     })
 }
 
+/// [`load_bounded`] with each checkpoint's metadata read as its facts only
+/// ([`LoadedThread::load_bounded_facts`]).
+pub fn load_bounded_facts(store: &dyn Store, thread_id: &str) -> Result<Preamble, StoreError> {
+    let budget = whole_thread_bytes();
+    load_each(store, thread_id, &mut |ns| {
+        LoadedThread::load_bounded_facts(store, thread_id, ns, budget)
+    })
+}
+
 /// The budget of [`load_bounded`].
 pub fn whole_thread_bytes() -> u64 {
     crate::failpoint::Failpoints::from_env("plan").whole_thread_bytes(WHOLE_THREAD_BYTES)
