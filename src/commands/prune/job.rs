@@ -19,7 +19,6 @@ use dfck_core::write::{ApplyContext, Planned, Refusal, ThreadJob, ThreadPlan};
 use std::collections::BTreeMap;
 
 mod held;
-use held::Held;
 
 /// What one namespace loses: the checkpoints to delete and the state of those kept.
 pub struct NsWork {
@@ -41,7 +40,7 @@ pub struct NsWork {
     /// into what the deletions leave ([`held::settle`]), which verify checks instead of
     /// reading the namespace back; or, planned on the planner's thread, the outcome of that
     /// check ([`held::check_ahead`]).
-    held: Held,
+    held: held::Held,
 }
 
 /// What the plan hands to apply.
@@ -147,7 +146,7 @@ pub fn plan_thread(
         match plan_namespace(store, &t, opts, &mut report) {
             Ok(Some(mut w)) => {
                 if w.root.is_none() && t.values {
-                    w.held = Held::Rows(t);
+                    w.held = held::Held::Rows(t);
                 }
                 work.push(w)
             }
@@ -274,7 +273,7 @@ fn plan_namespace(
         latest,
         contaminated: contaminated(t),
         writes_deleted,
-        held: Held::No,
+        held: held::Held::No,
     }))
 }
 
@@ -460,6 +459,12 @@ impl<C: DeleteRows + ?Sized> ThreadJob<C> for Prune<'_> {
         true
     }
 
+    /// A plan made ahead keeps ids and fingerprints (what its deletions leave is checked
+    /// and dropped when it is made): a whole group's may wait.
+    fn plans_waiting(&self) -> usize {
+        64
+    }
+
     /// The plan over the rows held, and what its deletions will leave checked there, on the
     /// planner's thread ([`held::check_ahead`]).
     fn plan_held(
@@ -568,7 +573,7 @@ impl<C: DeleteRows + ?Sized> ThreadJob<C> for Prune<'_> {
         let mut first = match &done.work {
             Work::Checkpoints(namespaces) => namespaces
                 .first()
-                .filter(|ns| matches!(ns.held, Held::No))
+                .filter(|ns| matches!(ns.held, held::Held::No))
                 .map(|ns| load(&ns.ns)),
             Work::Whole => None,
         };
@@ -588,12 +593,12 @@ impl<C: DeleteRows + ?Sized> ThreadJob<C> for Prune<'_> {
                 for ns in namespaces {
                     let read;
                     let after = match &ns.held {
-                        Held::Checked(outcome) => {
+                        held::Held::Checked(outcome) => {
                             outcome.clone()?;
                             continue;
                         }
-                        Held::Rows(t) => t,
-                        Held::No => {
+                        held::Held::Rows(t) => t,
+                        held::Held::No => {
                             read = first.take().unwrap_or_else(|| load(&ns.ns))?;
                             &read
                         }

@@ -263,8 +263,11 @@ impl Reader<'_> {
                 let at = end - payload.len();
                 let raw = self.src.slice(at..end);
                 let ext = if code == EXT_PYDANTIC_V1 || code == EXT_PYDANTIC_V2 {
-                    // Validated now, decoded when a caller needs the structure.
-                    validate_document(payload, depth + 1).map_err(|e| e.shifted(at))?;
+                    // Validated now (once a scope: `super::seen`), decoded when a caller
+                    // needs the structure.
+                    super::seen::validate_once(payload, depth + 1, || {
+                        validate_document(payload, depth + 1).map_err(|e| e.shifted(at))
+                    })?;
                     Ext::lazy(code, raw)
                 } else if (0..=7).contains(&code) {
                     let mut sub = Reader {

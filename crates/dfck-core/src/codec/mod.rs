@@ -10,6 +10,7 @@ pub mod imports;
 mod json;
 pub mod pyjson;
 mod scan;
+mod seen;
 mod value;
 
 pub use decode::{
@@ -22,6 +23,7 @@ pub use scan::{
     MessagesEdit, checkpoint_channel_sizes, checkpoint_messages_slice, edit_checkpoint_messages,
     ext_code, is_document, top_level_str,
 };
+pub use seen::validated_once;
 pub use value::*;
 
 use bytes::Bytes;

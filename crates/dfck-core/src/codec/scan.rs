@@ -185,7 +185,13 @@ impl<'a> Cur<'a> {
             }
             Token::Ext(code, payload) if (0..=7).contains(&code) => {
                 let start = self.pos - payload.len();
-                validate_document(payload, depth + 1).map_err(|e| e.shifted(start))?;
+                let check = || validate_document(payload, depth + 1).map_err(|e| e.shifted(start));
+                // A message repeated across the thread's checkpoints is validated once.
+                if code == super::EXT_PYDANTIC_V1 || code == super::EXT_PYDANTIC_V2 {
+                    super::seen::validate_once(payload, depth + 1, check)?;
+                } else {
+                    check()?;
+                }
             }
             _ => {}
         }

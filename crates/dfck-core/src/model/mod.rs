@@ -2,6 +2,7 @@
 //! mode detection (DeerFlow's metadata rule and the structural encoding of `messages`).
 
 pub mod facts;
+pub(crate) use facts::metadata_parses;
 pub mod read_back;
 pub mod thread;
 

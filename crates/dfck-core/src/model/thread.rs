@@ -377,8 +377,23 @@ impl LoadedThread {
     }
 
     /// Builds the thread from its checkpoint rows (`scan` hands them to its argument) and
-    /// then its writes.
+    /// then its writes, each message payload its checkpoints repeat validated once
+    /// ([`crate::codec::validated_once`]).
     fn build(
+        thread_id: &str,
+        ns: &str,
+        visitor: &mut dyn LoadVisitor,
+        keep: Keep,
+        scan: &mut dyn FnMut(RowSink<'_>) -> Result<(), StoreError>,
+        read_writes: &mut dyn FnMut() -> Result<Vec<WriteRow>, StoreError>,
+    ) -> Result<Self, StoreError> {
+        crate::codec::validated_once(|| {
+            Self::build_scoped(thread_id, ns, visitor, keep, scan, read_writes)
+        })
+    }
+
+    /// [`Self::build`] inside its scope.
+    fn build_scoped(
         thread_id: &str,
         ns: &str,
         visitor: &mut dyn LoadVisitor,
@@ -424,7 +439,7 @@ impl LoadedThread {
             } else if keep_values {
                 // Values without the map: the metadata is still refused exactly where the
                 // full parse refuses it (what `MetaFacts::parse` lets through included).
-                match super::facts::metadata_parses(&row.metadata) {
+                match super::metadata_parses(&row.metadata) {
                     true => MetaFacts::parse(&row.metadata, "").map_err(|e| super::naming(e, &row)),
                     false => super::parse_row_metadata(&row).map(|m| MetaFacts::of(&m)),
                 }

@@ -7,7 +7,9 @@
 //! only, so a plan made there is the one the connection would make at the thread's turn: a
 //! plan that failed ends the run there, as it would on the connection. A plan that needs any
 //! other read is made again on the connection at the thread's turn, as is the plan of a
-//! thread the read left out (past its budget) and of an id the group lists twice. The
+//! thread the read left out (past its budget) and of an id the group lists twice. (A job's
+//! `plan_held` may also do ahead what its verification needs of the plan alone: a prune's
+//! plan made here carries the checked outcome of what its deletions leave.) The
 //! contract is in `docs/write-engine.md`, "Group transactions".
 
 use super::{Planned, ThreadJob};
@@ -38,13 +40,6 @@ fn chunks(ids: &[String]) -> impl Iterator<Item = &[String]> {
         Some(chunk)
     })
 }
-
-/// Plans made ahead waiting in the channel, at most (one more may be under way on the
-/// second thread, and one applied on the connection): each holds its thread's planned work,
-/// all of it made from the group's rows, which the read's budget bounds. As many as a group
-/// of savepoints has threads: the second thread goes on planning through the whole read of
-/// the group's later pieces, which comes before the connection applies any plan.
-const IN_FLIGHT: usize = 64;
 
 /// One thread's plan as it comes: made ahead, to make on the connection (`None`), or failed.
 type Made<R, W> = Result<Option<Planned<R, W>>, Error>;
@@ -95,7 +90,10 @@ where
     };
     let mut held_bytes: usize = rows.iter().map(ThreadRows::held_bytes).sum();
     let shape = StoreShape::of(store);
-    let (tx, rx) = sync_channel(IN_FLIGHT);
+    // Plans made ahead waiting, at most (one more may be under way on the second thread,
+    // and one applied on the connection): each holds its thread's planned work, all of it
+    // made from the group's rows, which the read's budget bounds.
+    let (tx, rx) = sync_channel(job.plans_waiting());
     let (more_tx, more_rx) = channel::<Vec<ThreadRows>>();
     scope.spawn(move || {
         let mut held = HeldStore::new(shape.clone(), rows, values);

@@ -160,10 +160,18 @@ pub trait ThreadJob<C: ?Sized>: ThreadPlan<C> {
         false
     }
 
+    /// How many plans made by [`ThreadJob::plan_held`] may wait for the connection
+    /// (`write/held_plans.rs`): 16 by default; a job whose plans hold little may let the
+    /// second thread plan a whole group ahead.
+    fn plans_waiting(&self) -> usize {
+        16
+    }
+
     /// [`ThreadPlan::plan`] made from rows held in memory (`held`: the group's threads read
     /// whole under its locks, as [`ThreadPlan::reads_whole_threads`] says). A job that
-    /// [`ThreadJob::plans_held`] implements it as its plan over `held`; an error ends the
-    /// run, as the plan's does.
+    /// [`ThreadJob::plans_held`] implements it as its plan over `held` (which may also do
+    /// there what the plan's verification will need, as `prune` checks what its deletions
+    /// leave); an error ends the run, as the plan's does.
     fn plan_held(
         &self,
         _held: &ReadOnly<'_>,
