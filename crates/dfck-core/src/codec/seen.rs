@@ -14,12 +14,15 @@ const MIN_LEN: usize = 128;
 /// The most payload bytes one scope keeps: later payloads are validated each time.
 const MAX_BYTES: usize = 8 << 20;
 
+/// A payload kept, with the deepest nesting depth it was validated from (a payload valid
+/// from one depth is valid from any shallower one).
+type Kept = (Box<[u8]>, usize);
+
 /// The payloads of one scope.
 #[derive(Default)]
 struct Seen {
-    /// xxh3 of a payload → each payload of that hash, with the deepest nesting depth it
-    /// was validated from (a payload valid from one depth is valid from any shallower one).
-    by_hash: HashMap<u64, Vec<(Box<[u8]>, usize)>>,
+    /// xxh3 of a payload → each payload of that hash.
+    by_hash: HashMap<u64, Vec<Kept>>,
     bytes: usize,
 }
 
