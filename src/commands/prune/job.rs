@@ -11,7 +11,7 @@ use dfck_core::error::Error;
 use dfck_core::materialize::Reducer;
 use dfck_core::materialize::for_each_stored_messages;
 use dfck_core::model::MessagesEncoding;
-use dfck_core::model::thread::LoadedThread;
+use dfck_core::model::thread::{LoadedThread, Metadata};
 use dfck_core::store::delete::{DeleteRows, LaterCount, Orphans, RowCounts};
 use dfck_core::store::{PlanStore, ReadOnly, Store};
 use dfck_core::write::preamble::{self, Preamble};
@@ -171,7 +171,7 @@ fn load(
 ) -> Result<Option<Vec<LoadedThread>>, Error> {
     // Values are held up to a budget; a larger thread is read back as its walks go.
     let loaded = if full {
-        preamble::load_bounded_facts(store, thread_id)?
+        preamble::load_bounded(store, thread_id, Metadata::Facts)?
     } else {
         preamble::load(store, thread_id, false)?
     };
@@ -561,7 +561,8 @@ impl<C: DeleteRows + ?Sized> ThreadJob<C> for Prune<'_> {
         let fail = |what: String| Err(Refusal(format!("verification failed: {what}")));
         let store = conn.store();
         let load = |ns: &str| {
-            LoadedThread::load_bounded_facts(store, thread_id, ns, preamble::whole_thread_bytes())
+            let budget = preamble::whole_thread_bytes();
+            LoadedThread::load_bounded(store, thread_id, ns, budget, Metadata::Facts)
                 .map_err(|e| Refusal(format!("verification failed: {e}")))
         };
         // The count is sent first and read once the first namespace is (one round trip

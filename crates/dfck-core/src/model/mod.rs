@@ -651,3 +651,19 @@ pub fn thread_mode(any_delta: bool, any_full_plain: bool) -> ThreadMode {
         (true, false) => ThreadMode::Delta,
     }
 }
+
+/// A copy of the committed SQLite fixture `name` (with its WAL) in a new temporary
+/// directory, and the copy's path.
+#[cfg(test)]
+pub(crate) fn fixture_copy(name: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/sqlite");
+    for suffix in ["", "-wal"] {
+        let from = fixtures.join(format!("{name}{suffix}"));
+        if from.exists() {
+            std::fs::copy(&from, dir.path().join(format!("{name}{suffix}"))).unwrap();
+        }
+    }
+    let db = dir.path().join(name);
+    (dir, db)
+}

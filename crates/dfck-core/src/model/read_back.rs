@@ -111,6 +111,7 @@ impl<'t> ReadBack<'t> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::thread::Metadata;
     use crate::store::sqlite::SqliteStore;
     use crate::store::{
         CheckpointMetaRow, CheckpointWriteTotals, StoreInfo, WriteRow, WriteTotals, space,
@@ -251,22 +252,14 @@ mod tests {
     /// many checkpoints takes a few reads, never more rows at once than the window holds.
     #[test]
     fn a_walk_reads_ahead_and_gets_what_point_reads_get() {
-        let dir = tempfile::tempdir().unwrap();
-        let fixtures =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/sqlite");
-        for suffix in ["", "-wal"] {
-            let from = fixtures.join(format!("full.db{suffix}"));
-            if from.exists() {
-                std::fs::copy(&from, dir.path().join(format!("full.db{suffix}"))).unwrap();
-            }
-        }
-        let inner = SqliteStore::open_read_write(&dir.path().join("full.db")).unwrap();
+        let (_dir, db) = crate::model::fixture_copy("full.db");
+        let inner = SqliteStore::open_read_write(&db).unwrap();
         let store = Batched {
             inner: &inner,
             reads: Cell::new(0),
             largest_read: Cell::new(0),
         };
-        let t = LoadedThread::load_bounded(&store, "t-fork", "", 0).unwrap();
+        let t = LoadedThread::load_bounded(&store, "t-fork", "", 0, Metadata::Whole).unwrap();
         assert!(
             !t.values,
             "loaded as structure: its checkpoints are read back"

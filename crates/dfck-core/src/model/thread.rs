@@ -165,7 +165,7 @@ pub struct LoadedThread {
     /// Checkpoint id → index in `nodes`.
     pub index: HashMap<String, usize>,
     /// Every checkpoint holds its values and metadata (see [`LoadedThread::load_bounded`];
-    /// [`LoadedThread::load_bounded_facts`] keeps only the metadata's facts).
+    /// [`Metadata::Facts`] keeps only the metadata's facts).
     pub values: bool,
 }
 
@@ -173,6 +173,16 @@ pub struct LoadedThread {
 /// ([`LoadedThread::load_bounded`]); a larger thread is read back as its walks reach its
 /// checkpoints ([`super::read_back`]).
 pub const WHOLE_THREAD_BYTES: u64 = 32 << 20;
+
+/// What a bounded load keeps of each checkpoint's metadata with its values
+/// ([`LoadedThread::load_bounded`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Metadata {
+    /// The whole JSON map, and its facts.
+    Whole,
+    /// Its [`MetaFacts`] only (refused where the whole parse refuses it).
+    Facts,
+}
 
 /// What a load keeps of each checkpoint and write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -217,32 +227,17 @@ impl LoadedThread {
     /// [`LoadedThread::checkpoint_values`] and [`LoadedThread::checkpoint_lazy_messages`] read
     /// its checkpoints back one at a time, and a walk's [`super::read_back::ReadBack`] in
     /// windows, so memory follows the largest checkpoint (or window), not the thread.
+    /// `metadata`: [`Metadata::Facts`] reads each checkpoint's metadata as its [`MetaFacts`]
+    /// only (the node's and the checkpoint's maps stay empty), for walks that read no other.
     pub fn load_bounded(
         store: &dyn Store,
         thread_id: &str,
         ns: &str,
         budget: u64,
+        metadata: Metadata,
     ) -> Result<Self, StoreError> {
-        let keep = Keep::UpTo {
-            budget,
-            metadata: true,
-        };
-        Self::load_inner(store, thread_id, ns, &mut NoVisitor, keep)
-    }
-
-    /// [`LoadedThread::load_bounded`] reading each checkpoint's metadata as its
-    /// [`MetaFacts`] only (the node's and the checkpoint's metadata maps stay empty): for
-    /// walks that read no other metadata (a prune's plan and verification).
-    pub fn load_bounded_facts(
-        store: &dyn Store,
-        thread_id: &str,
-        ns: &str,
-        budget: u64,
-    ) -> Result<Self, StoreError> {
-        let keep = Keep::UpTo {
-            budget,
-            metadata: false,
-        };
+        let metadata = metadata == Metadata::Whole;
+        let keep = Keep::UpTo { budget, metadata };
         Self::load_inner(store, thread_id, ns, &mut NoVisitor, keep)
     }
 
@@ -596,16 +591,7 @@ mod tests {
     /// own parse lets through), with the same error, and keeps the same values and facts.
     #[test]
     fn a_load_of_facts_refuses_the_metadata_the_whole_load_refuses() {
-        let dir = tempfile::tempdir().unwrap();
-        let fixtures =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/sqlite");
-        for suffix in ["", "-wal"] {
-            let from = fixtures.join(format!("full.db{suffix}"));
-            if from.exists() {
-                std::fs::copy(&from, dir.path().join(format!("full.db{suffix}"))).unwrap();
-            }
-        }
-        let db = dir.path().join("full.db");
+        let (_dir, db) = crate::model::fixture_copy("full.db");
         let conn = rusqlite::Connection::open(&db).unwrap();
         let ids: Vec<String> = conn
             .prepare(
@@ -631,9 +617,11 @@ mod tests {
         }
         drop(conn);
         let store = SqliteStore::open_read_only(&db).unwrap();
-        let whole = LoadedThread::load_bounded(&store, "t-fork", "", WHOLE_THREAD_BYTES).unwrap();
-        let facts =
-            LoadedThread::load_bounded_facts(&store, "t-fork", "", WHOLE_THREAD_BYTES).unwrap();
+        let load = |m| LoadedThread::load_bounded(&store, "t-fork", "", WHOLE_THREAD_BYTES, m);
+        let (whole, facts) = (
+            load(Metadata::Whole).unwrap(),
+            load(Metadata::Facts).unwrap(),
+        );
         assert!(whole.values && facts.values);
         assert_eq!(whole.nodes.len(), facts.nodes.len());
         for (w, f) in whole.nodes.iter().zip(&facts.nodes) {

@@ -6,7 +6,7 @@
 use crate::error::{ModelError, StoreError};
 use crate::finding::{Finding, FindingCode};
 use crate::lineage::integrity;
-use crate::model::thread::{LoadedThread, WHOLE_THREAD_BYTES};
+use crate::model::thread::{LoadedThread, Metadata, WHOLE_THREAD_BYTES};
 use crate::store::Store;
 
 /// What a plan reports for a thread deleted between the listing and the plan.
@@ -34,20 +34,16 @@ pub fn load(store: &dyn Store, thread_id: &str, full: bool) -> Result<Preamble, 
 
 /// Loads every namespace of `thread_id` with [`LoadedThread::load_bounded`]: values held
 /// up to [`WHOLE_THREAD_BYTES`] stored bytes a namespace (the `whole-bytes` failpoint
-/// changes the budget), a larger namespace read back as its walks reach its checkpoints.
-pub fn load_bounded(store: &dyn Store, thread_id: &str) -> Result<Preamble, StoreError> {
+/// changes the budget), a larger namespace read back as its walks reach its checkpoints;
+/// `metadata` as that load says.
+pub fn load_bounded(
+    store: &dyn Store,
+    thread_id: &str,
+    metadata: Metadata,
+) -> Result<Preamble, StoreError> {
     let budget = whole_thread_bytes();
     load_each(store, thread_id, &mut |ns| {
-        LoadedThread::load_bounded(store, thread_id, ns, budget)
-    })
-}
-
-/// [`load_bounded`] with each checkpoint's metadata read as its facts only
-/// ([`LoadedThread::load_bounded_facts`]).
-pub fn load_bounded_facts(store: &dyn Store, thread_id: &str) -> Result<Preamble, StoreError> {
-    let budget = whole_thread_bytes();
-    load_each(store, thread_id, &mut |ns| {
-        LoadedThread::load_bounded_facts(store, thread_id, ns, budget)
+        LoadedThread::load_bounded(store, thread_id, ns, budget, metadata)
     })
 }
 

@@ -10,7 +10,7 @@ use dfck_core::codec::{self, EXT_DELTA_SNAPSHOT, Value};
 use dfck_core::error::{Error, StoreError};
 use dfck_core::materialize::Reducer;
 use dfck_core::model::MESSAGES;
-use dfck_core::model::thread::LoadedThread;
+use dfck_core::model::thread::{LoadedThread, Metadata};
 use dfck_core::store::postgres::PostgresStore;
 use dfck_core::store::sqlite::SqliteStore;
 use dfck_core::store::{PlanStore, WriteStore};
@@ -255,8 +255,9 @@ impl<C: DeltaStore + ?Sized> ThreadJob<C> for FullToDelta<'_> {
     fn verify(&self, conn: &C, thread_id: &str, done: &Rewritten) -> Result<(), Refusal> {
         for (ns, ids, before) in &done.state {
             let budget = dfck_core::write::preamble::whole_thread_bytes();
-            let after = LoadedThread::load_bounded(conn.store(), thread_id, ns, budget)
-                .map_err(|e| Refusal(format!("verification failed: {e}")))?;
+            let after =
+                LoadedThread::load_bounded(conn.store(), thread_id, ns, budget, Metadata::Whole)
+                    .map_err(|e| Refusal(format!("verification failed: {e}")))?;
             if let Some(n) = after
                 .nodes
                 .iter()

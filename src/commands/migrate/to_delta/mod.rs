@@ -19,7 +19,7 @@ use super::state::StateFingerprints;
 use crate::commands::wiring::{CountsThreads, Sink, WriteRequest};
 use dfck_core::error::Error;
 use dfck_core::materialize::Reducer;
-use dfck_core::model::thread::LoadedThread;
+use dfck_core::model::thread::{LoadedThread, Metadata};
 use dfck_core::progress::Progress;
 use dfck_core::store::Store;
 use dfck_core::write::Refusal;
@@ -238,7 +238,7 @@ fn plan_one(
         reducer: Reducer::Langgraph,
     };
     // Values held up to a budget; a larger thread is read back a checkpoint at a time.
-    let threads = match preamble::load_bounded(store, thread_id)? {
+    let threads = match preamble::load_bounded(store, thread_id, Metadata::Whole)? {
         Preamble::Gone => {
             report.reason = Some(preamble::THREAD_GONE.into());
             return Ok(done(report));
