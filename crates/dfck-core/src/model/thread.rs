@@ -290,14 +290,16 @@ impl LoadedThread {
         } = rows;
         let mut checkpoints = Some(checkpoints);
         let mut writes = Some(writes);
-        Self::build(
-            thread_id,
-            &checkpoint_ns,
-            visitor,
-            Keep::Structure,
-            &mut |f| checkpoints.take().into_iter().flatten().try_for_each(f),
-            &mut || Ok(writes.take().unwrap_or_default()),
-        )
+        crate::codec::validated_once(|| {
+            Self::build(
+                thread_id,
+                &checkpoint_ns,
+                visitor,
+                Keep::Structure,
+                &mut |f| checkpoints.take().into_iter().flatten().try_for_each(f),
+                &mut || Ok(writes.take().unwrap_or_default()),
+            )
+        })
     }
 
     fn load_inner(
@@ -314,17 +316,19 @@ impl LoadedThread {
         };
         // Sent before the scan, read after it (PostgreSQL: no round trip of its own).
         let mut writes = Some(store.thread_writes_later(thread_id, ns)?);
-        Self::build(
-            thread_id,
-            ns,
-            visitor,
-            keep,
-            &mut |f| scan(store, thread_id, ns, f),
-            &mut || match writes.take() {
-                Some(later) => later(),
-                None => store.thread_writes(thread_id, ns),
-            },
-        )
+        crate::codec::validated_once(|| {
+            Self::build(
+                thread_id,
+                ns,
+                visitor,
+                keep,
+                &mut |f| scan(store, thread_id, ns, f),
+                &mut || match writes.take() {
+                    Some(later) => later(),
+                    None => store.thread_writes(thread_id, ns),
+                },
+            )
+        })
     }
 
     /// Checkpoint `i` for a walk that compares `messages` lists by their bytes: from memory
@@ -372,23 +376,9 @@ impl LoadedThread {
     }
 
     /// Builds the thread from its checkpoint rows (`scan` hands them to its argument) and
-    /// then its writes, each message payload its checkpoints repeat validated once
-    /// ([`crate::codec::validated_once`]).
+    /// then its writes. Its callers build inside [`crate::codec::validated_once`]: each
+    /// message payload the checkpoints repeat is validated once.
     fn build(
-        thread_id: &str,
-        ns: &str,
-        visitor: &mut dyn LoadVisitor,
-        keep: Keep,
-        scan: &mut dyn FnMut(RowSink<'_>) -> Result<(), StoreError>,
-        read_writes: &mut dyn FnMut() -> Result<Vec<WriteRow>, StoreError>,
-    ) -> Result<Self, StoreError> {
-        crate::codec::validated_once(|| {
-            Self::build_scoped(thread_id, ns, visitor, keep, scan, read_writes)
-        })
-    }
-
-    /// [`Self::build`] inside its scope.
-    fn build_scoped(
         thread_id: &str,
         ns: &str,
         visitor: &mut dyn LoadVisitor,
