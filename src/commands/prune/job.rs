@@ -459,8 +459,8 @@ impl<C: DeleteRows + ?Sized> ThreadJob<C> for Prune<'_> {
         true
     }
 
-    /// A plan made ahead keeps ids and fingerprints (what its deletions leave is checked
-    /// and dropped when it is made): a whole group's may wait.
+    /// A plan made ahead keeps ids, fingerprints and a new root's list (what its deletions
+    /// leave is checked and dropped when it is made): a whole group's may wait.
     fn plans_waiting(&self) -> usize {
         64
     }

@@ -1,6 +1,6 @@
 //! Codec: LangGraph's serializer tags, msgpack with ext codes 0–7 (byte-exact round trip),
-//! the JSON rendering of decoded values fixed by the CLI contract, and what a stored value
-//! makes LangGraph import (`imports`).
+//! the JSON rendering of decoded values fixed by the CLI contract, what a stored value
+//! makes LangGraph import (`imports`), and message payloads validated once a load (`seen`).
 
 pub mod aes;
 mod decode;

@@ -167,7 +167,8 @@ impl<'a> Cur<'a> {
     }
 
     /// Skips one complete value, validating it exactly as decoding would (UTF-8, lengths,
-    /// nesting depth, ext payloads 0–7 as complete documents).
+    /// nesting depth, ext payloads 0–7 as complete documents; a message payload already
+    /// validated in the current scope is not validated again: `super::seen`).
     pub fn skip(&mut self, depth: usize) -> Result<(), CodecError> {
         if depth > super::MAX_DEPTH {
             return Err(CodecError::TooDeep { offset: self.pos });

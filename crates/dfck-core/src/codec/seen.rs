@@ -98,7 +98,7 @@ pub fn validated_once<R>(f: impl FnOnce() -> R) -> R {
 
 /// `validate()` of a message payload found at nesting depth `depth`, unless equal bytes
 /// were validated from that depth or a deeper one in the current scope; remembered when it
-/// passes.
+/// passes and fits.
 pub(super) fn validate_once(
     payload: &[u8],
     depth: usize,

@@ -408,7 +408,8 @@ impl LoadedThread {
             let bytes = row.bytes;
             // Metadata is plain JSON even when the body is encrypted or pickled; unreadable
             // metadata leaves the node's empty and the checkpoint unreadable.
-            // Kept values keep the metadata map; a shallow load reads only its facts.
+            // Kept values keep the metadata map (only its facts under `Metadata::Facts`); a
+            // shallow load reads only its facts.
             let parsed = if keep_values
                 && !matches!(
                     keep,
