@@ -1,15 +1,14 @@
 //! Cheap facts of a stored checkpoint for whole-store scans: its mode, step and source from
 //! the metadata, its `ts`, and how it stores `messages`. Each gives what the full parse or
-//! decode gives ([`parse_metadata`], [`Checkpoint::from_row`]) without building the values
-//! it does not need; anything the fast path cannot settle goes through the full one.
+//! decode gives ([`parse_metadata`](super::parse_metadata), [`Checkpoint::from_row`])
+//! without building the values it does not need; anything the fast path cannot settle goes
+//! through the full one.
 
 use super::thread::MetaFacts;
-use super::{Checkpoint, MESSAGES, MessagesEncoding, parse_metadata};
+use super::{Checkpoint, MESSAGES, MessagesEncoding, metadata_parses};
 use crate::codec::{self, EXT_DELTA_SNAPSHOT};
-use crate::error::ModelError;
 use crate::store::{CheckpointBody, CheckpointKey, CheckpointRow};
 pub use crate::store::{FactsRow, FactsWanted};
-use serde::Deserialize;
 use serde_json::Value as Json;
 use std::borrow::Cow;
 
@@ -22,150 +21,6 @@ pub struct MetadataFacts {
     pub step: Option<i64>,
     /// `metadata.source`, when a string.
     pub source: Option<String>,
-}
-
-/// A JSON visitor's methods for every scalar but `null`, each giving `$value` (of type `$t`).
-macro_rules! scalars_are {
-    ($t:ty, $value:expr) => {
-        scalars_are!(@each $t, $value; visit_bool: bool, visit_i64: i64, visit_u64: u64,
-            visit_f64: f64, visit_str: &str);
-    };
-    (@each $t:ty, $value:expr; $($f:ident: $arg:ty),*) => {
-        $(fn $f<E>(self, _: $arg) -> Result<$t, E> {
-            Ok($value)
-        })*
-    };
-}
-
-/// The only metadata keys [`MetaFacts`] reads; every other key is skipped, not built.
-#[derive(Deserialize)]
-struct Keys {
-    step: Option<Json>,
-    source: Option<Json>,
-    /// Present (any value, `null` too) or not.
-    #[serde(
-        rename = "deerflow_checkpoint_channel_mode",
-        default,
-        deserialize_with = "present"
-    )]
-    mode: Option<Json>,
-    /// An object naming `messages` (its values are skipped, not built).
-    #[serde(
-        rename = "counters_since_delta_snapshot",
-        default,
-        deserialize_with = "counts_messages"
-    )]
-    counters: bool,
-    #[serde(default, deserialize_with = "key_present")]
-    run_durations: bool,
-    #[serde(default, deserialize_with = "names_duration_write")]
-    writes: bool,
-}
-
-/// Whether `metadata.writes` is an object with DeerFlow's duration write; anything but an
-/// object or `null` fails (and takes the full parse).
-fn names_duration_write<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
-    struct Writes;
-    impl<'de> serde::de::Visitor<'de> for Writes {
-        type Value = bool;
-        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("an object")
-        }
-        fn visit_unit<E>(self) -> Result<bool, E> {
-            Ok(false)
-        }
-        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<bool, A::Error> {
-            let mut found = false;
-            while let Some(k) = m.next_key::<String>()? {
-                m.next_value::<serde::de::IgnoredAny>()?;
-                found |= k == "runtime_run_duration";
-            }
-            Ok(found)
-        }
-    }
-    d.deserialize_any(Writes)
-}
-
-/// Whether `metadata.counters_since_delta_snapshot` is an object with a `messages` key;
-/// any other value is `false`, as `Json::Object(c) if c.contains_key("messages")` says.
-fn counts_messages<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
-    use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
-    struct Counters;
-    impl<'de> Visitor<'de> for Counters {
-        type Value = bool;
-        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("any JSON value")
-        }
-        scalars_are!(bool, false);
-        fn visit_unit<E>(self) -> Result<bool, E> {
-            Ok(false)
-        }
-        fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<bool, A::Error> {
-            while s.next_element::<IgnoredAny>()?.is_some() {}
-            Ok(false)
-        }
-        fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<bool, A::Error> {
-            let mut found = false;
-            while let Some(k) = m.next_key::<Key>()? {
-                m.next_value::<IgnoredAny>()?;
-                found |= k.0;
-            }
-            Ok(found)
-        }
-    }
-    /// A map key, `true` when it is `messages` (read without a copy when it can be).
-    struct Key(bool);
-    impl<'de> serde::Deserialize<'de> for Key {
-        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            struct K;
-            impl<'de> Visitor<'de> for K {
-                type Value = Key;
-                fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                    f.write_str("a key")
-                }
-                fn visit_str<E>(self, k: &str) -> Result<Key, E> {
-                    Ok(Key(k == MESSAGES))
-                }
-            }
-            d.deserialize_str(K)
-        }
-    }
-    d.deserialize_any(Counters)
-}
-
-fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Json>, D::Error> {
-    Json::deserialize(d).map(Some)
-}
-
-fn key_present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
-    serde::de::IgnoredAny::deserialize(d).map(|_| true)
-}
-
-impl MetaFacts {
-    /// The facts of metadata `bytes`, as `MetaFacts::of(&parse_metadata(bytes, what)?)`
-    /// gives them, without building the keys it does not read.
-    pub fn parse(bytes: &[u8], what: &str) -> Result<Self, ModelError> {
-        let object = bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
-        // A duplicate key, a non-object, `writes` neither an object nor null, or Python's
-        // NaN fail here and take the full parse.
-        let keys = if object {
-            serde_json::from_slice::<Keys>(bytes).ok()
-        } else {
-            None
-        };
-        let Some(k) = keys else {
-            return parse_metadata(bytes, what).map(|m| MetaFacts::of(&m));
-        };
-        let delta = k.mode.as_ref().and_then(Json::as_str) == Some("delta") || k.counters;
-        Ok(MetaFacts {
-            source: k.source.as_ref().and_then(Json::as_str).map(Into::into),
-            step: k.step.as_ref().and_then(Json::as_i64),
-            marker: k.mode.map(Box::new),
-            delta,
-            run_durations: k.run_durations,
-            duration_write: k.writes,
-        })
-    }
 }
 
 /// The facts of metadata `bytes`; unreadable metadata gives the empty map's facts, as
@@ -284,55 +139,6 @@ fn msgpack_encoding(
     })
 }
 
-/// Whether [`parse_metadata`] takes `bytes`, without building the map: the same parse
-/// (every value read as `serde_json::Value` reads it, through `deserialize_any`, which
-/// checks what `IgnoredAny` lets through: lone surrogates, numbers out of range), nothing
-/// kept.
-pub(crate) fn metadata_parses(bytes: &[u8]) -> bool {
-    if bytes.is_empty() {
-        return true;
-    }
-    match serde_json::from_slice::<Shape>(bytes) {
-        Ok(shape) => shape != Shape::Other,
-        // Python's NaN and infinities, which the full parse reads again.
-        Err(_) => parse_metadata(bytes, "").is_ok(),
-    }
-}
-
-/// What a JSON value is, as far as [`parse_metadata`] cares.
-#[derive(PartialEq)]
-enum Shape {
-    Object,
-    Null,
-    Other,
-}
-
-impl<'de> Deserialize<'de> for Shape {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        use serde::de::{MapAccess, SeqAccess, Visitor};
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Shape;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("any JSON value")
-            }
-            scalars_are!(Shape, Shape::Other);
-            fn visit_unit<E>(self) -> Result<Shape, E> {
-                Ok(Shape::Null)
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<Shape, A::Error> {
-                while s.next_element::<Shape>()?.is_some() {}
-                Ok(Shape::Other)
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Shape, A::Error> {
-                while m.next_entry::<Shape, Shape>()?.is_some() {}
-                Ok(Shape::Object)
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
 /// What a store summary needs of one checkpoint to count the bytes its state reads
 /// ([`crate::store::Store::checkpoint_facts_at`]).
 #[derive(Debug, Clone)]
@@ -449,6 +255,7 @@ impl CheckpointFacts {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::parse_metadata;
     use crate::store::Store;
     use crate::store::sqlite::SqliteStore;
 

@@ -2,7 +2,8 @@
 //! mode detection (DeerFlow's metadata rule and the structural encoding of `messages`).
 
 pub mod facts;
-pub(crate) use facts::metadata_parses;
+mod meta_keys;
+pub(crate) use meta_keys::metadata_parses;
 pub mod read_back;
 pub mod thread;
 

@@ -424,10 +424,11 @@ impl LoadedThread {
                 })
             } else if keep_values {
                 // Values without the map: the metadata is still refused exactly where the
-                // full parse refuses it (what `MetaFacts::parse` lets through included).
-                match super::metadata_parses(&row.metadata) {
-                    true => MetaFacts::parse(&row.metadata, "").map_err(|e| super::naming(e, &row)),
-                    false => super::parse_row_metadata(&row).map(|m| MetaFacts::of(&m)),
+                // full parse refuses it (what `MetaFacts::parse` lets through included),
+                // checked in the pass that reads the facts.
+                match MetaFacts::parse_checked(&row.metadata) {
+                    Some(facts) => Ok(facts),
+                    None => super::parse_row_metadata(&row).map(|m| MetaFacts::of(&m)),
                 }
                 .map(|facts| (Arc::clone(&empty), facts))
             } else {
